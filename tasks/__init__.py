@@ -1,0 +1,1 @@
+"""Finite groups and the state-tracking streams built on them."""

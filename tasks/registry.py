@@ -1,0 +1,106 @@
+"""Task registry: a name maps to its token stream, its label rule and its evaluation streams.
+
+Names: any group name (`C2`, `S3`, `A4xC5`: uniform stream over the group), `<group>-gen`
+(uniform over a generating set), `parity` (C2, evaluated on uniform and adversarial streams),
+`modcount<m>` (all-ones input, count mod m) and `flipflop`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+
+from tasks import groups
+from tasks import streams
+
+
+class TaskError(ValueError):
+  """An unknown or malformed task name."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Task:
+  name: str
+  vocab_size: int  # input tokens are 0..vocab_size-1
+  num_classes: int  # labels are 0..num_classes-1
+  table: np.ndarray  # associative table that folds tokens into states
+  stream: Callable  # (key, batch, length) -> tokens, the training stream
+  eval_streams: dict  # name -> stream; 'uniform' is the headline evaluation
+  label_map: np.ndarray | None = None  # state -> class, when states are not the classes
+  group: groups.Group | None = None
+
+  def labels(self, tokens):
+    y = streams.prefix_products(self.table, tokens)
+    return y if self.label_map is None else jnp.asarray(self.label_map)[y]
+
+  def sample(self, key, batch: int, length: int, stream: str | None = None):
+    """Jittable with batch and length static: (tokens, labels), both int32 (batch, length)."""
+    fn = self.stream if stream is None else self.eval_streams[stream]
+    tokens = fn(key, batch, length)
+    return tokens, self.labels(tokens)
+
+
+def _group_task(name: str, g: groups.Group, stream=None) -> Task:
+  uniform = streams.uniform(g.order)
+  return Task(name=name, vocab_size=g.order, num_classes=g.order, table=g.table,
+              stream=stream or uniform, eval_streams={"uniform": uniform}, group=g)
+
+
+def parity() -> Task:
+  g = groups.get_group("C2")
+  uniform = streams.uniform(2)
+  return Task("parity", 2, 2, g.table, uniform,
+              {"uniform": uniform, "adversarial": streams.adversarial_parity()}, group=g)
+
+
+def modcount(m: int) -> Task:
+  g = groups.cyclic(m)
+  ones = streams.constant(1)
+  return Task(f"modcount{m}", 2, m, g.table, ones, {"uniform": ones}, group=g)
+
+
+def flipflop() -> Task:
+  s = streams.flipflop()
+  return Task("flipflop", 3, 2, streams.FLIPFLOP_TABLE, s, {"uniform": s},
+              label_map=streams.FLIPFLOP_READ)
+
+
+# Fixed names; group names (and their '-gen' variants) are parsed on top of these.
+TASKS = {"parity": parity, "flipflop": flipflop}
+GRAMMAR = ("tasks: " + ", ".join(sorted(TASKS)) + ", modcount<m> (m>=2), a group name "
+           "(uniform stream) or <group>-gen (stream over a generating set); " + groups.GRAMMAR)
+
+
+@functools.lru_cache(maxsize=64)
+def get_task(name: str) -> Task:
+  """Build a task by name; raises TaskError naming the valid choices for anything else."""
+  if name in TASKS:
+    return TASKS[name]()
+  if m := re.fullmatch(r"modcount(\d+)", name or ""):
+    if int(m.group(1)) < 2:
+      raise TaskError(f"unknown task {name!r}: modcount needs m >= 2; {GRAMMAR}")
+    return modcount(int(m.group(1)))
+  gen = (name or "").endswith("-gen")
+  group_name = name[:-4] if gen else name
+  try:
+    g = groups.get_group(group_name)
+  except groups.GroupError as e:
+    if "too large" in str(e):
+      raise TaskError(str(e)) from None
+    raise TaskError(f"unknown task {name!r}; {GRAMMAR}") from None
+  if gen:
+    return _group_task(name, g, streams.from_set(g.generating_set))
+  return _group_task(name, g)
+
+
+def validate(name: str) -> str:
+  """Flag validator helper: the one-line reason `name` is not a task, or '' if it is."""
+  try:
+    get_task(name)
+    return ""
+  except (TaskError, groups.GroupError) as e:
+    return str(e)

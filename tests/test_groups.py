@@ -1,0 +1,74 @@
+"""Group axioms for every family and the theory values the papers rely on."""
+import numpy as np
+import pytest
+
+from tasks import groups
+
+NAMED = ["C1", "C2", "C3", "C6", "C24", "C60", "Z5", "S1", "S2", "S3", "S4", "S5", "A3", "A4",
+         "A5", "D1", "D3", "D4", "D6", "Q8", "C2xC4", "C2xC30", "C2xC2xC2", "A4xC5", "S3xQ8"]
+
+
+@pytest.mark.parametrize("name", NAMED)
+def test_group_axioms_hold(name):
+  g = groups.get_group(name)
+  t, n = g.table, g.order
+  assert t.dtype == np.int32 and t.shape == (n, n)
+  # closure: every row is a permutation of the elements (Latin square)
+  assert all(np.array_equal(np.sort(row), np.arange(n)) for row in t), "table is not closed"
+  assert all(np.array_equal(np.sort(col), np.arange(n)) for col in t.T), "table is not a Latin square"
+  assert np.array_equal(t[0], np.arange(n)) and np.array_equal(t[:, 0], np.arange(n)), "0 is not the identity"
+  a, b, c = np.meshgrid(np.arange(n), np.arange(n), np.arange(n), indexing="ij", sparse=True)
+  assert np.array_equal(t[t[a, b], c], t[a, t[b, c]]), "not associative"
+  inv = g.inverse
+  assert np.all(t[np.arange(n), inv] == 0) and np.all(t[inv, np.arange(n)] == 0), "inverse fails"
+
+
+@pytest.mark.parametrize("name,order", [("C7", 7), ("S4", 24), ("A5", 60), ("D5", 10), ("Q8", 8),
+                                        ("A4xC5", 60), ("C2xC30", 60), ("S6", 720)])
+def test_orders(name, order):
+  assert groups.get_group(name).order == order
+
+
+@pytest.mark.parametrize("name,length", [("C2", 1), ("C6", 1), ("C60", 1), ("C2xC4", 1),
+                                         ("S3", 2), ("A4", 2), ("D4", 2), ("Q8", 2), ("S4", 3),
+                                         ("A5", None), ("S5", None), ("C1", 0)])
+def test_derived_length(name, length):
+  g = groups.get_group(name)
+  assert g.derived_length == length, f"{name}: derived length {g.derived_length}, expected {length}"
+  assert g.is_solvable == (length is not None)
+
+
+@pytest.mark.parametrize("name,length", [("C2", 1), ("C2xC2", 1), ("C2xC2xC2", 1), ("C2xC4", 2),
+                                         ("D4", 2), ("Q8", 2), ("C4", 2), ("C8", 3), ("C3", None),
+                                         ("S3", None), ("C6", None), ("A4", None)])
+def test_elementary2_length(name, length):
+  got = groups.get_group(name).elementary2_length
+  assert got == length, f"{name}: elementary-2 series length {got}, expected {length}"
+
+
+@pytest.mark.parametrize("name,abelian", [("C60", True), ("C2xC30", True), ("S3", False),
+                                          ("Q8", False), ("D2", True)])
+def test_abelian(name, abelian):
+  assert groups.get_group(name).is_abelian == abelian
+
+
+def test_z_is_an_alias_of_c():
+  assert np.array_equal(groups.get_group("Z6").table, groups.get_group("C6").table)
+
+
+@pytest.mark.parametrize("name", ["banana", "", "C0", "S0", "X3", "C2x", "xC2", "C-1", "q8", "C2*C3"])
+def test_bad_names_state_the_grammar(name):
+  with pytest.raises(groups.GroupError, match="C<n>"):
+    groups.get_group(name)
+
+
+@pytest.mark.parametrize("name", ["S9", "S12", "A10", "C10000", "S7xC2"])
+def test_too_large_groups_are_refused_with_the_reason(name):
+  with pytest.raises(groups.GroupError, match="too large"):
+    groups.get_group(name)
+
+
+@pytest.mark.parametrize("name", ["S3", "A5", "C2xC4", "Q8"])
+def test_generating_set_generates(name):
+  g = groups.get_group(name)
+  assert g.generate(g.generating_set).size == g.order

@@ -1,0 +1,46 @@
+"""The info command: JSON keys, sampling through the training sampler, one-line errors."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run_info(*args):
+  return subprocess.run([sys.executable, "-m", "launch.info", *args], capture_output=True,
+                        text=True, timeout=120)
+
+
+def test_info_json_for_a4():
+  out = run_info("--group=A4", "--json")
+  assert out.returncode == 0, out.stderr
+  info = json.loads(out.stdout)
+  assert list(info)[:7] == ["name", "order", "abelian", "solvable", "derived_length",
+                            "elementary2_length", "cayley"]
+  assert info["order"] == 12 and info["derived_length"] == 2 and info["solvable"]
+  assert len(info["cayley"]) == 12 and all(len(r) == 12 for r in info["cayley"])
+
+
+def test_info_sample_matches_task_sampler():
+  import jax
+  from tasks import registry
+  out = run_info("--group=S3", "--json", "--sample=3x7", "--seed=5")
+  assert out.returncode == 0, out.stderr
+  info = json.loads(out.stdout)
+  tokens, labels = registry.get_task("S3").sample(jax.random.PRNGKey(5), 3, 7)
+  assert info["inputs"] == tokens.tolist() and info["labels"] == labels.tolist()
+
+
+@pytest.mark.parametrize("args", [["--group=S9"], ["--group=banana", "--json"],
+                                  ["--group=S3", "--sample=3by7"]])
+def test_bad_input_is_one_line_without_traceback(args):
+  out = run_info(*args)
+  assert out.returncode != 0
+  assert "Traceback" not in out.stderr
+  errors = [l for l in out.stderr.splitlines() if l.startswith("error:")]
+  assert len(errors) == 1, out.stderr
+
+
+def test_info_human_summary():
+  out = run_info("--group=A5")
+  assert out.returncode == 0 and "not solvable" in out.stdout

@@ -1,0 +1,91 @@
+"""Samplers: labels equal a NumPy fold, seeds are deterministic, everything runs under jit."""
+import functools
+
+import jax
+import numpy as np
+import pytest
+
+from tasks import registry
+from tasks import streams
+
+TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "S3", "A4", "A5", "Q8", "D4", "A4xC5", "S3-gen",
+         "A5-gen", "parity", "modcount5", "flipflop"]
+
+
+@functools.lru_cache(maxsize=None)
+def jitted(name):
+  return jax.jit(registry.get_task(name).sample, static_argnums=(1, 2, 3))
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_labels_equal_numpy_fold(name):
+  task = registry.get_task(name)
+  tokens, labels = jitted(name)(jax.random.PRNGKey(3), 8, 200, None)
+  expected = streams.prefix_products_numpy(task.table, np.asarray(tokens))
+  if task.label_map is not None:
+    expected = task.label_map[expected]
+  np.testing.assert_array_equal(np.asarray(labels), expected, err_msg=f"{name}: scan != fold")
+  assert tokens.dtype == np.int32 and labels.dtype == np.int32
+  assert tokens.min() >= 0 and tokens.max() < task.vocab_size
+  assert labels.min() >= 0 and labels.max() < task.num_classes
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_same_seed_same_batch_different_seed_differs(name):
+  a = jitted(name)(jax.random.PRNGKey(7), 4, 64, None)
+  b = jitted(name)(jax.random.PRNGKey(7), 4, 64, None)
+  c = jitted(name)(jax.random.PRNGKey(8), 4, 64, None)
+  np.testing.assert_array_equal(a[0], b[0])
+  np.testing.assert_array_equal(a[1], b[1])
+  if name != "modcount5":  # the all-ones stream has no randomness by design
+    assert not np.array_equal(a[0], c[0]), f"{name}: seeds 7 and 8 gave the same tokens"
+
+
+def test_sampling_is_traced_once_under_jit():
+  traces = []
+  task = registry.get_task("S3")
+
+  @functools.partial(jax.jit, static_argnums=(1, 2))
+  def f(key, b, t):
+    traces.append(1)
+    return task.sample(key, b, t)
+
+  for seed in range(3):
+    f(jax.random.PRNGKey(seed), 2, 10)
+  assert len(traces) == 1, "sampling retraced for a new key"
+
+
+def test_labels_are_left_to_right_products():
+  task = registry.get_task("S3")
+  tokens, labels = jitted("S3")(jax.random.PRNGKey(0), 64, 3, None)
+  t = task.table
+  tokens = np.asarray(tokens)
+  np.testing.assert_array_equal(labels[:, 2], t[t[tokens[:, 0], tokens[:, 1]], tokens[:, 2]])
+  # non-abelian: the right-to-left product differs somewhere
+  assert np.any(np.asarray(labels[:, 1]) != t[tokens[:, 1], tokens[:, 0]])
+
+
+def test_generating_stream_uses_only_generators():
+  task = registry.get_task("A5-gen")
+  tokens, _ = jitted("A5-gen")(jax.random.PRNGKey(0), 16, 100, None)
+  assert set(np.unique(tokens)) <= set(task.group.generating_set.tolist())
+
+
+def test_adversarial_parity_is_blocks_of_zeros_then_odd_ones():
+  tokens, labels = jitted("parity")(jax.random.PRNGKey(1), 32, 100, "adversarial")
+  for row in np.asarray(tokens):
+    runs = np.split(row, np.nonzero(np.diff(row))[0] + 1)
+    inner_ones = [len(r) for r in runs[1:-1] if r[0] == 1]
+    assert all(n % 2 == 1 for n in inner_ones), f"even run of ones in {row}"
+    assert len(set(inner_ones)) <= 1 and len(set(len(r) for r in runs[1:-1] if r[0] == 0)) <= 1
+
+
+def test_modcount_counts():
+  tokens, labels = jitted("modcount5")(jax.random.PRNGKey(0), 2, 12, None)
+  np.testing.assert_array_equal(labels[0], (np.arange(1, 13)) % 5)
+
+
+@pytest.mark.parametrize("name", ["banana", "modcount1", "S9", "S3-gen-gen", ""])
+def test_unknown_task_names_the_choices(name):
+  with pytest.raises(registry.TaskError, match="tasks: |too large"):
+    registry.get_task(name)
