@@ -1,0 +1,54 @@
+"""Evaluate a hand-built construction on the fixed evaluation stream.
+
+  python -m launch.analytic --task=S3 --length=10000 --json
+"""
+from __future__ import annotations
+
+from absl import flags
+import jax
+import numpy as np
+
+from launch import common
+from ssm_bench import analytic
+from ssm_bench import evaluation
+from ssm_bench import models
+from tasks import registry
+
+_TASK = flags.DEFINE_string("task", "S3", "An Abelian group name, S3, parity or modcount<m>.")
+_LENGTH = flags.DEFINE_integer("length", 10000, "Sequence length to evaluate at.", lower_bound=1)
+_NUM = flags.DEFINE_integer("num_seqs", 64, "Evaluation sequences.", lower_bound=1)
+_CHUNK = flags.DEFINE_integer("chunk", 16, "Sequences per forward pass.", lower_bound=1)
+_JSON = flags.DEFINE_bool("json", False, "Print one JSON object.")
+
+
+def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16) -> dict:
+  try:
+    task = registry.get_task(task_name)
+    cfg, params = analytic.build(task_name)
+  except (registry.TaskError, analytic.NoConstruction) as e:
+    raise common.UsageError(str(e)) from None
+  chunk = min(chunk, num_seqs)
+  num_seqs -= num_seqs % chunk
+  tokens, labels = evaluation.eval_set(task, num_seqs, length)
+  model = models.StateTracker(cfg)
+  correct = np.asarray(evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels))
+  per_pos, seq = evaluation.curves(correct)
+  wrong = np.nonzero(~correct.all(0))[0]
+  return {"task": task_name, "model": ",".join(sorted(set(cfg.layers))), "depth": cfg.depth,
+          "length": length, "accuracy": float(seq[-1]), "acc_at_length": float(per_pos[-1]),
+          "first_error": int(wrong[0]) + 1 if wrong.size else None,
+          "num_seqs": num_seqs, "backend": jax.default_backend()}
+
+
+def main(argv):
+  del argv
+  out = evaluate(_TASK.value, _LENGTH.value, _NUM.value, _CHUNK.value)
+  if _JSON.value:
+    common.print_json(out)
+  else:
+    print(f"{out['task']}: {out['model']} x{out['depth']} at length {out['length']}: "
+          f"sequence accuracy {out['accuracy']:.4f}, accuracy at L {out['acc_at_length']:.4f}")
+
+
+if __name__ == "__main__":
+  common.run_main(main)

@@ -1,0 +1,1 @@
+"""ssm-bench: state-tracking benchmarks for diagonal SSMs, RNNs and their relatives."""

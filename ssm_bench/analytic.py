@@ -1,0 +1,253 @@
+"""Analytic constructions: weights set by hand in the same Flax modules that training uses.
+
+They are the proof that the layers compute what the formulas say: each tracks its task exactly
+(to float32 rounding) at lengths far past training. All use norm='none' and a ReLU between
+layers, so sign/phase features pass through the blocks unchanged.
+
+- Any Abelian group, one simple_aussm layer: one state coordinate per character in a generating
+  set of the dual group, theta_j(x) = 2 pi c_j(x) / e; decode by nearest roots (Theorem 4.1).
+- S3, two simple_aussm layers (paper Sec. 5.3, App. B): layer 1 tracks the sign, layer 2
+  rotates by +-2 pi / 3 depending on layer 1's current state.
+- negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
+"""
+from __future__ import annotations
+
+import math
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ssm_bench import models
+from ssm_bench.config import ModelConfig
+from tasks import groups
+from tasks import registry
+
+
+class NoConstruction(ValueError):
+  """The task has no hand-built solution (and, for some groups, the theory says none exists)."""
+
+
+def characters(g: groups.Group) -> tuple[np.ndarray, int]:
+  """Homomorphisms c_j: G -> Z_e (e = exponent) that together separate the elements.
+
+  Returns (chars (k, order) ints, e). Only for Abelian groups.
+  """
+  t, n = g.table, g.order
+  gens = [int(x) for x in g.generating_set]
+  orders = []
+  for x in gens:
+    k, y = 1, x
+    while y != 0:
+      y, k = t[y, x], k + 1
+    orders.append(k)
+  e = math.lcm(*orders) if orders else 1
+
+  def extend(values):  # a character from generator values, or None if inconsistent
+    chi = np.full(n, -1)
+    chi[0] = 0
+    frontier = [0]
+    while frontier:
+      nxt = []
+      for x in frontier:
+        for gen, val in zip(gens, values):
+          y = t[x, gen]
+          want = (chi[x] + val) % e
+          if chi[y] < 0:
+            chi[y] = want
+            nxt.append(y)
+          elif chi[y] != want:
+            return None
+      frontier = nxt
+    return chi
+
+  chosen, seen = [], None
+  for combo in np.ndindex(*orders):
+    chi = extend([c * (e // o) for c, o in zip(combo, orders)])
+    if chi is None:
+      continue
+    keys = chi if seen is None else seen * e + chi
+    if seen is None or np.unique(keys).size > np.unique(seen).size:
+      chosen.append(chi)
+      seen = keys
+      if np.unique(seen).size == n:
+        break
+  return np.array(chosen, np.int64).reshape(-1, n), e
+
+
+def _zeros_like_init(cfg: ModelConfig, length: int = 4):
+  params = models.StateTracker(cfg).init(jax.random.PRNGKey(0), jnp.zeros((1, length), jnp.int32))
+  params = jax.tree.map(np.zeros_like, flax.core.unfreeze(params))
+  return jax.tree.map(np.array, params)
+
+
+def _finish(params):
+  return jax.tree.map(jnp.asarray, params)
+
+
+def abelian(group_name: str, d_model: int = 0, d_state: int = 0):
+  """One simple_aussm layer tracking an Abelian group."""
+  g = groups.get_group(group_name)
+  if not g.is_abelian:
+    raise NoConstruction(f"{group_name} is not Abelian")
+  chars, e = characters(g)
+  k = max(1, chars.shape[0])
+  n = max(d_state, k)
+  feats = 1 + k  # channel 0 unused, 1..k carry the input angles, then 4 readout features each
+  cfg = ModelConfig(layers=("simple_aussm",), vocab_size=g.order, num_classes=g.order,
+                    d_model=max(d_model, feats + 4 * k), d_state=n, norm="none",
+                    activation="relu", initial_state="ones", conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  angles = 2 * np.pi * chars / e  # (k, order)
+  p["embed"]["embedding"][:, 1:1 + chars.shape[0]] = angles.T
+  lay = p["layer0"]
+  scale = math.sqrt(n)  # h0 = 1 / sqrt(n) per coordinate
+  for j in range(chars.shape[0]):
+    lay["theta"]["kernel"][1 + j, j] = 1.0
+    base = feats + 4 * j
+    for off, (part, sign) in enumerate([(0, 1), (0, -1), (1, 1), (1, -1)]):
+      lay["readout"]["kernel"][part * n + j, base + off] = sign * scale
+      p["out0"]["kernel"][base + off, base + off] = 1.0
+      p["head_hidden"]["kernel"][base + off, base + off] = 1.0
+    for off, coef in enumerate([np.cos(angles[j]), -np.cos(angles[j]),
+                                np.sin(angles[j]), -np.sin(angles[j])]):
+      p["head_out"]["kernel"][base + off, :] = coef
+  return cfg, _finish({"params": p})
+
+
+def _s3_encoding(g: groups.Group):
+  """Elements as s^a r^b (inputs) and r^B s^A (states) for an order-3 r and order-2 s."""
+  t = g.table
+  order_of = lambda x: next(k for k in range(1, 7) if _power(t, x, k) == 0)
+  r = next(x for x in range(6) if order_of(x) == 3)
+  s = next(x for x in range(6) if order_of(x) == 2)
+  enc_in = {int(t[_power(t, s, a), _power(t, r, b)]): (a, b) for a in (0, 1) for b in (0, 1, 2)}
+  state_of = {(A, B): int(t[_power(t, r, B), _power(t, s, A)]) for A in (0, 1) for B in (0, 1, 2)}
+  return enc_in, state_of
+
+
+def _power(t, x, k):
+  y = 0
+  for _ in range(k):
+    y = t[y, x]
+  return y
+
+
+def s3(d_model: int = 0, d_state: int = 4):
+  """Two simple_aussm layers: sign, then a rotation whose direction depends on the sign."""
+  g = groups.get_group("S3")
+  enc_in, state_of = _s3_encoding(g)
+  n = d_state
+  cfg = ModelConfig(layers=("simple_aussm", "simple_aussm"), vocab_size=6, num_classes=6,
+                    d_model=max(d_model, 17), d_state=n, norm="none", activation="relu",
+                    initial_state="ones", conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  emb = p["embed"]["embedding"]
+  for x, (a, b) in enc_in.items():
+    emb[x, 0] = np.pi * a  # layer 1 angle: a flip on every transposition
+    emb[x, 1:3] = float(b == 1)  # each one-hot twice: once per sign it is paired with
+    emb[x, 3:5] = float(b == 2)
+  root_n = math.sqrt(n)  # h0 = 1/sqrt(n): sigma = sqrt(n) Re h = +-1
+  l1, l2 = p["layer0"], p["layer1"]
+  l1["theta"]["kernel"][0, 0] = 1.0
+  l1["D"][1:5] = 1.0
+  # y_c = onehot + s sigma - 1 (ReLU: an exact indicator of (b, sign)); y5, y6 = +-sigma
+  for c, s in ((1, 1), (2, -1), (3, 1), (4, -1), (5, 1), (6, -1)):
+    l1["readout"]["kernel"][0, c] = s * root_n
+    l1["readout"]["bias"][c] = -1.0 if c <= 4 else 0.0
+  for c in range(1, 7):
+    p["out0"]["kernel"][c, c + 6] = 1.0  # indicators -> channels 7..12
+  # layer 2: theta = 2 pi / 3 * (I[b=1,+] - I[b=1,-] + 2 I[b=2,+] - 2 I[b=2,-])
+  for c, w in ((7, 1), (8, -1), (9, 2), (10, -2)):
+    l2["theta"]["kernel"][c, 0] = 2 * np.pi / 3 * w
+  for c, (part, s) in zip(range(13, 17), [(0, 1), (0, -1), (1, 1), (1, -1)]):
+    l2["readout"]["kernel"][part * n, c] = s * root_n
+    p["out1"]["kernel"][c, c] = 1.0
+  for c in range(11, 17):
+    p["head_hidden"]["kernel"][c, c] = 1.0
+  for (A, B), elem in state_of.items():
+    sign = 1.0 if A == 0 else -1.0
+    ang = 2 * np.pi * B / 3
+    head = p["head_out"]["kernel"]
+    head[11, elem], head[12, elem] = 2 * sign, -2 * sign
+    head[13, elem], head[14, elem] = np.cos(ang), -np.cos(ang)
+    head[15, elem], head[16, elem] = np.sin(ang), -np.sin(ang)
+  return cfg, _finish({"params": p})
+
+
+def parity(d_model: int = 0, d_state: int = 4):
+  """negmamba: Delta saturates so a(0) = 1 and a(1) = -1 exactly in float32; B = 0."""
+  n = d_state
+  cfg = ModelConfig(layers=("negmamba",), vocab_size=2, num_classes=2, d_model=max(d_model, 4),
+                    d_state=n, norm="none", activation="relu", initial_state="ones",
+                    conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  d = cfg.d_model
+  p["embed"]["embedding"][:, 0] = 1.0  # constant channel
+  p["embed"]["embedding"][1, 1] = 1.0  # the bit
+  lay = p["layer0"]
+  lay["in_u"]["kernel"][:] = np.eye(d)
+  lay["in_z"]["kernel"][0, :] = 20.0  # gate silu(20): a positive constant
+  lay["dt_down"]["kernel"][1, 0] = 1.0
+  lay["dt_up"]["kernel"][0, :] = 300.0
+  lay["dt_up"]["bias"][:] = -100.0  # Delta = softplus(-100) ~ 0 or softplus(200) = 200
+  lay["C"]["kernel"][0, :] = 1.0 / math.sqrt(n)  # C . h = +-1
+  lay["D"][0] = 1.0  # channel 0: sign + 1 in {2, 0}
+  p["out0"]["kernel"][0, 2] = 1.0
+  p["head_hidden"]["kernel"][2, 2] = 1.0
+  gate = float(jax.nn.silu(20.0))
+  p["head_out"]["kernel"][2, 0] = 1.0
+  p["head_out"]["bias"][1] = gate  # even: 2 gate > gate; odd: 0 < gate
+  return cfg, _finish({"params": p})
+
+
+def modcount(m: int, d_model: int = 0, d_state: int = 4):
+  """s4d with Lambda = i 2 pi / m, Delta = 1: a constant rotation counts the positions."""
+  n = d_state
+  cfg = ModelConfig(layers=("s4d",), vocab_size=2, num_classes=m, d_model=max(d_model, 5),
+                    d_state=n, norm="none", activation="relu", initial_state="ones",
+                    conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  lay = p["layer0"]
+  lay["lambda_log_neg_re"][:] = -200.0  # exp(-200) underflows: Re Lambda = 0 exactly
+  lay["lambda_im"][:] = 2 * np.pi / m
+  root_n = math.sqrt(n) / 2  # y = 2 Re(C h), h0 = 1 / sqrt(n)
+  for c, (re, im) in zip(range(1, 5), [(1, 0), (-1, 0), (0, -1), (0, 1)]):
+    lay["C_re"][c, 0], lay["C_im"][c, 0] = re * root_n, im * root_n
+    p["out0"]["kernel"][c, c] = 1.0
+    p["head_hidden"]["kernel"][c, c] = 1.0
+  ang = 2 * np.pi * np.arange(m) / m
+  head = p["head_out"]["kernel"]
+  head[1], head[2], head[3], head[4] = np.cos(ang), -np.cos(ang), np.sin(ang), -np.sin(ang)
+  return cfg, _finish({"params": p})
+
+
+def build(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params) of the construction for a task name; NoConstruction says why not."""
+  if task_name == "parity":
+    return parity(d_model, max(d_state, 4))
+  if task_name.startswith("modcount"):
+    return modcount(registry.get_task(task_name).num_classes, d_model, max(d_state, 4))
+  g = registry.get_task(task_name).group
+  if g is None or task_name.endswith("-gen"):
+    raise NoConstruction(f"no analytic construction for task {task_name!r}")
+  if g.is_abelian:
+    return abelian(task_name, d_model, d_state)
+  if g.order == 6 and g.derived_length == 2 and task_name in ("S3", "D3"):
+    return s3(d_model, max(d_state, 4))
+  if not g.is_solvable:
+    raise NoConstruction(f"{task_name} is not solvable: no stack of diagonal (DCD) layers can "
+                         "track it at finite precision (paper 000, Theorem 4.2), so there is "
+                         "nothing to construct")
+  raise NoConstruction(f"{task_name} is solvable with derived length {g.derived_length}, so "
+                       f"{g.derived_length} diagonal layers can track it, but only the S3 "
+                       "cascade is built by hand here (Abelian groups, S3, parity, modcount<m>)")
+
+
+def perturb(params, scale: float, key):
+  """The construction plus Gaussian noise of std `scale` on every parameter (paper 001, Sec. 6)."""
+  leaves, treedef = jax.tree.flatten(params)
+  keys = jax.random.split(key, len(leaves))
+  return jax.tree.unflatten(treedef, [
+      x + scale * jax.random.normal(k, x.shape, x.dtype) for x, k in zip(leaves, keys)])

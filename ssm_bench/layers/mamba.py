@@ -1,0 +1,42 @@
+"""Mamba (S6) and negative-eigenvalue Mamba (Grazzi et al. 2025).
+
+a_t = exp(Delta_t Lambda) in (0, 1), or 2 exp(Delta_t Lambda) - 1 in (-1, 1) when negative;
+b_t = Delta_t B_t u_t; y_t = C_t . h_t + D u_t, gated by silu(z_t).
+"""
+from __future__ import annotations
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from ssm_bench import scan
+from ssm_bench.config import ModelConfig
+from ssm_bench.layers import common
+
+
+class Mamba(nn.Module):
+  cfg: ModelConfig
+  negative: bool = False
+
+  @nn.compact
+  def __call__(self, v):
+    cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
+    u = nn.Dense(d, name="in_u")(v)
+    z = nn.Dense(d, name="in_z")(v)
+    if cfg.conv_kernel:
+      u = nn.silu(nn.Conv(d, (cfg.conv_kernel,), padding=[(cfg.conv_kernel - 1, 0)],
+                          feature_group_count=d, name="conv")(u))
+    dt = common.low_rank_dt(u, d, cfg)
+    B = nn.Dense(n, use_bias=False, name="B")(u)
+    C = nn.Dense(n, use_bias=False, name="C")(u)
+    A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
+        jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
+    a = jnp.exp(dt[..., None] * -jnp.exp(A_log))
+    if self.negative:
+      a = 2.0 * a - 1.0
+    self.sow("intermediates", "transition", a)
+    b = (dt * u)[..., None] * B[..., None, :]
+    h0 = common.initial_state(self, cfg.initial_state, (d, n))
+    h = scan.linear_scan(a, b, common.batch_h0(h0, v.shape[0]), cfg.scan_method)
+    D = self.param("D", nn.initializers.ones, (d,))
+    y = jnp.einsum("btdn,btn->btd", h, C) + D * u
+    return y * nn.silu(z)

@@ -1,0 +1,41 @@
+"""S4D (Gu et al. 2022): input-independent complex diagonal transitions, ZOH discretisation.
+
+a = exp(Delta Lambda), identical at every step; b_t = (a - 1) / Lambda * B u_t;
+y = 2 Re(C h) + D u. S4D-Lin init: Lambda_n = -1/2 + i pi n.
+"""
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from ssm_bench import scan
+from ssm_bench.config import ModelConfig
+from ssm_bench.layers import common
+
+
+class S4D(nn.Module):
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, v):
+    cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
+    u = nn.Dense(d, name="in_u")(v)
+    log_dt = self.param("log_dt", common.uniform_init(math.log(cfg.dt_min), math.log(cfg.dt_max)), (d,))
+    log_neg_re = self.param("lambda_log_neg_re", nn.initializers.constant(math.log(0.5)), (d, n))
+    lam_im = self.param("lambda_im", lambda _, s: jnp.broadcast_to(
+        math.pi * jnp.arange(s[1], dtype=jnp.float32), s), (d, n))
+    lam = -jnp.exp(log_neg_re) + 1j * lam_im
+    a = jnp.exp(jnp.exp(log_dt)[:, None] * lam)  # (d, n)
+    self.sow("intermediates", "transition", a)
+    B = (self.param("B_re", nn.initializers.ones, (d, n))
+         + 1j * self.param("B_im", nn.initializers.zeros, (d, n)))
+    C = (self.param("C_re", nn.initializers.normal(0.5), (d, n))
+         + 1j * self.param("C_im", nn.initializers.normal(0.5), (d, n)))
+    b = ((a - 1.0) / lam * B) * u[..., None]
+    h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
+    h = scan.linear_scan(jnp.broadcast_to(a, b.shape), b, common.batch_h0(h0, v.shape[0]),
+                         cfg.scan_method)
+    D = self.param("D", nn.initializers.ones, (d,))
+    return 2.0 * jnp.einsum("btdn,dn->btd", h, C).real + D * u
