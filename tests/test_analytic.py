@@ -1,0 +1,76 @@
+"""Hand-built constructions track their tasks exactly through the training modules."""
+import json
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from ssm_bench import analytic
+from ssm_bench import evaluation
+from ssm_bench import models
+from tasks import groups
+from tasks import registry
+
+TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity", "modcount5",
+         "modcount7"]
+
+
+@pytest.mark.parametrize("method", ["sequential", "associative"])
+@pytest.mark.parametrize("name", TASKS)
+def test_construction_tracks_exactly_at_length_3000(name, method):
+  cfg, params = analytic.build(name)
+  cfg = cfg.__class__(**{**cfg.__dict__, "scan_method": method})
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 3000)
+  pred = models.StateTracker(cfg).apply(params, tokens).argmax(-1)
+  errors = int((pred != labels).sum())
+  assert errors == 0, f"{name} ({method}): {errors} wrong predictions out of {labels.size}"
+
+
+def test_parity_construction_also_tracks_adversarial_stream():
+  cfg, params = analytic.build("parity")
+  tokens, labels = evaluation.eval_set(registry.get_task("parity"), 8, 2000, "adversarial")
+  assert bool((models.StateTracker(cfg).apply(params, tokens).argmax(-1) == labels).all())
+
+
+def test_construction_pads_to_a_wider_model():
+  cfg, params = analytic.build("S3", d_model=32, d_state=16)
+  assert cfg.d_model == 32 and cfg.d_state == 16
+  tokens, labels = evaluation.eval_set(registry.get_task("S3"), 4, 500)
+  assert bool((models.StateTracker(cfg).apply(params, tokens).argmax(-1) == labels).all())
+
+
+@pytest.mark.parametrize("name", ["C60", "C2xC30", "C2xC2xC2", "C1"])
+def test_characters_separate_elements(name):
+  chars, e = analytic.characters(groups.get_group(name))
+  keys = {tuple(col) for col in chars.T} if chars.size else {()}
+  assert len(keys) == groups.get_group(name).order
+  t = groups.get_group(name).table
+  for c in chars:  # homomorphism: c(x y) = c(x) + c(y) mod e
+    assert np.array_equal(c[t], (c[:, None] + c[None, :]) % e)
+
+
+@pytest.mark.parametrize("name,reason", [("A5", "not solvable"), ("A4", "derived length 2"),
+                                         ("flipflop", "no analytic construction")])
+def test_no_construction_says_why(name, reason):
+  with pytest.raises(analytic.NoConstruction, match=reason):
+    analytic.build(name)
+
+
+def test_perturb_adds_noise_of_the_given_scale():
+  _, params = analytic.build("S3")
+  noisy = analytic.perturb(params, 0.01, jax.random.PRNGKey(0))
+  diffs = np.concatenate([np.ravel(a - b) for a, b in zip(jax.tree.leaves(noisy), jax.tree.leaves(params))])
+  assert 0.008 < diffs.std() < 0.012
+
+
+def test_analytic_cli_s3_at_10000_and_a5_refused():
+  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=S3", "--length=10000",
+                        "--num_seqs=16", "--json"], capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  res = json.loads(out.stdout)
+  assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
+  bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--json"],
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode != 0 and "not solvable" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,95 @@
+"""Each model builds, runs, trains one step, and its transitions lie where the theory says."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from ssm_bench import models
+from ssm_bench.config import ModelConfig
+
+NAMES = list(models.LAYERS)
+
+
+def build(layers, method="sequential", **kw):
+  cfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4,
+                    scan_method=method, **kw)
+  model = models.StateTracker(cfg)
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (3, 12), 0, 6)
+  params = model.init(jax.random.PRNGKey(0), tokens)
+  return model, params, tokens
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_forward_is_finite_and_one_step_changes_params(name):
+  model, params, tokens = build((name, name))
+  logits = model.apply(params, tokens)
+  assert logits.shape == (3, 12, 6) and bool(jnp.isfinite(logits).all()), f"{name}: bad logits"
+
+  def loss(p):
+    return optax.softmax_cross_entropy_with_integer_labels(model.apply(p, tokens), tokens).mean()
+
+  opt = optax.adamw(1e-3)
+  grads = jax.grad(loss)(params)
+  updates, _ = opt.update(grads, opt.init(params), params)
+  new = optax.apply_updates(params, updates)
+  changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), params, new)
+  assert all(jax.tree.leaves(changed["params"]["layer0"])) or any(
+      jax.tree.leaves(changed["params"]["layer0"])), f"{name}: no layer parameter changed"
+  assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads)), f"{name}: NaN grads"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scan_methods_give_the_same_model_output(name):
+  m1, params, tokens = build((name,), "sequential")
+  m2, _, _ = build((name,), "associative")
+  np.testing.assert_allclose(m1.apply(params, tokens), m2.apply(params, tokens), rtol=1e-4, atol=1e-4)
+
+
+def transitions(name, **kw):
+  model, params, tokens = build((name,), **kw)
+  _, state = model.apply(params, tokens, mutable=["intermediates"])
+  return np.asarray(state["intermediates"]["layer0"]["transition"][0])
+
+
+def test_mamba_transitions_in_open_unit_interval():
+  a = transitions("mamba")
+  assert a.min() > 0 and a.max() < 1, (a.min(), a.max())
+
+
+def test_negmamba_transitions_in_minus_one_one_and_can_be_negative():
+  a = transitions("negmamba", dt_min=0.1, dt_max=1.0)
+  assert a.min() > -1 and a.max() < 1 and a.min() < 0, (a.min(), a.max())
+
+
+@pytest.mark.parametrize("name", ["aussm", "simple_aussm"])
+def test_aussm_transitions_on_unit_circle(name):
+  a = transitions(name)
+  assert np.iscomplexobj(a)
+  np.testing.assert_allclose(np.abs(a), 1.0, atol=1e-6)
+
+
+def test_s4d_transition_is_identical_at_every_step():
+  a = transitions("s4d")
+  assert a.ndim == 2, "s4d transition should not depend on batch or time"
+  assert np.all(np.abs(a) < 1)
+
+
+def test_hybrid_stack_and_layer_parsing():
+  assert models.parse_layers("mamba", 2) == ("mamba", "mamba")
+  assert models.parse_layers("s4d,mamba") == ("s4d", "mamba")
+  with pytest.raises(ValueError, match="choose from mamba"):
+    models.parse_layers("mambo")
+  model, params, tokens = build(("s4d", "mamba"))
+  assert set(params["params"]) >= {"layer0", "layer1"}
+
+
+def test_complex_parameters_are_stored_as_real_arrays():
+  for name in ("aussm", "s4d", "simple_aussm"):
+    _, params, _ = build((name,))
+    assert all(not np.iscomplexobj(x) for x in jax.tree.leaves(params)), name
+
+
+def test_bad_config_field_names_the_choices():
+  with pytest.raises(ValueError, match="layernorm, rmsnorm, none"):
+    ModelConfig(norm="batchnorm")
