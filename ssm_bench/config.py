@@ -34,3 +34,79 @@ class ModelConfig:
   @property
   def depth(self) -> int:
     return len(self.layers)
+
+
+SCHEDULES = ("constant", "cosine", "cosine_restarts")
+
+# Fields that change array shapes or the compiled program. Runs that agree on all of these
+# train together under vmap; lr, schedule and seed are traced values.
+SHAPE_FIELDS = ("task", "model", "depth", "d_model", "d_state", "batch_size", "steps",
+                "train_length", "scan_method", "norm", "activation", "initial_state",
+                "conv_kernel", "dt_min", "dt_max", "weight_decay", "grad_clip",
+                "curriculum_start", "curriculum_threshold", "curriculum_patience",
+                "curriculum_every", "log_every", "eval_seqs", "eval_chunk", "init_from_analytic")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Everything that defines a run; its id is derived from these values (see runs.run_name)."""
+  task: str = "C2"
+  model: str = "mamba"  # a layer name, or a comma list for a hybrid stack
+  depth: int = 1
+  d_model: int = 128
+  d_state: int = 64
+  lr: float = 1e-3
+  schedule: str = "constant"
+  seed: int = 0
+  steps: int = 20000
+  batch_size: int = 256
+  scan_method: str = "auto"
+  weight_decay: float = 0.01
+  grad_clip: float = 1.0
+  train_length: int = 60  # curriculum cap (paper: 60)
+  curriculum_start: int = 2
+  curriculum_threshold: float = 0.95
+  curriculum_patience: int = 5  # consecutive checks at or above the threshold
+  curriculum_every: int = 10  # steps between curriculum checks
+  log_every: int = 100  # steps per compiled chunk and per metrics line
+  checkpoint_every: int = 1000
+  eval_seqs: int = 512
+  eval_chunk: int = 64
+  init_from_analytic: float = -1.0  # noise scale around the construction; < 0 means off
+  norm: str = "layernorm"
+  activation: str = "gelu"
+  initial_state: str = "ones"
+  conv_kernel: int = 4
+  dt_min: float = 1e-3
+  dt_max: float = 1e-1
+  preset: str = ""  # the preset these values came from, recorded for tables
+
+  def __post_init__(self):
+    if self.schedule not in SCHEDULES:
+      raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+    for name in ("depth", "d_model", "d_state", "steps", "batch_size", "train_length",
+                 "log_every", "checkpoint_every", "eval_seqs", "eval_chunk", "curriculum_every"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+    if self.eval_seqs % min(self.eval_chunk, self.eval_seqs):
+      raise ValueError(f"eval_seqs ({self.eval_seqs}) must be a multiple of eval_chunk ({self.eval_chunk})")
+    if self.steps % self.log_every:
+      raise ValueError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
+    if self.checkpoint_every % self.log_every:
+      raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a multiple of "
+                       f"log_every ({self.log_every})")
+
+  def replace(self, **kw) -> "TrainConfig":
+    return dataclasses.replace(self, **kw)
+
+  def shape_key(self) -> tuple:
+    return tuple(getattr(self, f) for f in SHAPE_FIELDS)
+
+
+# Presets: small enough to finish on a laptop CPU. Values a preset sets override the defaults;
+# explicit flags override the preset.
+PRESETS = {
+    "paper": {},
+    "cpu": dict(d_model=32, d_state=16, batch_size=64, steps=3000, log_every=100,
+                checkpoint_every=1000, eval_seqs=128, eval_chunk=64, preset="cpu"),
+}

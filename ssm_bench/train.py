@@ -1,0 +1,124 @@
+"""Pure training: state init, one step, a compiled chunk of steps, and the vmapped form.
+
+Learning rate, schedule and seed are traced (`hparams`), so one compiled program trains many
+runs that share shapes. The curriculum length is traced too: the model always sees sequences
+of `train_length` and the loss is masked beyond the current length, so growing the curriculum
+never recompiles.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from ssm_bench import analytic
+from ssm_bench import models
+from ssm_bench.config import SCHEDULES, ModelConfig, TrainConfig
+from tasks import registry
+
+RESTART_CYCLES = 4  # cosine_restarts: this many equal cosine cycles over the run
+
+
+def model_config(cfg: TrainConfig) -> ModelConfig:
+  """The network a run trains. With init_from_analytic, the construction's architecture."""
+  if cfg.init_from_analytic >= 0:
+    mcfg, _ = analytic.build(cfg.task, cfg.d_model, cfg.d_state)
+    return dataclasses.replace(mcfg, scan_method=cfg.scan_method)
+  task = registry.get_task(cfg.task)
+  return ModelConfig(layers=models.parse_layers(cfg.model, cfg.depth), vocab_size=task.vocab_size,
+                     num_classes=task.num_classes, d_model=cfg.d_model, d_state=cfg.d_state,
+                     scan_method=cfg.scan_method, norm=cfg.norm, activation=cfg.activation,
+                     initial_state=cfg.initial_state, conv_kernel=cfg.conv_kernel,
+                     dt_min=cfg.dt_min, dt_max=cfg.dt_max)
+
+
+def hparams(cfgs) -> dict:
+  """The traced hyperparameters of a list of configs, stacked along axis 0."""
+  return {"lr": jnp.array([c.lr for c in cfgs], jnp.float32),
+          "schedule": jnp.array([SCHEDULES.index(c.schedule) for c in cfgs], jnp.int32),
+          "seed": jnp.array([c.seed for c in cfgs], jnp.int32)}
+
+
+def lr_factor(step, schedule, total: int):
+  """constant: 1; cosine: one half-cosine to 0; cosine_restarts: RESTART_CYCLES of them."""
+  frac = step.astype(jnp.float32) / total
+  cycle = jnp.mod(frac * RESTART_CYCLES, 1.0)
+  return jnp.select([schedule == 0, schedule == 1],
+                    [1.0, 0.5 * (1 + jnp.cos(math.pi * frac))],
+                    0.5 * (1 + jnp.cos(math.pi * cycle)))
+
+
+class Trainer:
+  """The pure functions of one shape group: everything static lives here, nothing mutable."""
+
+  def __init__(self, cfg: TrainConfig):
+    self.cfg = cfg
+    self.task = registry.get_task(cfg.task)
+    self.mcfg = model_config(cfg)
+    self.model = models.StateTracker(self.mcfg)
+    self.optimizer = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), optax.scale_by_adam(),
+                                 optax.add_decayed_weights(cfg.weight_decay))
+    self.traces = 0  # how many times the training chunk was traced (= compiled)
+
+  def init(self, hp) -> dict:
+    """Train state for one run (hp holds scalars)."""
+    init_key = jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 0)
+    dummy = jnp.zeros((1, self.cfg.train_length), jnp.int32)
+    if self.cfg.init_from_analytic >= 0:
+      _, params = analytic.build(self.cfg.task, self.cfg.d_model, self.cfg.d_state)
+      params = analytic.perturb(params, self.cfg.init_from_analytic, init_key)
+    else:
+      params = self.model.init(init_key, dummy)
+    return {"params": params, "opt": self.optimizer.init(params), "step": jnp.int32(0),
+            "length": jnp.int32(min(self.cfg.curriculum_start, self.cfg.train_length)),
+            "streak": jnp.int32(0), "diverged_at": jnp.int32(-1)}
+
+  def loss_fn(self, params, tokens, labels, mask):
+    logits = self.model.apply(params, tokens)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+    n = jnp.maximum(mask.sum(), 1)
+    acc = ((logits.argmax(-1) == labels) * mask).sum() / n
+    return (ce * mask).sum() / n, acc
+
+  def step(self, state, hp):
+    cfg = self.cfg
+    data_key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 1), state["step"])
+    tokens, labels = self.task.sample(data_key, cfg.batch_size, cfg.train_length)
+    mask = jnp.broadcast_to(jnp.arange(cfg.train_length) < state["length"], tokens.shape)
+    (loss, acc), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(
+        state["params"], tokens, labels, mask)
+    lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps)
+    updates, opt = self.optimizer.update(grads, state["opt"], state["params"])
+    params = optax.apply_updates(state["params"], jax.tree.map(lambda u: -lr * u, updates))
+    # A non-finite loss freezes the run where it was and records the step: it is reported as
+    # diverged, never silently dropped, and the other runs of its vmapped group go on.
+    ok = jnp.isfinite(loss) & (state["diverged_at"] < 0)
+    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(ok, n, o), new, old)
+    check = (state["step"] + 1) % cfg.curriculum_every == 0
+    streak = jnp.where(check, jnp.where(acc >= cfg.curriculum_threshold, state["streak"] + 1, 0),
+                       state["streak"])
+    grow = streak >= cfg.curriculum_patience
+    new = {"params": keep(params, state["params"]), "opt": keep(opt, state["opt"]),
+           "step": state["step"] + 1,
+           "length": jnp.where(grow & ok, jnp.minimum(2 * state["length"], cfg.train_length),
+                               state["length"]),
+           "streak": jnp.where(grow, 0, streak),
+           "diverged_at": jnp.where(jnp.isfinite(loss) | (state["diverged_at"] >= 0),
+                                    state["diverged_at"], state["step"])}
+    return new, {"loss": loss, "acc": acc, "length": state["length"], "lr": lr}
+
+  def chunk(self, state, hp):
+    """cfg.log_every steps under lax.scan; metrics are averaged over the chunk."""
+    self.traces += 1
+    state, m = jax.lax.scan(lambda s, _: self.step(s, hp), state, None, length=self.cfg.log_every)
+    return state, {"loss": m["loss"].mean(), "acc": m["acc"].mean(), "length": m["length"][-1],
+                   "lr": m["lr"][-1]}
+
+  def compiled(self):
+    """(init_many, chunk_many): vmapped over runs, jitted once per shape group."""
+    if not hasattr(self, "_compiled"):
+      self._compiled = (jax.jit(jax.vmap(self.init)), jax.jit(jax.vmap(self.chunk)))
+    return self._compiled

@@ -1,0 +1,42 @@
+"""The one number: max_len on hand-made curves, and the one-pass curves themselves."""
+import numpy as np
+
+from ssm_bench import evaluation
+
+
+def curve(values):
+  return {str(20 * (i + 1)): v for i, v in enumerate(values)}
+
+
+def test_max_len_all_pass_is_the_last_grid_point():
+  assert evaluation.max_len(curve([1.0] * 50)) == 1000
+
+
+def test_max_len_stops_at_a_dip_even_if_it_recovers():
+  values = [1.0] * 10 + [0.5] + [1.0] * 39
+  assert evaluation.max_len(curve(values)) == 200
+
+
+def test_max_len_all_fail_is_zero():
+  assert evaluation.max_len(curve([0.5] * 50)) == 0
+
+
+def test_max_len_threshold_is_strict():
+  assert evaluation.max_len(curve([0.95, 0.9, 1.0])) == 20
+
+
+def test_max_len_ignores_key_order():
+  c = curve([1.0] * 5 + [0.1])
+  assert evaluation.max_len(dict(reversed(list(c.items())))) == 100
+
+
+def test_curves_from_correctness():
+  correct = np.array([[1, 1, 0, 1], [1, 0, 1, 1]], bool)
+  per_pos, seq = evaluation.curves(correct)
+  np.testing.assert_allclose(per_pos, [1.0, 0.5, 0.5, 1.0])
+  np.testing.assert_allclose(seq, [1.0, 0.5, 0.0, 0.0])
+
+
+def test_grid_is_20_to_1000():
+  assert evaluation.GRID[0] == 20 and evaluation.GRID[-1] == 1000 and len(evaluation.GRID) == 50
+  assert list(evaluation.on_grid(np.ones(1000))) == [str(L) for L in evaluation.GRID]

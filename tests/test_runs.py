@@ -1,0 +1,149 @@
+"""Training runs end to end: files, resume, divergence, vmapped groups, TensorBoard."""
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from ssm_bench import runs
+from ssm_bench import train
+from ssm_bench.config import TrainConfig
+
+TINY = TrainConfig(task="C2", model="mamba", d_model=8, d_state=2, batch_size=8, steps=40,
+                   log_every=10, checkpoint_every=20, eval_seqs=8, eval_chunk=8, train_length=16,
+                   conv_kernel=0)
+
+
+def final_params(run_dir, step):
+  import orbax.checkpoint as ocp
+  mgr = ocp.CheckpointManager(os.path.abspath(os.path.join(run_dir, "checkpoints")))
+  out = mgr.restore(step)
+  mgr.close()
+  return out["params"]
+
+
+def test_tiny_run_writes_every_file_and_a_valid_summary(tmp_path):
+  d = str(tmp_path / "run")
+  [summary] = runs.train_group([TINY], [d])
+  files = os.listdir(d)
+  assert {"config.json", "metrics.jsonl", "summary.json", "checkpoints"} <= set(files)
+  assert any(f.startswith("events.out.tfevents") for f in files)
+  assert runs.validate_summary(summary) == [], runs.validate_summary(summary)
+  assert summary["status"] == "done" and summary["steps"] == 40
+  assert summary["compile_count"] == 2, "expected one training and one evaluation compile"
+  lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+  assert [l["step"] for l in lines] == [10, 20, 30, 40]
+  assert json.load(open(os.path.join(d, "config.json"))) == summary["config"]
+
+
+def test_finished_run_is_not_retrained(tmp_path):
+  d = str(tmp_path / "run")
+  runs.train_group([TINY], [d])
+  calls = []
+  runs.train_group([TINY], [d], on_chunk=calls.append)
+  assert calls == [], "a finished run was trained again"
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+  full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
+  runs.train_group([TINY], [full])
+
+  def kill(step):
+    if step == 30:  # after the checkpoint at 20, before the one at 40
+      raise KeyboardInterrupt
+  with pytest.raises(KeyboardInterrupt):
+    runs.train_group([TINY], [killed], on_chunk=kill)
+  assert runs.read_summary(killed) is None, "a killed run must not look finished"
+  resumed_steps = []
+  runs.train_group([TINY], [killed], on_chunk=resumed_steps.append)
+  assert resumed_steps == [30, 40], f"resumed at the wrong step: {resumed_steps}"
+  for a, b in zip(jax.tree.leaves(final_params(full, 40)), jax.tree.leaves(final_params(killed, 40))):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  lines = [json.loads(l)["step"] for l in open(os.path.join(killed, "metrics.jsonl"))]
+  assert lines == [10, 20, 30, 40], "metric lines were duplicated or lost on resume"
+  assert runs.read_summary(full)["acc_curve"] == runs.read_summary(killed)["acc_curve"]
+
+
+def test_planted_nan_is_recorded_as_diverged(tmp_path, monkeypatch):
+  real = train.lr_factor
+  monkeypatch.setattr(train, "lr_factor",
+                      lambda step, s, n: jax.numpy.where(step >= 15, jax.numpy.nan, real(step, s, n)))
+  [summary] = runs.train_group([TINY], [str(tmp_path / "nan")])
+  assert summary["status"] == "diverged", summary["status"]
+  assert summary["diverged_at"] == 16, "the NaN update at step 15 shows as a NaN loss at step 16"
+  assert runs.validate_summary(summary) == []
+
+
+def test_train_many_equals_separate_runs():
+  cfgs = [TINY.replace(lr=lr) for lr in (1e-3, 3e-3, 1e-2)]
+  trainer = train.Trainer(TINY)
+  init, chunk = trainer.compiled()
+  hp = train.hparams(cfgs)
+  state = init(hp)
+  for _ in range(3):
+    state, _ = chunk(state, hp)
+  for k, cfg in enumerate(cfgs):
+    hp1 = train.hparams([cfg])
+    s1 = init(hp1)
+    for _ in range(3):
+      s1, _ = chunk(s1, hp1)
+    for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(state["params"])):
+      np.testing.assert_allclose(a[0], b[k], rtol=1e-5, atol=1e-6,
+                                 err_msg=f"lr={cfg.lr}: vmapped run differs from a separate run")
+  assert trainer.traces == 2, "one trace for K=3 and one for K=1"
+
+
+def test_curriculum_doubles_after_patience_and_caps_at_train_length():
+  cfg = TINY.replace(curriculum_threshold=0.0, curriculum_patience=2, curriculum_every=1,
+                     steps=20, log_every=1, train_length=12)
+  trainer = train.Trainer(cfg)
+  init, chunk = trainer.compiled()
+  hp = train.hparams([cfg])
+  state, lengths = init(hp), []
+  for _ in range(10):
+    state, m = chunk(state, hp)
+    lengths.append(int(m["length"][0]))
+  assert lengths == [2, 2, 4, 4, 8, 8, 12, 12, 12, 12], lengths
+
+
+def test_curriculum_holds_below_threshold():
+  cfg = TINY.replace(curriculum_threshold=1.01, steps=20, log_every=10)
+  trainer = train.Trainer(cfg)
+  init, chunk = trainer.compiled()
+  hp = train.hparams([cfg])
+  state = init(hp)
+  state, _ = chunk(state, hp)
+  state, _ = chunk(state, hp)
+  assert int(state["length"][0]) == 2
+
+
+def test_schedules():
+  step = jax.numpy.arange(0, 100, 25)
+  for s, want in ((0, [1, 1, 1, 1]), (1, [1, 0.8535534, 0.5, 0.1464466]), (2, [1, 1, 1, 1])):
+    np.testing.assert_allclose(train.lr_factor(step, jax.numpy.int32(s), 100), want, atol=1e-6)
+
+
+def test_tensorboard_scalars_and_hparams(tmp_path):
+  from tensorboard.backend.event_processing import event_accumulator
+  from tensorboard.plugins.hparams import metadata
+  d = str(tmp_path / "run")
+  runs.train_group([TINY], [d])
+  acc = event_accumulator.EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
+  acc.Reload()
+  tags = set(acc.Tags()["scalars"])
+  assert {"train/loss", "train/acc", "train/length", "train/lr", "eval/acc_vs_length",
+          "eval/max_len"} <= tags, tags
+  assert len(acc.Scalars("eval/acc_vs_length")) == 50
+  content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
+  assert metadata.EXPERIMENT_TAG in content and metadata.SESSION_START_INFO_TAG in content
+  start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
+  assert start.hparams["lr"].number_value == pytest.approx(TINY.lr)
+  assert start.hparams["model"].string_value == "mamba"
+
+
+def test_directory_with_a_different_run_is_refused(tmp_path):
+  d = str(tmp_path / "run")
+  runs.train_group([TINY], [d])
+  with pytest.raises(runs.RunError, match="different run"):
+    runs.train_group([TINY.replace(seed=5)], [d])
