@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
+
+# jax logs its search for TPU/GPU plugins at INFO, which absl would print on every CPU start.
+logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
 class UsageError(Exception):

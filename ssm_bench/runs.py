@@ -225,7 +225,8 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, t0):
         acc = evaluation.on_grid(per_pos)
         streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
                          "seq_acc_curve": evaluation.on_grid(seq),
-                         "full_seq_acc": float(seq[-1])}
+                         "full_seq_acc": float(seq[-1]),
+                         "acc_at_train_length": float(per_pos[c.train_length - 1])}
       main = streams.pop("uniform")
       result = {"status": "done", "diverged_at": None, **main, **last}
       if streams:

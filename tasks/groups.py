@@ -96,13 +96,14 @@ class Group:
     """Minimal length of a subnormal series with Abelian factors; None if not solvable."""
     return len(self.derived_series) - 1 if self.is_solvable else None
 
+  def elementary2_subgroup(self, h: np.ndarray) -> np.ndarray:
+    """H^2 [H, H]: the smallest normal subgroup of H with an elementary Abelian 2-quotient."""
+    return self.generate(np.union1d(self.table[h, h], self.commutator_subgroup(h)))
+
   @functools.cached_property
   def elementary2_length(self) -> int | None:
     """Length of G_{i+1} = G_i^2 [G_i, G_i] down to 1; None when it stalls (not a 2-group)."""
-    def step(h):
-      squares = self.table[h, h]
-      return self.generate(np.union1d(squares, self.commutator_subgroup(h)))
-    series = self._series(step)
+    series = self._series(self.elementary2_subgroup)
     return len(series) - 1 if series[-1].size == 1 else None
 
   @functools.cached_property

@@ -1,0 +1,104 @@
+"""Run a sweep: expand its grid, group runs that share shapes, train each group as one program.
+
+  python -m launch.sweep --sweep=smoke --workdir=runs/smoke
+  python -m launch.sweep --sweep=table2 --dry_run
+  python -m launch.sweep --sweep=table2 --only='^C2-' --executor=ray
+
+Finished runs are skipped, interrupted ones resume from their checkpoints; the sweep's table is
+printed at the end (built from the run summaries only).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import re
+import sys
+import time
+
+from absl import flags
+
+from launch import common
+from launch import executors
+from launch import sweeps
+
+_SWEEP = flags.DEFINE_enum("sweep", "smoke", list(sweeps.SWEEPS), "Which sweep to run.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (default runs/<sweep>).")
+_DRY = flags.DEFINE_bool("dry_run", False, "List the runs and compiled groups; train nothing.")
+_ONLY = flags.DEFINE_string("only", None, "Regex: keep only runs whose name matches.")
+_EXECUTOR = flags.DEFINE_enum("executor", "local", list(executors.EXECUTORS), "Where groups run.")
+_GPUS = flags.DEFINE_float("gpus_per_group", 0.0, "Ray: GPUs requested per group task.")
+_RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Ray: cluster address (default: local).")
+_QUIET = flags.DEFINE_bool("quiet", False, "No per-group progress lines.")
+
+
+def plan(sweep: str, workdir: str, only: str | None = None):
+  """[(configs, run dirs)] per shape group, in grid order."""
+  from ssm_bench import runs
+  cfgs = sweeps.SWEEPS[sweep]()
+  if only:
+    try:
+      pattern = re.compile(only)
+    except re.error as e:
+      raise common.UsageError(f"--only is not a valid regular expression ({e})") from None
+    cfgs = [c for c in cfgs if pattern.search(runs.run_name(c))]
+  groups = collections.OrderedDict()
+  for c in cfgs:
+    groups.setdefault(c.shape_key(), []).append(c)
+  return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
+
+
+def check_workdir(workdir: str):
+  try:
+    os.makedirs(workdir, exist_ok=True)
+  except OSError as e:
+    raise common.UsageError(f"cannot create workdir {workdir}: {e.strerror}") from None
+  if not os.access(workdir, os.W_OK | os.X_OK):
+    raise common.UsageError(f"workdir {workdir} is not writable")
+
+
+def main(argv):
+  del argv
+  workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
+  groups = plan(_SWEEP.value, workdir, _ONLY.value)
+  n_runs = sum(len(g) for g, _ in groups)
+  if _DRY.value:
+    from ssm_bench import runs
+    for i, (cfgs, dirs) in enumerate(groups):
+      c = cfgs[0]
+      print(f"group {i}: {c.task} {c.model} depth {c.depth} d_state {c.d_state} "
+            f"({len(cfgs)} runs in one compiled program)")
+      for d in dirs:
+        print(f"  {os.path.basename(d)}")
+    print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} compiled groups")
+    return
+  check_workdir(workdir)
+  from ssm_bench import runs
+  todo = [(c, d) for c, d in groups
+          if any((runs.read_summary(x) or {}).get("status") not in runs.FINISHED for x in d)]
+  print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} groups; "
+        f"{len(groups) - len(todo)} groups already finished", flush=True)
+  t0 = time.time()
+
+  def progress(done_groups: int, runs_done: int):
+    if _QUIET.value:
+      return
+    elapsed = time.time() - t0
+    eta = elapsed / done_groups * (len(todo) - done_groups) if done_groups else float("nan")
+    print(f"[{done_groups}/{len(todo)} groups, {runs_done} runs] {elapsed:.0f}s elapsed, "
+          f"ETA {eta:.0f}s", flush=True)
+
+  try:
+    failures = executors.EXECUTORS[_EXECUTOR.value](
+        todo, progress=progress, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
+  except executors.ExecutorUnavailable as e:
+    raise common.UsageError(str(e)) from None
+  from ssm_bench import tables
+  print(f"finished in {time.time() - t0:.0f}s")
+  print(tables.sweep_table(workdir))
+  if failures:
+    print(f"{failures} groups failed; their runs are recorded with status 'failed'", file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  common.run_main(main)
