@@ -57,7 +57,7 @@ def smoke() -> list[TrainConfig]:
   """The main job: the C2 row at depth 1 for mamba, negmamba, aussm and rnn on the CPU preset.
   Small enough for about ten minutes on 2 CPU cores; it reproduces the paper's C2 contrast."""
   base = TrainConfig(task="C2", **{**PRESETS["cpu"], "preset": "smoke"})
-  return _grid(base, model=("mamba", "negmamba", "aussm", "rnn"), seed=(0, 1))
+  return _grid(base, model=("mamba", "negmamba", "aussm", "rnn"), lr=(3e-3, 3e-2), seed=(0, 1))
 
 
 def tiny() -> list[TrainConfig]:

@@ -57,5 +57,7 @@ class StateTracker(nn.Module):
       y = LAYERS[name](cfg, name=f"layer{i}")(_norm(cfg.norm, f"norm{i}")(x))
       x = x + nn.Dense(cfg.d_model, name=f"out{i}")(act(y))
     x = _norm(cfg.norm, "norm_f")(x)
+    if cfg.decoder == "linear":
+      return nn.Dense(cfg.num_classes, name="head_out")(x)
     hidden = nn.Dense(cfg.decoder_hidden or cfg.d_model, name="head_hidden")(x)
     return nn.Dense(cfg.num_classes, name="head_out")(nn.relu(hidden))

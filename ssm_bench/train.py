@@ -32,7 +32,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
                      num_classes=task.num_classes, d_model=cfg.d_model, d_state=cfg.d_state,
                      scan_method=cfg.scan_method, norm=cfg.norm, activation=cfg.activation,
                      initial_state=cfg.initial_state, conv_kernel=cfg.conv_kernel,
-                     dt_min=cfg.dt_min, dt_max=cfg.dt_max)
+                     dt_min=cfg.dt_min, dt_max=cfg.dt_max, decoder=cfg.decoder)
 
 
 def hparams(cfgs) -> dict:
@@ -42,13 +42,15 @@ def hparams(cfgs) -> dict:
           "seed": jnp.array([c.seed for c in cfgs], jnp.int32)}
 
 
-def lr_factor(step, schedule, total: int):
-  """constant: 1; cosine: one half-cosine to 0; cosine_restarts: RESTART_CYCLES of them."""
+def lr_factor(step, schedule, total: int, warmup: int = 0):
+  """constant: 1; cosine: one half-cosine to 0; cosine_restarts: RESTART_CYCLES of them;
+  all times a linear warm-up over the first `warmup` steps."""
   frac = step.astype(jnp.float32) / total
   cycle = jnp.mod(frac * RESTART_CYCLES, 1.0)
-  return jnp.select([schedule == 0, schedule == 1],
-                    [1.0, 0.5 * (1 + jnp.cos(math.pi * frac))],
-                    0.5 * (1 + jnp.cos(math.pi * cycle)))
+  shape = jnp.select([schedule == 0, schedule == 1],
+                     [1.0, 0.5 * (1 + jnp.cos(math.pi * frac))],
+                     0.5 * (1 + jnp.cos(math.pi * cycle)))
+  return shape * jnp.minimum(1.0, (step + 1).astype(jnp.float32) / max(warmup, 1))
 
 
 class Trainer:
@@ -62,14 +64,16 @@ class Trainer:
     self.optimizer = optax.chain(optax.clip_by_global_norm(cfg.grad_clip), optax.scale_by_adam(),
                                  optax.add_decayed_weights(cfg.weight_decay))
     self.traces = 0  # how many times the training chunk was traced (= compiled)
+    # Built once, concretely: the construction sets weights with NumPy, which cannot run on tracers.
+    self.analytic_params = (analytic.build(cfg.task, cfg.d_model, cfg.d_state)[1]
+                            if cfg.init_from_analytic >= 0 else None)
 
   def init(self, hp) -> dict:
     """Train state for one run (hp holds scalars)."""
     init_key = jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 0)
     dummy = jnp.zeros((1, self.cfg.train_length), jnp.int32)
     if self.cfg.init_from_analytic >= 0:
-      _, params = analytic.build(self.cfg.task, self.cfg.d_model, self.cfg.d_state)
-      params = analytic.perturb(params, self.cfg.init_from_analytic, init_key)
+      params = analytic.perturb(self.analytic_params, self.cfg.init_from_analytic, init_key)
     else:
       params = self.model.init(init_key, dummy)
     return {"params": params, "opt": self.optimizer.init(params), "step": jnp.int32(0),
@@ -90,7 +94,7 @@ class Trainer:
     mask = jnp.broadcast_to(jnp.arange(cfg.train_length) < state["length"], tokens.shape)
     (loss, acc), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(
         state["params"], tokens, labels, mask)
-    lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps)
+    lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps, cfg.warmup_steps)
     updates, opt = self.optimizer.update(grads, state["opt"], state["params"])
     params = optax.apply_updates(state["params"], jax.tree.map(lambda u: -lr * u, updates))
     # A non-finite loss freezes the run where it was and records the step: it is reported as

@@ -68,7 +68,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
 def test_planted_nan_is_recorded_as_diverged(tmp_path, monkeypatch):
   real = train.lr_factor
   monkeypatch.setattr(train, "lr_factor",
-                      lambda step, s, n: jax.numpy.where(step >= 15, jax.numpy.nan, real(step, s, n)))
+                      lambda step, s, n, w=0: jax.numpy.where(step >= 15, jax.numpy.nan, real(step, s, n, w)))
   [summary] = runs.train_group([TINY], [str(tmp_path / "nan")])
   assert summary["status"] == "diverged", summary["status"]
   assert summary["diverged_at"] == 16, "the NaN update at step 15 shows as a NaN loss at step 16"
@@ -122,6 +122,8 @@ def test_schedules():
   step = jax.numpy.arange(0, 100, 25)
   for s, want in ((0, [1, 1, 1, 1]), (1, [1, 0.8535534, 0.5, 0.1464466]), (2, [1, 1, 1, 1])):
     np.testing.assert_allclose(train.lr_factor(step, jax.numpy.int32(s), 100), want, atol=1e-6)
+  warm = train.lr_factor(jax.numpy.array([0, 4, 9, 50]), jax.numpy.int32(0), 100, 10)
+  np.testing.assert_allclose(warm, [0.1, 0.5, 1.0, 1.0], atol=1e-6)
 
 
 def test_tensorboard_scalars_and_hparams(tmp_path):

@@ -1,0 +1,113 @@
+"""The sweep launcher: grid sizes, grouping, skipping, resuming, executors, errors."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch import executors
+from launch import sweep
+from launch import sweeps
+from ssm_bench import runs
+
+
+def test_table2_grid_and_groups():
+  groups = sweep.plan("table2", "/tmp/unused")
+  assert sum(len(c) for c, _ in groups) == 9 * 5 * 2 * 3 * 3 * 3 * 3 == 7290
+  assert len(groups) == 9 * 5 * 2 * 3, "one compiled group per (group, model, depth, d_state)"
+  assert all(len(c) == 27 for c, _ in groups), "lr x schedule x seed train together"
+  assert all(len({x.shape_key() for x in c}) == 1 for c, _ in groups)
+
+
+@pytest.mark.parametrize("name", list(sweeps.SWEEPS))
+def test_every_sweep_expands_to_valid_unique_runs(name):
+  groups = sweep.plan(name, "/tmp/unused")
+  dirs = [d for _, ds in groups for d in ds]
+  assert dirs and len(dirs) == len(set(dirs)), "two runs share a directory"
+
+
+def test_only_regex_filters_and_bad_regex_is_a_usage_error():
+  groups = sweep.plan("table2", "/tmp/unused", only=r"^C2-negmamba-L1-n32-")
+  assert sum(len(c) for c, _ in groups) == 27
+  with pytest.raises(Exception, match="not a valid regular expression"):
+    sweep.plan("table2", "/tmp/unused", only="(")
+
+
+def test_interrupted_sweep_completes_with_every_run_done_once(tmp_path):
+  groups = sweep.plan("tiny", str(tmp_path))
+  seen = []
+
+  def stop_after_first(done, runs_done):
+    seen.append(done)
+    raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    executors.local(groups, progress=stop_after_first)
+  first = {d: runs.read_summary(d)["finished_at"] for d in groups[0][1]}
+  assert all(runs.read_summary(d) is None for d in groups[1][1])
+  trained = []
+  orig = runs.train_group
+
+  def spy(cfgs, dirs, **kw):
+    trained.extend(d for d in dirs if runs.read_summary(d) is None)
+    return orig(cfgs, dirs, **kw)
+
+  runs.train_group = spy
+  try:
+    executors.local(groups)
+    executors.local(groups)  # a third launch finds everything done
+  finally:
+    runs.train_group = orig
+  assert sorted(trained) == sorted(groups[1][1]), "only the unfinished group may train"
+  assert {d: runs.read_summary(d)["finished_at"] for d in groups[0][1]} == first
+  for _, dirs in groups:
+    for d in dirs:
+      steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
+      assert steps == [10, 20], f"{d}: steps logged {steps}"
+      assert runs.read_summary(d)["status"] == "done"
+
+
+def run_sweep(*args):
+  return subprocess.run([sys.executable, "-m", "launch.sweep", *args], capture_output=True,
+                        text=True, timeout=600)
+
+
+def test_cli_rerun_of_finished_sweep_trains_nothing(tmp_path):
+  first = run_sweep("--sweep=tiny", f"--workdir={tmp_path}")
+  assert first.returncode == 0, first.stderr
+  assert "| C2 |" in first.stdout, "the sweep should end with its table"
+  mtimes = {p: os.path.getmtime(os.path.join(tmp_path, p, "summary.json")) for p in os.listdir(tmp_path)}
+  second = run_sweep("--sweep=tiny", f"--workdir={tmp_path}")
+  assert second.returncode == 0 and "2 groups already finished" in second.stdout
+  assert mtimes == {p: os.path.getmtime(os.path.join(tmp_path, p, "summary.json")) for p in mtimes}
+
+
+def test_dry_run_prints_counts():
+  out = run_sweep("--sweep=table2", "--dry_run")
+  assert out.returncode == 0
+  assert out.stdout.strip().splitlines()[-1] == "table2: 7290 runs in 270 compiled groups"
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--sweep=nope"], "sweep"),
+    (["--sweep=tiny", "--only=("], "regular expression"),
+    (["--sweep=tiny", "--workdir=/proc/forbidden"], "workdir"),
+])
+def test_bad_input_is_a_one_line_error(args, needle):
+  out = run_sweep(*args)
+  assert out.returncode != 0
+  assert "Traceback" not in out.stderr and needle in out.stderr
+
+
+def test_ray_executor_matches_local(tmp_path):
+  pytest.importorskip("ray")
+  local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
+  executors.local(sweep.plan("tiny", str(local_dir)))
+  failures = executors.ray(sweep.plan("tiny", str(ray_dir)))
+  assert failures == 0
+  for name in os.listdir(local_dir):
+    a, b = runs.read_summary(local_dir / name), runs.read_summary(ray_dir / name)
+    assert b is not None, f"ray did not finish {name}"
+    for key in ("status", "max_len", "acc_curve", "seq_acc_curve", "steps", "final_loss"):
+      assert a[key] == b[key], f"{name}: {key} differs between executors"

@@ -1,0 +1,101 @@
+"""Tables come only from summaries; bad runs are reported, output is deterministic."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ssm_bench import evaluation
+from ssm_bench import runs
+from ssm_bench import tables
+from ssm_bench.config import TrainConfig
+
+
+def fake_summary(task, model, depth, max_len, status="done", seed=0, lr=1e-3):
+  cfg = TrainConfig(task=task, model=model, depth=depth, seed=seed, lr=lr)
+  curve = {str(L): (1.0 if L <= max_len else 0.5) for L in evaluation.GRID}
+  return {"schema_version": 1, "run": runs.run_name(cfg), "config": cfg.__dict__.copy(),
+          "status": status, "max_len": max_len if status == "done" else 0,
+          "acc_curve": curve if status == "done" else None,
+          "seq_acc_curve": curve if status == "done" else None, "steps": 100,
+          "diverged_at": 42 if status == "diverged" else None, "wall_time_s": 1.0,
+          "versions": {}, "backend": "cpu", "device": "cpu"}
+
+
+def write_runs(root):
+  entries = [fake_summary("C2", "negmamba", 1, 1000), fake_summary("C2", "negmamba", 1, 300, seed=1),
+             fake_summary("C2", "mamba", 1, 60), fake_summary("S3", "rnn", 1, 1000),
+             fake_summary("C2", "mamba", 2, 120), fake_summary("S3", "aussm", 1, 0, status="diverged")]
+  for s in entries:
+    d = os.path.join(root, s["run"])
+    os.makedirs(d)
+    json.dump(s, open(os.path.join(d, "summary.json"), "w"))
+  os.makedirs(os.path.join(root, "corrupt-run"))
+  open(os.path.join(root, "corrupt-run", "summary.json"), "w").write("{not json")
+  os.makedirs(os.path.join(root, "incomplete-run"))
+  open(os.path.join(root, "incomplete-run", "config.json"), "w").write("{}")
+
+
+def test_cells_are_best_over_seeds_and_cross_below_100(tmp_path):
+  write_runs(str(tmp_path))
+  rs = tables.load(str(tmp_path))
+  data = tables.table2_data(rs)
+  assert data[1]["rows"]["C2"]["negmamba"]["max_len"] == 1000
+  assert tables.cell(data[1]["rows"]["C2"]["mamba"]["max_len"]) == "✘"
+  assert data[2]["rows"]["C2"]["mamba"]["max_len"] == 120
+  assert data[1]["rows"]["S3"]["rnn"]["max_len"] == 1000
+  assert data[1]["rows"]["C2"]["rnn"]["max_len"] is None  # no run: shown as '·'
+  assert "| C2 | ✘ | 1000 | · |" in tables.markdown_table2(data)
+
+
+def test_bad_runs_are_counted_and_listed(tmp_path):
+  write_runs(str(tmp_path))
+  rs = tables.load(str(tmp_path))
+  reasons = dict(rs.problems)
+  assert len(rs.good) == 5 and len(rs.problems) == 3
+  assert reasons["corrupt-run"].startswith("corrupt")
+  assert reasons["incomplete-run"].startswith("incomplete")
+  assert any(r == "diverged at step 42" for r in reasons.values())
+  text = tables.problems_markdown(rs)
+  assert "corrupt-run" in text and "incomplete-run" in text and "diverged" in text
+
+
+def test_compare_marks_disagreements_with_paper_and_theory(tmp_path):
+  write_runs(str(tmp_path))
+  paper = {"columns": ["mamba", "negmamba", "simple_aussm", "aussm", "rnn"],
+           "depth_1": {"C2": [None, 1000, 160, 1000, 1000], "S3": [None, None, None, None, 1000]},
+           "depth_2": {"C2": [None, 1000, 1000, 200, 1000]}}
+  data = tables.table2_data(tables.load(str(tmp_path)), paper)
+  e = data[2]["rows"]["C2"]["mamba"]  # 120: extrapolates, the paper and the theory say no
+  assert e["paper"] is None and e["theory"] is False
+  md = tables.markdown_table2(data, compare=True)
+  assert "120 / ✘ / ✗ **≠paper beats theory**" in md
+  assert "1000 / 1000 / ✓ |" in md
+
+
+def run_tables(runs_dir, out):
+  return subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={runs_dir}", f"--out={out}"],
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_regenerating_twice_gives_identical_files(tmp_path):
+  write_runs(str(tmp_path / "runs"))
+  a, b = run_tables(tmp_path / "runs", tmp_path / "a"), run_tables(tmp_path / "runs", tmp_path / "b")
+  assert a.returncode == 0 and b.returncode == 0, a.stderr
+  names = sorted(os.listdir(tmp_path / "a"))
+  assert names == sorted(os.listdir(tmp_path / "b")) and "table2.md" in names
+  assert any(n.endswith(".png") for n in names)
+  for n in names:
+    assert open(tmp_path / "a" / n, "rb").read() == open(tmp_path / "b" / n, "rb").read(), n
+
+
+def test_json_format_and_missing_dir(tmp_path):
+  write_runs(str(tmp_path / "runs"))
+  out = subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={tmp_path / 'runs'}",
+                        "--format=json"], capture_output=True, text=True, timeout=300)
+  data = json.loads(out.stdout)
+  assert data["runs_done"] == 5 and len(data["problems"]) == 3
+  bad = subprocess.run([sys.executable, "-m", "launch.tables", "--runs=/nonexistent"],
+                       capture_output=True, text=True, timeout=300)
+  assert bad.returncode != 0 and "Traceback" not in bad.stderr

@@ -1,0 +1,47 @@
+"""launch.train: bad input is refused before any directory is made; finished runs are kept."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+TINY_FLAGS = ["--task=C2", "--model=mamba", "--d_model=8", "--d_state=2", "--batch_size=8",
+              "--steps=20", "--log_every=10", "--checkpoint_every=10", "--eval_seqs=8"]
+
+
+def train(*args):
+  return subprocess.run([sys.executable, "-m", "launch.train", *args], capture_output=True,
+                        text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--task=S9"], "too large"),
+    (["--task=banana"], "tasks:"),
+    (["--model=mambo"], "choose from mamba"),
+    (["--schedule=linear"], "constant"),
+    (["--steps=25", "--log_every=10"], "multiple of log_every"),
+    (["--task=A5", "--model=simple_aussm", "--init_from_analytic=0.1"], "not solvable"),
+    (["--task=S3", "--model=mamba", "--depth=2", "--init_from_analytic=0.1"], "simple_aussm"),
+])
+def test_bad_input_is_one_line_and_leaves_no_directory(tmp_path, args, needle):
+  out = train(*args, f"--workdir={tmp_path / 'run'}")
+  assert out.returncode != 0
+  assert "Traceback" not in out.stderr
+  assert needle in out.stderr, out.stderr
+  assert not os.path.exists(tmp_path / "run"), "a refused run left a directory behind"
+
+
+def test_train_then_relaunch_does_not_retrain(tmp_path):
+  first = train(*TINY_FLAGS, f"--workdir={tmp_path / 'run'}")
+  assert first.returncode == 0, first.stderr
+  assert "done: max_len" in first.stdout
+  second = train(*TINY_FLAGS, f"--workdir={tmp_path / 'run'}")
+  assert second.returncode == 0 and "not retraining" in second.stdout
+
+
+def test_init_from_analytic_trains_near_the_construction(tmp_path):
+  out = train("--task=C6", "--model=simple_aussm", "--init_from_analytic=0.0", "--lr=1e-5",
+              "--steps=20", "--log_every=10", "--checkpoint_every=10", "--eval_seqs=16",
+              "--batch_size=8", f"--workdir={tmp_path / 'run'}")
+  assert out.returncode == 0, out.stderr
+  assert "max_len 1000" in out.stdout, out.stdout
