@@ -18,6 +18,8 @@ def run_main(main):
   from absl import app
 
   def wrapped(argv):
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
     try:
       return main(argv)
     except UsageError as e:

@@ -57,7 +57,10 @@ def smoke() -> list[TrainConfig]:
   """The main job: the C2 row at depth 1 for mamba, negmamba, aussm and rnn on the CPU preset.
   Small enough for about ten minutes on 2 CPU cores; it reproduces the paper's C2 contrast."""
   base = TrainConfig(task="C2", **{**PRESETS["cpu"], "preset": "smoke"})
-  return _grid(base, model=("mamba", "negmamba", "aussm", "rnn"), lr=(3e-3, 3e-2), seed=(0, 1))
+  # Learning rates per model from the CPU tuning (BUILD_NOTES): negmamba needs a high peak lr
+  # to saturate Delta; aussm diverges from the curriculum there and is twice as slow per step.
+  lrs = {"mamba": (3e-3, 3e-2), "negmamba": (1e-2, 3e-2), "aussm": (3e-3,), "rnn": (3e-3, 3e-2)}
+  return [c for m, lr in lrs.items() for c in _grid(base, model=(m,), lr=lr, seed=(0, 1))]
 
 
 def tiny() -> list[TrainConfig]:
