@@ -58,6 +58,16 @@ def step_config(model: str, method: str, **kw) -> TrainConfig:
                      steps=1, log_every=1, checkpoint_every=1, curriculum_start=_LENGTH.value, **kw)
 
 
+def _reference_grads(trainer, state):
+  """Loss gradients of run 0 on one fixed batch (the check behind every step timing)."""
+  cfg = trainer.cfg
+  params = jax.tree.map(lambda x: x[0], state["params"])
+  tokens, labels = trainer.task.sample(jax.random.PRNGKey(1), cfg.batch_size, cfg.train_length)
+  mask = jnp.ones(tokens.shape, bool)
+  grads = jax.grad(lambda p: trainer.loss_fn(p, tokens, labels, mask)[0])(params)
+  return [np.asarray(g, np.float64) for g in jax.tree.leaves(grads)]
+
+
 def bench_step(model_names, reps):
   """One training step (forward, backward, update) per model and scan method."""
   rows = []
@@ -69,12 +79,13 @@ def bench_step(model_names, reps):
       init, chunk = trainer.compiled()
       hp = train.hparams([cfg])
       state = init(hp)
-      compile_s, run_s, (new_state, m) = timed(chunk, state, hp, reps=reps)
-      leaves = [np.asarray(x) for x in jax.tree.leaves(new_state["params"])]
+      compile_s, run_s, _ = timed(chunk, state, hp, reps=reps)
+      grads = _reference_grads(trainer, state)
       if ref is None:
-        ref, same = leaves, True
-      else:
-        same = all(np.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in zip(ref, leaves))
+        ref, same = grads, True
+      else:  # Adam's update amplifies rounding in near-zero gradients, so compare gradients
+        err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(ref, grads)))
+        same = bool(err <= 1e-3 * np.sqrt(sum(np.sum(a ** 2) for a in ref)))
       per_method[method] = {"compile_s": round(compile_s, 3), "step_ms": round(run_s * 1e3, 2),
                             "matches_reference": bool(same)}
     fastest = min(per_method, key=lambda k: per_method[k]["step_ms"])
@@ -164,8 +175,8 @@ def bench_sampling(reps):
   sample = jax.jit(task.sample, static_argnums=(1, 2))
   _, sample_s, _ = timed(lambda k: sample(k, _BATCH.value, _LENGTH.value), jax.random.PRNGKey(0), reps=reps)
   _, long_s, _ = timed(lambda k: sample(k, 256, 1000), jax.random.PRNGKey(0), reps=reps)
-  cfg = step_config("simple_aussm", "auto", d_model=32, d_state=4)
-  trainer = train.Trainer(cfg.replace(task="A5"))
+  cfg = step_config("simple_aussm", "auto").replace(task="A5", d_model=32, d_state=4)
+  trainer = train.Trainer(cfg)
   init, chunk = trainer.compiled()
   hp = train.hparams([cfg])
   _, step_s, _ = timed(chunk, init(hp), hp, reps=reps)
@@ -196,10 +207,17 @@ def main(argv):
       print(section, json.dumps(out[section], indent=1), flush=True)
   if _JSON.value:
     common.print_json(out)
-  if _OUT.value:
+  if _OUT.value:  # sections run now replace the same sections of an earlier file
     os.makedirs(_OUT.value, exist_ok=True)
-    with open(os.path.join(_OUT.value, f"{out['backend']}.json"), "w") as f:
-      json.dump(out, f, indent=1)
+    path = os.path.join(_OUT.value, f"{out['backend']}.json")
+    try:
+      with open(path) as f:
+        merged = json.load(f)
+    except (OSError, ValueError):
+      merged = {}
+    merged.update(out)
+    with open(path, "w") as f:
+      json.dump(merged, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -29,5 +29,17 @@ def run_main(main):
   app.run(wrapped)
 
 
+def enable_compilation_cache():
+  """Persist compiled programs across processes: a relaunched sweep or a resumed run skips
+  recompiling its shape groups. SSM_BENCH_CACHE=off turns it off; any other value is the path."""
+  import os
+  path = os.environ.get("SSM_BENCH_CACHE", os.path.expanduser("~/.cache/ssm-bench/xla"))
+  if path == "off":
+    return
+  import jax
+  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
 def print_json(obj):
   print(json.dumps(obj, sort_keys=False))

@@ -39,8 +39,10 @@ WORKER_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_ALLOC
 def _ray_group(cfg_dicts, dirs):
   for k, v in WORKER_ENV.items():  # belt and braces for a worker that starts jax fresh
     os.environ.setdefault(k, v)
+  from launch import common
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
+  common.enable_compilation_cache()
   try:
     runs.train_group([TrainConfig(**c) for c in cfg_dicts], dirs)
     return True

@@ -58,6 +58,7 @@ def check_workdir(workdir: str):
 
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
   groups = plan(_SWEEP.value, workdir, _ONLY.value)
   n_runs = sum(len(g) for g, _ in groups)

@@ -79,6 +79,7 @@ def config_from_flags() -> TrainConfig:
 
 def main(argv):
   del argv
+  common.enable_compilation_cache()
   cfg = config_from_flags()
   run_dir = _WORKDIR.value or os.path.join("runs", runs.run_name(cfg))
   done = runs.read_summary(run_dir)
