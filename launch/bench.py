@@ -121,10 +121,10 @@ def bench_scan(reps):
   return {"shape": list(shape), "bandwidth_GBps": round(bandwidth / 1e9, 2), "methods": rows}
 
 
-def bench_train_many(reps):
+def bench_train_many(reps, base: TrainConfig | None = None):
   """Seconds per run for K configs in one vmapped program versus K separate runs."""
-  base = TrainConfig(task="C2", model="negmamba", **{**PRESETS["cpu"], "steps": 20, "log_every": 20,
-                                                      "checkpoint_every": 20})
+  base = base or TrainConfig(task="C2", model="negmamba", **{
+      **PRESETS["cpu"], "steps": 20, "log_every": 20, "checkpoint_every": 20})
   trainer = train.Trainer(base)
   init, chunk = trainer.compiled()
   lrs = np.geomspace(1e-4, 3e-2, 27)
@@ -146,20 +146,20 @@ def bench_train_many(reps):
   return {"config": "negmamba C2, cpu preset widths, 20 steps", "rows": rows}
 
 
-def bench_eval(reps):
+def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64):
   """One forward pass at length 1000 for every acc(L) versus one evaluation per grid length."""
-  cfg = TrainConfig(task="C2", model="negmamba", **PRESETS["cpu"])
+  cfg = cfg or TrainConfig(task="C2", model="negmamba", **PRESETS["cpu"])
   trainer = train.Trainer(cfg)
   params = trainer.model.init(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))
-  tokens, labels = evaluation.eval_set(trainer.task, 64, evaluation.EVAL_LENGTH)
-  one = evaluation.make_correctness_fn(trainer.model.apply, 64)
+  tokens, labels = evaluation.eval_set(trainer.task, num_seqs, evaluation.EVAL_LENGTH)
+  one = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)
   t = time.perf_counter()
   per_pos = evaluation.curves(np.asarray(one(params, tokens, labels)))[0]
   one_s = time.perf_counter() - t
   t = time.perf_counter()
   separate, ok = {}, True
   for L in evaluation.GRID:
-    fn = evaluation.make_correctness_fn(trainer.model.apply, 64)  # a new program per length
+    fn = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)  # a new program per length
     c = np.asarray(fn(params, tokens[:, :L], labels[:, :L]))
     ok &= bool(np.isclose(c[:, -1].mean(), per_pos[L - 1]))
   sep_s = time.perf_counter() - t

@@ -4,6 +4,10 @@ import pytest
 
 from launch import bench
 from ssm_bench import models
+from ssm_bench.config import TrainConfig
+
+TINY = TrainConfig(task="C2", model="negmamba", d_model=8, d_state=2, batch_size=8, steps=5,
+                   log_every=5, checkpoint_every=5, conv_kernel=0)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,13 +32,13 @@ def test_scan_methods_match_and_floor_is_reported():
 
 
 def test_train_many_matches_separate_runs():
-  out = bench.bench_train_many(reps=1)
+  out = bench.bench_train_many(reps=1, base=TINY)
   assert [r["K"] for r in out["rows"]] == [1, 9, 27]
   assert all(r["matches_separate"] for r in out["rows"])
 
 
 def test_one_pass_eval_matches_per_length_eval():
-  assert bench.bench_eval(reps=1)["matches_per_length"]
+  assert bench.bench_eval(reps=1, cfg=TINY, num_seqs=4)["matches_per_length"]
 
 
 def test_sampling_section_runs():
