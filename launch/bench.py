@@ -146,7 +146,7 @@ def bench_train_many(reps, base: TrainConfig | None = None):
   return {"config": "negmamba C2, cpu preset widths, 20 steps", "rows": rows}
 
 
-def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64):
+def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64, grid=evaluation.GRID):
   """One forward pass at length 1000 for every acc(L) versus one evaluation per grid length."""
   cfg = cfg or TrainConfig(task="C2", model="negmamba", **PRESETS["cpu"])
   trainer = train.Trainer(cfg)
@@ -158,7 +158,7 @@ def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64):
   one_s = time.perf_counter() - t
   t = time.perf_counter()
   separate, ok = {}, True
-  for L in evaluation.GRID:
+  for L in grid:
     fn = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)  # a new program per length
     c = np.asarray(fn(params, tokens[:, :L], labels[:, :L]))
     ok &= bool(np.isclose(c[:, -1].mean(), per_pos[L - 1]))

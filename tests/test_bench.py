@@ -3,7 +3,6 @@ from absl import flags
 import pytest
 
 from launch import bench
-from ssm_bench import models
 from ssm_bench.config import TrainConfig
 
 TINY = TrainConfig(task="C2", model="negmamba", d_model=8, d_state=2, batch_size=8, steps=5,
@@ -18,8 +17,10 @@ def small_flags():
   flags.FLAGS.unparse_flags()
 
 
-def test_every_model_step_matches_across_scan_methods():
-  rows = bench.bench_step(list(models.LAYERS), reps=1)
+def test_step_timings_are_checked_across_scan_methods():
+  # one real and one complex layer; tests/test_models.py checks that every
+  # model gives the same output under both methods
+  rows = bench.bench_step(["negmamba", "aussm"], reps=1)
   for row in rows:
     assert row["all_match"], f"{row['model']}: scan methods give different parameters after a step"
     assert row["fastest"] in ("sequential", "associative")
@@ -38,7 +39,8 @@ def test_train_many_matches_separate_runs():
 
 
 def test_one_pass_eval_matches_per_length_eval():
-  assert bench.bench_eval(reps=1, cfg=TINY, num_seqs=4)["matches_per_length"]
+  out = bench.bench_eval(reps=1, cfg=TINY, num_seqs=4, grid=(20, 500, 1000))
+  assert out["matches_per_length"]
 
 
 def test_sampling_section_runs():
