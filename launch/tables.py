@@ -50,7 +50,7 @@ def render(data: dict) -> dict:
         "Built only from run summaries. `✘`: below 100; `·`: no run.", "",
         tables.markdown_table2(data["table2"]), "## Runs not in the cells", "",
         tables.problems_markdown(rs), ""]
-    # the comparison table is a separate file, so the plain one stays in the paper's layout
+  # the comparison is a separate file, so the plain table keeps the paper's layout
   cmp = ["# Table 2 with the paper and the theory", "",
          "Cell: ours / paper / theory. `≠paper`: we and the paper disagree on whether the model "
          "extrapolates (max_len >= 100). `beats theory` / `below theory`: a measurement past or short "

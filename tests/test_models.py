@@ -34,8 +34,7 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
   updates, _ = opt.update(grads, opt.init(params), params)
   new = optax.apply_updates(params, updates)
   changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), params, new)
-  assert all(jax.tree.leaves(changed["params"]["layer0"])) or any(
-      jax.tree.leaves(changed["params"]["layer0"])), f"{name}: no layer parameter changed"
+  assert any(jax.tree.leaves(changed["params"]["layer0"])), f"{name}: no layer parameter changed"
   assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads)), f"{name}: NaN grads"
 
 
