@@ -13,8 +13,23 @@ class UsageError(Exception):
   """Bad input from the command line: printed as one line, exit status 2."""
 
 
+def fail(message: str):
+  """The one error convention of every entry point: `error: ...` on stderr, status 2."""
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _parse_flags(argv):
+  """absl's parser, but a bad flag is one `error:` line with status 2 (absl: two lines, 1)."""
+  from absl import flags
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    fail(f"{e}; see --help")
+
+
 def run_main(main):
-  """absl.app.run(main), turning UsageError and known ValueErrors into a one-line error."""
+  """absl.app.run(main), turning flag errors and UsageError into a one-line error."""
   from absl import app
 
   def wrapped(argv):
@@ -23,10 +38,9 @@ def run_main(main):
     try:
       return main(argv)
     except UsageError as e:
-      print(f"error: {e}", file=sys.stderr)
-      sys.exit(2)
+      fail(str(e))
 
-  app.run(wrapped)
+  app.run(wrapped, flags_parser=_parse_flags)
 
 
 def enable_compilation_cache():

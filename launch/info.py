@@ -16,7 +16,8 @@ from tasks import registry
 _GROUP = flags.DEFINE_string("group", "C2", "Group name. " + groups.GRAMMAR)
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a summary.")
 _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.")
+_SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
+MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
 
 
 def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
@@ -30,6 +31,9 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
     m = re.fullmatch(r"(\d+)x(\d+)", sample)
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
       raise common.UsageError(f"--sample must be BxT with positive integers, got {sample!r}")
+    if int(m.group(1)) * int(m.group(2)) > MAX_SAMPLE:
+      raise common.UsageError(f"--sample={sample} asks for {int(m.group(1)) * int(m.group(2))} "
+                              f"tokens; print at most {MAX_SAMPLE} (B x T)")
     import jax  # deferred: the plain theory query needs no JAX start-up
 
     task = registry.get_task(name)

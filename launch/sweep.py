@@ -18,10 +18,15 @@ import time
 from absl import flags
 
 from launch import common
+from launch import config_flags
 from launch import executors
 from launch import sweeps
+from ssm_bench.config import PRESETS
 
 _SWEEP = flags.DEFINE_enum("sweep", "smoke", list(sweeps.SWEEPS), "Which sweep to run.")
+_PRESET = flags.DEFINE_enum("preset", None, list(PRESETS),
+                            "Base values under the sweep's grid (default: the sweep's own).")
+_FIELDS = config_flags.define()
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (default runs/<sweep>).")
 _DRY = flags.DEFINE_bool("dry_run", False, "List the runs and compiled groups; train nothing.")
 _ONLY = flags.DEFINE_string("only", None, "Regex: keep only runs whose name matches.")
@@ -31,16 +36,22 @@ _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Ray: cluster address (d
 _QUIET = flags.DEFINE_bool("quiet", False, "No per-group progress lines.")
 
 
-def plan(sweep: str, workdir: str, only: str | None = None):
+def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None = None,
+         overrides: dict | None = None):
   """[(configs, run dirs)] per shape group, in grid order."""
   from ssm_bench import runs
-  cfgs = sweeps.SWEEPS[sweep]()
+  try:
+    cfgs = sweeps.expand(sweep, PRESETS[preset or sweeps.SWEEPS[sweep].preset], overrides)
+  except ValueError as e:  # a --config. value the grid cannot take
+    raise common.UsageError(str(e)) from None
   if only:
     try:
       pattern = re.compile(only)
     except re.error as e:
       raise common.UsageError(f"--only is not a valid regular expression ({e})") from None
     cfgs = [c for c in cfgs if pattern.search(runs.run_name(c))]
+    if not cfgs:
+      raise common.UsageError(f"--only={only!r} matches none of the {sweep} sweep's run names")
   groups = collections.OrderedDict()
   for c in cfgs:
     groups.setdefault(c.shape_key(), []).append(c)
@@ -60,7 +71,11 @@ def main(argv):
   del argv
   common.enable_compilation_cache()
   workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
-  groups = plan(_SWEEP.value, workdir, _ONLY.value)
+  try:
+    overrides = config_flags.overrides(_FIELDS)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
   n_runs = sum(len(g) for g, _ in groups)
   if _DRY.value:
     from ssm_bench import runs

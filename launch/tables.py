@@ -32,10 +32,12 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
     raise common.UsageError(f"--runs={runs_dir} is not a directory")
   paper = None
   path = paper_path or default_paper_path()
-  if os.path.exists(path):
+  if paper_path and not os.path.isfile(paper_path):
+    raise common.UsageError(f"--paper={paper_path} is not a file")
+  if os.path.isfile(path):
     try:
       paper = tables.load_paper(path)
-    except ValueError as e:
+    except (OSError, ValueError) as e:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
   return {"runs_dir": runs_dir, "rs": rs, "paper": paper,
@@ -82,7 +84,8 @@ def render(data: dict) -> dict:
 
 def as_json(data: dict) -> dict:
   rs = data["rs"]
-  return {"table2": {str(k): v for k, v in data["table2"].items()}, "illusion": data["illusion"],
+  return {"table2": {p: {str(k): v for k, v in t.items()} for p, t in data["table2"].items()},
+          "illusion": data["illusion"],
           "parity": data["parity"], "runs_done": len(rs.good),
           "problems": [{"run": n, "reason": r} for n, r in rs.problems]}
 
@@ -97,13 +100,16 @@ def main(argv):
   if _FORMAT.value == "markdown" or not _OUT.value:
     print(files["table2.md"])
     return
-  os.makedirs(_OUT.value, exist_ok=True)
-  for name, text in files.items():
-    with open(os.path.join(_OUT.value, name), "w") as f:
-      f.write(text)
-  written = sorted(files)
-  if _FIGURES.value:
-    written += figures.write_curves(data["rs"], _OUT.value)
+  try:
+    os.makedirs(_OUT.value, exist_ok=True)
+    for name, text in files.items():
+      with open(os.path.join(_OUT.value, name), "w") as f:
+        f.write(text)
+    written = sorted(files)
+    if _FIGURES.value:
+      written += figures.write_curves(data["rs"], _OUT.value)
+  except OSError as e:
+    raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "
         f"({len(data['rs'].problems)} listed as not done)")
 

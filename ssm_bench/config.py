@@ -1,19 +1,53 @@
-"""Model configuration: every open architectural choice is a field here (defaults in BUILD_NOTES)."""
+"""Configuration: every open architectural and training choice is a field (defaults in BUILD_NOTES).
+
+`ArchConfig` holds the fields a network and a run share; `ModelConfig` (what the network needs)
+and `TrainConfig` (what defines a run) both extend it, so no field is declared twice.
+"""
 from __future__ import annotations
 
 import dataclasses
+import math
+import typing
 
 NORMS = ("layernorm", "rmsnorm", "none")
 ACTIVATIONS = ("gelu", "relu", "silu", "tanh", "identity")
 INITIAL_STATES = ("ones", "zeros", "learned")
 DECODERS = ("mlp", "linear")
+SCHEDULES = ("constant", "cosine", "cosine_restarts")
+# The traced hyperparameters: runs that differ only in these train together under vmap.
+TRACED_FIELDS = ("lr", "schedule", "seed")
+
+
+def _scan_methods():
+  from ssm_bench import scan  # deferred: scan imports jax, config must stay light
+  return scan.METHODS
+
+
+# field -> allowed values; checked for every config and offered as flag choices.
+CHOICES = {"norm": NORMS, "activation": ACTIVATIONS, "initial_state": INITIAL_STATES,
+           "decoder": DECODERS, "schedule": SCHEDULES, "scan_method": _scan_methods}
+
+
+def choices(field: str):
+  c = CHOICES.get(field)
+  return c() if callable(c) else c
+
+
+class ConfigError(ValueError):
+  """A config value out of range or not among the choices; the message is one line."""
+
+
+def _check_choices(cfg):
+  for f in dataclasses.fields(cfg):
+    allowed = choices(f.name)
+    if allowed is not None and getattr(cfg, f.name) not in allowed:
+      raise ConfigError(f"unknown {f.name} {getattr(cfg, f.name)!r}; choose one of "
+                        f"{', '.join(allowed)}")
 
 
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
-  layers: tuple = ("mamba",)  # one layer name per depth; hybrids mix names
-  vocab_size: int = 2
-  num_classes: int = 2
+class ArchConfig:
+  """Architecture fields shared by the network and the run."""
   d_model: int = 128
   d_state: int = 64
   scan_method: str = "auto"
@@ -24,45 +58,60 @@ class ModelConfig:
   dt_min: float = 1e-3  # Mamba/S4D step-size init, log-uniform in [dt_min, dt_max]
   dt_max: float = 1e-1
   decoder: str = "mlp"  # head on the residual stream: an MLP (universal) or one linear map
+
+
+def arch_fields(cfg) -> dict:
+  """The ArchConfig part of any config, as keyword arguments."""
+  return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(ArchConfig)}
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig(ArchConfig):
+  layers: tuple = ("mamba",)  # one layer name per depth; hybrids mix names
+  vocab_size: int = 2
+  num_classes: int = 2
   decoder_hidden: int = 0  # hidden width of the MLP decoder head; 0 means d_model
 
   def __post_init__(self):
     object.__setattr__(self, "layers", tuple(self.layers))
-    for field, allowed in (("norm", NORMS), ("activation", ACTIVATIONS),
-                           ("initial_state", INITIAL_STATES), ("decoder", DECODERS)):
-      if getattr(self, field) not in allowed:
-        raise ValueError(f"unknown {field} {getattr(self, field)!r}; choose one of {', '.join(allowed)}")
+    _check_choices(self)
 
   @property
   def depth(self) -> int:
     return len(self.layers)
 
 
-SCHEDULES = ("constant", "cosine", "cosine_restarts")
-
-# Fields that change array shapes or the compiled program. Runs that agree on all of these
-# train together under vmap; lr, schedule and seed are traced values.
-SHAPE_FIELDS = ("task", "model", "depth", "d_model", "d_state", "batch_size", "steps",
-                "train_length", "scan_method", "norm", "activation", "initial_state",
-                "conv_kernel", "dt_min", "dt_max", "decoder", "weight_decay", "grad_clip", "warmup_steps",
-                "curriculum_start", "curriculum_threshold", "curriculum_patience",
-                "curriculum_every", "log_every", "eval_seqs", "eval_chunk", "init_from_analytic")
+# Checked ranges: field -> (predicate, what it must be).
+_POSITIVE_INTS = ("depth", "d_model", "d_state", "steps", "batch_size", "train_length",
+                  "log_every", "checkpoint_every", "eval_seqs", "eval_chunk", "curriculum_every",
+                  "curriculum_start", "curriculum_patience")
+_RANGES = {
+    **{name: (lambda v: v >= 1, "a positive integer") for name in _POSITIVE_INTS},
+    "lr": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "weight_decay": (lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0"),
+    "grad_clip": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "warmup_steps": (lambda v: v >= 0, "an integer >= 0"),
+    "conv_kernel": (lambda v: v >= 0, "an integer >= 0 (0 turns the conv off)"),
+    "dt_min": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "dt_max": (lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "curriculum_threshold": (lambda v: math.isfinite(v) and v >= 0,
+                             "a finite number >= 0 (above 1 the length never grows)"),
+    "init_from_analytic": (lambda v: math.isfinite(v), "a finite number (< 0 means off)"),
+    "seed": (lambda v: 0 <= v < 2 ** 31, "an integer in [0, 2^31)"),
+}
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(ArchConfig):
   """Everything that defines a run; its id is derived from these values (see runs.run_name)."""
   task: str = "C2"
   model: str = "mamba"  # a layer name, or a comma list for a hybrid stack
   depth: int = 1
-  d_model: int = 128
-  d_state: int = 64
   lr: float = 1e-3
   schedule: str = "constant"
   seed: int = 0
   steps: int = 20000
   batch_size: int = 256
-  scan_method: str = "auto"
   weight_decay: float = 0.01
   grad_clip: float = 1.0
   warmup_steps: int = 0  # linear learning-rate warm-up before any schedule
@@ -76,35 +125,46 @@ class TrainConfig:
   eval_seqs: int = 512
   eval_chunk: int = 64
   init_from_analytic: float = -1.0  # noise scale around the construction; < 0 means off
-  norm: str = "layernorm"
-  activation: str = "gelu"
-  initial_state: str = "ones"
-  conv_kernel: int = 4
-  dt_min: float = 1e-3
-  dt_max: float = 1e-1
-  decoder: str = "mlp"
   preset: str = ""  # the preset these values came from, recorded for tables
 
   def __post_init__(self):
-    if self.schedule not in SCHEDULES:
-      raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
-    for name in ("depth", "d_model", "d_state", "steps", "batch_size", "train_length",
-                 "log_every", "checkpoint_every", "eval_seqs", "eval_chunk", "curriculum_every"):
-      if getattr(self, name) < 1:
-        raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+    hints = typing.get_type_hints(type(self))
+    for f in dataclasses.fields(self):
+      v, want = getattr(self, f.name), hints[f.name]
+      if want is float and isinstance(v, int) and not isinstance(v, bool):
+        object.__setattr__(self, f.name, float(v))
+      elif want in (int, float, str) and (not isinstance(v, want) or isinstance(v, bool)):
+        raise ConfigError(f"{f.name} must be {want.__name__}, got {v!r}")
+    _check_choices(self)
+    for name, (ok, what) in _RANGES.items():
+      if not ok(getattr(self, name)):
+        raise ConfigError(f"{name} must be {what}, got {getattr(self, name)!r}")
+    if self.dt_max < self.dt_min:
+      raise ConfigError(f"dt_max ({self.dt_max}) must be >= dt_min ({self.dt_min})")
     if self.eval_seqs % min(self.eval_chunk, self.eval_seqs):
-      raise ValueError(f"eval_seqs ({self.eval_seqs}) must be a multiple of eval_chunk ({self.eval_chunk})")
+      raise ConfigError(f"eval_seqs ({self.eval_seqs}) must be a multiple of eval_chunk "
+                        f"({self.eval_chunk}); set both")
     if self.steps % self.log_every:
-      raise ValueError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
+      raise ConfigError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
     if self.checkpoint_every % self.log_every:
-      raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a multiple of "
-                       f"log_every ({self.log_every})")
+      raise ConfigError(f"checkpoint_every ({self.checkpoint_every}) must be a multiple of "
+                        f"log_every ({self.log_every})")
 
   def replace(self, **kw) -> "TrainConfig":
     return dataclasses.replace(self, **kw)
 
   def shape_key(self) -> tuple:
+    """Every field but the traced ones: runs that agree here share one compiled program."""
     return tuple(getattr(self, f) for f in SHAPE_FIELDS)
+
+
+SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in TRACED_FIELDS)
+
+
+def field_types() -> dict:
+  """TrainConfig field -> Python type (int, float or str), for command-line parsing."""
+  hints = typing.get_type_hints(TrainConfig)
+  return {f.name: hints[f.name] for f in dataclasses.fields(TrainConfig)}
 
 
 # Presets: small enough to finish on a laptop CPU. Values a preset sets override the defaults;
@@ -116,4 +176,7 @@ PRESETS = {
     "cpu": dict(d_model=32, d_state=4, batch_size=64, steps=3000, lr=0.03, schedule="cosine",
                 conv_kernel=0, log_every=100, checkpoint_every=1000, eval_seqs=128,
                 eval_chunk=64, preset="cpu"),
+    # Seconds-sized runs for tests and for trying a command out.
+    "tiny": dict(d_model=8, d_state=2, batch_size=8, steps=20, log_every=10, checkpoint_every=10,
+                 eval_seqs=8, eval_chunk=8, train_length=8, conv_kernel=0, preset="tiny"),
 }

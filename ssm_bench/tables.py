@@ -1,8 +1,11 @@
 """Tables from stored run summaries only: Table 2 (paper layout), theory and paper side by side,
 the illusion depth table, parity on uniform vs adversarial streams.
 
-Cells: the best max_len over every run of the cell (grid and seeds); shown as the number, or
-'✘' below 100. Runs that are failed, diverged, incomplete or unreadable are counted and listed.
+Cells: the best max_len over every run of the cell (grid and seeds), shown as the number, or
+'✘' below 100, with how many of the cell's runs extrapolate. A Table 2 pools only runs of one
+protocol (preset, step budget, init, ...) and names it. Runs that are failed, diverged,
+incomplete or unreadable are counted and listed; diverged runs count as runs that did not
+extrapolate.
 """
 from __future__ import annotations
 
@@ -12,21 +15,25 @@ import os
 
 from ssm_bench import runs
 from ssm_bench import theory
+from ssm_bench.config import PRESETS, TrainConfig
+from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
+from tasks import groups
 
 CROSS = "✘"
 EXTRAPOLATES = 100  # the paper's cross mark: below 100 counts as "did not extrapolate"
-PAPER_MODELS = ("mamba", "negmamba", "simple_aussm", "aussm", "rnn")
+PAPER_MODELS = TABLE2_MODELS
 
 
 @dataclasses.dataclass
 class RunSet:
   good: list  # summaries with status done
   problems: list  # (run dir name, status or reason)
+  diverged: list = dataclasses.field(default_factory=list)  # valid summaries, status diverged
 
 
 def load(runs_dir: str) -> RunSet:
   """Every run directory under runs_dir, sorted by name; never raises on a bad one."""
-  good, problems = [], []
+  good, problems, diverged = [], [], []
   names = sorted(n for n in os.listdir(runs_dir) if os.path.isdir(os.path.join(runs_dir, n))) \
       if os.path.isdir(runs_dir) else []
   for name in names:
@@ -43,9 +50,11 @@ def load(runs_dir: str) -> RunSet:
     elif summary["status"] != "done":
       where = f" at step {summary.get('diverged_at')}" if summary["status"] == "diverged" else ""
       problems.append((name, summary["status"] + where))
+      if summary["status"] == "diverged":
+        diverged.append(summary)
     else:
       good.append(summary)
-  return RunSet(good, problems)
+  return RunSet(good, problems, diverged)
 
 
 def cell(value) -> str:
@@ -54,16 +63,19 @@ def cell(value) -> str:
   return CROSS if value < EXTRAPOLATES else str(value)
 
 
-def best(summaries, **match) -> int | None:
-  """Best max_len among summaries whose config matches every key=value; None if none."""
-  vals = [s["max_len"] for s in summaries
-          if all(s["config"].get(k) == v for k, v in match.items())]
-  return max(vals) if vals else None
-
-
 def load_paper(path: str) -> dict:
+  """The published Table 2; ValueError (one line) if it is not one."""
   with open(path) as f:
-    return json.load(f)
+    try:
+      paper = json.load(f)
+    except ValueError as e:
+      raise ValueError(f"not valid JSON ({e})") from None
+  ok = (isinstance(paper, dict) and isinstance(paper.get("columns"), list)
+        and all(isinstance(paper.get(f"depth_{d}", {}), dict) for d in TABLE2_DEPTHS))
+  if not ok:
+    raise ValueError("expected an object with 'columns' (model names) and 'depth_1'/'depth_2' "
+                     "(group -> one value per column)")
+  return paper
 
 
 def _rows(summaries, preferred):
@@ -71,10 +83,48 @@ def _rows(summaries, preferred):
   return [g for g in preferred if g in seen] + sorted(seen - set(preferred))
 
 
+# Config fields a Table 2 cell ranges over (its grid, seeds and the scan implementation); every
+# other field is the protocol, and a cell only ever pools runs of one protocol.
+CELL_FIELDS = ("task", "model", "depth", "d_state", "lr", "schedule", "seed", "scan_method")
+
+
+def is_table2_run(config: dict) -> bool:
+  """Trained from a random init with the length curriculum on one group's uniform stream, by one
+  layer family: near-solution (analytic init), illusion (fixed length), parity, -gen and hybrid
+  runs belong to other tables."""
+  if "," in config["model"] or config.get("init_from_analytic", -1) >= 0:
+    return False
+  if config.get("curriculum_start", 2) >= config.get("train_length", 60):
+    return False
+  try:
+    groups.get_group(config["task"])
+  except groups.GroupError:
+    return False
+  return True
+
+
+def protocol(config: dict) -> str:
+  """The protocol's name: its preset, plus every field that differs from that preset's values."""
+  preset = config.get("preset") or "paper"
+  base = dataclasses.asdict(TrainConfig(**PRESETS.get(preset, {})))
+  diffs = [f"{k}={v}" for k, v in sorted(config.items())
+           if k not in CELL_FIELDS and k != "preset" and base.get(k) != v]
+  return preset + (" + " + ", ".join(diffs) if diffs else "")
+
+
 def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
-  """{depth: {group: {model: {...}}}} for every (group, model, depth) that has runs."""
-  from launch.sweeps import TABLE2_GROUPS
-  summaries = [s for s in rs.good if "," not in s["config"]["model"]]
+  """{protocol: {depth: {"models", "rows": {group: {model: entry}}}}} from Table 2 runs only.
+
+  An entry holds the best max_len, the number of runs, how many extrapolate (max_len >= 100;
+  diverged runs count as runs that did not) and every run's max_len."""
+  by_protocol = {}
+  for s in rs.good + rs.diverged:
+    if is_table2_run(s["config"]):
+      by_protocol.setdefault(protocol(s["config"]), []).append(s)
+  return {p: _protocol_table(by_protocol[p], paper) for p in sorted(by_protocol)}
+
+
+def _protocol_table(summaries, paper):
   out = {}
   for depth in sorted({s["config"]["depth"] for s in summaries}):
     at = [s for s in summaries if s["config"]["depth"] == depth]
@@ -84,76 +134,103 @@ def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
     for g in _rows(at, TABLE2_GROUPS):
       rows[g] = {}
       for m in models:
-        runs_here = [s for s in at if s["config"]["task"] == g and s["config"]["model"] == m]
-        ours = max((s["max_len"] for s in runs_here), default=None)
-        entry = {"max_len": ours, "runs": len(runs_here)}
-        try:
-          entry["theory"] = theory.prediction(m, depth, g)["expressible"]
-        except Exception:  # a task that is not a group (parity is C2; flipflop has no theory)
-          entry["theory"] = theory.prediction(m, depth, "C2")["expressible"] if g == "parity" else None
+        lens = sorted((s["max_len"] for s in at
+                       if s["config"]["task"] == g and s["config"]["model"] == m), reverse=True)
+        entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
+                 "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
+                 "theory": theory.prediction(m, depth, g)["expressible"]}
         if paper and m in paper["columns"] and g in paper.get(f"depth_{depth}", {}):
-          pv = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
-          entry["paper"] = pv
+          entry["paper"] = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
         rows[g][m] = entry
     out[depth] = {"models": models, "rows": rows}
   return out
 
 
+def _extrapolates(e) -> bool:
+  return e["max_len"] is not None and e["max_len"] >= EXTRAPOLATES
+
+
+def agrees_with_paper(e) -> bool | None:
+  """Whether we and the paper agree on "extrapolates or not"; None without both numbers."""
+  if e.get("max_len") is None or "paper" not in e:
+    return None
+  return (e["paper"] is not None and e["paper"] >= EXTRAPOLATES) == _extrapolates(e)
+
+
 def _flags(e) -> str:
   marks = []
-  ours = e.get("max_len")
-  if ours is None:
+  if e.get("max_len") is None:
     return ""
-  ok = ours >= EXTRAPOLATES
-  if "paper" in e and (e["paper"] is not None) != ok:
+  ok = _extrapolates(e)
+  if agrees_with_paper(e) is False:
     marks.append("≠paper")
   if e.get("theory") is False and ok:
     marks.append("beats theory")
   if e.get("theory") is True and not ok:
     marks.append("below theory")
+  if e["runs"] == 1 or (ok and e["successes"] == 1):
+    marks.append("one run")  # the verdict rests on a single run
   return " ".join(marks)
+
+
+def cell_with_rate(e) -> str:
+  """`1000 (7/27)`: the best max_len and how many runs of the cell extrapolate."""
+  if e["max_len"] is None:
+    return "·"
+  return f"{cell(e['max_len'])} ({e['successes']}/{e['runs']})"
 
 
 def markdown_table2(data: dict, compare: bool = False) -> str:
   out = []
-  for depth, t in data.items():
-    out.append(f"**Depth {depth}**" + (" — ours / paper / theory (✓ expressible, ✗ not)" if compare else ""))
-    out.append("")
-    out.append("| group | " + " | ".join(t["models"]) + " |")
-    out.append("|---|" + "---|" * len(t["models"]))
-    for g, row in t["rows"].items():
-      cells = []
-      for m in t["models"]:
-        e = row[m]
-        if not compare:
-          cells.append(cell(e["max_len"]))
-          continue
-        paper = cell(e["paper"] or 0) if "paper" in e else "–"
-        th = {True: "✓", False: "✗", None: "?"}[e.get("theory")]
-        flags = _flags(e)
-        cells.append(f"{cell(e['max_len'])} / {paper} / {th}" + (f" **{flags}**" if flags else ""))
-      out.append(f"| {g} | " + " | ".join(cells) + " |")
-    out.append("")
+  for proto, by_depth in data.items():
+    out += [f"### Protocol: {proto}", ""]
+    agree = [agrees_with_paper(e) for t in by_depth.values() for row in t["rows"].values()
+             for e in row.values()]
+    for depth, t in by_depth.items():
+      out.append(f"**Depth {depth}**" + (" — ours / paper / theory (✓ expressible, ✗ not)"
+                                         if compare else ""))
+      out.append("")
+      out.append("| group | " + " | ".join(t["models"]) + " |")
+      out.append("|---|" + "---|" * len(t["models"]))
+      for g, row in t["rows"].items():
+        cells = []
+        for m in t["models"]:
+          e = row[m]
+          if not compare:
+            cells.append(cell_with_rate(e))
+            continue
+          paper = cell(e["paper"] or 0) if "paper" in e else "–"
+          th = {True: "✓", False: "✗", None: "?"}[e.get("theory")]
+          flags = _flags(e)
+          cells.append(f"{cell_with_rate(e)} / {paper} / {th}" + (f" **{flags}**" if flags else ""))
+        out.append(f"| {g} | " + " | ".join(cells) + " |")
+      out.append("")
+    if compare:
+      known = [a for a in agree if a is not None]
+      out += [f"Agree with the paper on extrapolates (>= {EXTRAPOLATES}) or not: "
+              f"{sum(known)} of {len(known)} cells with both numbers.", ""]
   return "\n".join(out)
 
 
 def latex_table2(data: dict) -> str:
   out = []
-  for depth, t in data.items():
-    cols = "l" + "c" * len(t["models"])
-    out.append(f"% Depth {depth}: best max_len over grid and seeds; \\ding{{55}} below 100")
-    out.append(f"\\begin{{tabular}}{{{cols}}}")
-    out.append("\\toprule")
-    out.append("Task & " + " & ".join(m.replace("_", "\\_") for m in t["models"]) + " \\\\")
-    out.append("\\midrule")
-    for g, row in t["rows"].items():
-      vals = [cell(row[m]["max_len"]).replace(CROSS, "\\ding{55}").replace("·", "--")
-              for m in t["models"]]
-      name = g.replace("x", " \\times ")
-      out.append(f"${name}$ & " + " & ".join(vals) + " \\\\")
-    out.append("\\bottomrule")
-    out.append("\\end{tabular}")
-    out.append("")
+  for proto, by_depth in data.items():
+    for depth, t in by_depth.items():
+      cols = "l" + "c" * len(t["models"])
+      out.append(f"% Protocol: {proto}. Depth {depth}: best max_len over grid and seeds "
+                 "(runs that extrapolate / runs); \\ding{55} below 100")
+      out.append(f"\\begin{{tabular}}{{{cols}}}")
+      out.append("\\toprule")
+      out.append("Task & " + " & ".join(m.replace("_", "\\_") for m in t["models"]) + " \\\\")
+      out.append("\\midrule")
+      for g, row in t["rows"].items():
+        vals = [cell_with_rate(row[m]).replace(CROSS, "\\ding{55}").replace("·", "--")
+                for m in t["models"]]
+        name = g.replace("x", " \\times ")
+        out.append(f"${name}$ & " + " & ".join(vals) + " \\\\")
+      out.append("\\bottomrule")
+      out.append("\\end{tabular}")
+      out.append("")
   return "\n".join(out)
 
 

@@ -16,23 +16,37 @@ import optax
 
 from ssm_bench import analytic
 from ssm_bench import models
-from ssm_bench.config import SCHEDULES, ModelConfig, TrainConfig
+from ssm_bench.config import SCHEDULES, ConfigError, ModelConfig, TrainConfig, arch_fields
 from tasks import registry
 
 RESTART_CYCLES = 4  # cosine_restarts: this many equal cosine cycles over the run
 
 
+def analytic_config(cfg: TrainConfig) -> TrainConfig:
+  """`cfg` with the analytic construction's architecture (model, depth, widths, norm, ...), so
+  that a run started from the construction records the network it really trains."""
+  mcfg, _ = analytic.build(cfg.task, cfg.d_model, cfg.d_state)
+  layers = mcfg.layers
+  model = layers[0] if len(set(layers)) == 1 else ",".join(layers)
+  return cfg.replace(model=model, depth=len(layers),
+                     **{**arch_fields(mcfg), "scan_method": cfg.scan_method})
+
+
 def model_config(cfg: TrainConfig) -> ModelConfig:
-  """The network a run trains. With init_from_analytic, the construction's architecture."""
+  """The network a run trains. With init_from_analytic, the construction's architecture, which
+  the config must already describe (see analytic_config)."""
   if cfg.init_from_analytic >= 0:
     mcfg, _ = analytic.build(cfg.task, cfg.d_model, cfg.d_state)
+    want = analytic_config(cfg)
+    diff = [f"{f}={getattr(want, f)!r}" for f in dataclasses.asdict(want)
+            if getattr(want, f) != getattr(cfg, f)]
+    if diff:
+      raise ConfigError(f"with init_from_analytic the network is the {cfg.task} construction; "
+                        f"its config must say so: {', '.join(diff)}")
     return dataclasses.replace(mcfg, scan_method=cfg.scan_method)
   task = registry.get_task(cfg.task)
   return ModelConfig(layers=models.parse_layers(cfg.model, cfg.depth), vocab_size=task.vocab_size,
-                     num_classes=task.num_classes, d_model=cfg.d_model, d_state=cfg.d_state,
-                     scan_method=cfg.scan_method, norm=cfg.norm, activation=cfg.activation,
-                     initial_state=cfg.initial_state, conv_kernel=cfg.conv_kernel,
-                     dt_min=cfg.dt_min, dt_max=cfg.dt_max, decoder=cfg.decoder)
+                     num_classes=task.num_classes, **arch_fields(cfg))
 
 
 def hparams(cfgs) -> dict:
@@ -121,8 +135,15 @@ class Trainer:
     return state, {"loss": m["loss"].mean(), "acc": m["acc"].mean(), "length": m["length"][-1],
                    "lr": m["lr"][-1]}
 
-  def compiled(self):
-    """(init_many, chunk_many): vmapped over runs, jitted once per shape group."""
+  def compiled(self, donate: bool = True):
+    """(init_many, chunk_many): vmapped over runs, jitted once per shape group.
+
+    With `donate`, chunk_many reuses the input state's device buffers for its output (the caller
+    must not touch the state it passed in again): one copy of params and Adam moments, not two.
+    """
     if not hasattr(self, "_compiled"):
-      self._compiled = (jax.jit(jax.vmap(self.init)), jax.jit(jax.vmap(self.chunk)))
-    return self._compiled
+      self._compiled = {}
+    if donate not in self._compiled:
+      self._compiled[donate] = (jax.jit(jax.vmap(self.init)), jax.jit(
+          jax.vmap(self.chunk), donate_argnums=(0,) if donate else ()))
+    return self._compiled[donate]

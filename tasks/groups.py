@@ -190,8 +190,18 @@ def direct_product(g: Group, h: Group) -> Group:
 
 
 _FACTOR = re.compile(r"^(C|Z|S|A|D)(\d+)$|^(Q8)$")
-_ORDERS = {"C": lambda n: n, "Z": lambda n: n, "S": math.factorial,
-           "A": lambda n: max(1, math.factorial(n) // 2), "D": lambda n: 2 * n}
+def _capped_factorial(n: int) -> int:
+  """n!, or MAX_ORDER + 1 once it passes MAX_ORDER: S100000's order is never computed."""
+  out = 1
+  for k in range(2, n + 1):
+    out *= k
+    if out > 2 * MAX_ORDER:
+      return 2 * MAX_ORDER + 2
+  return out
+
+
+_ORDERS = {"C": lambda n: n, "Z": lambda n: n, "S": _capped_factorial,
+           "A": lambda n: max(1, _capped_factorial(n) // 2), "D": lambda n: 2 * n}
 _BUILDERS = {"C": cyclic, "Z": cyclic, "S": symmetric, "A": alternating, "D": dihedral}
 
 
@@ -213,10 +223,12 @@ def get_group(name: str) -> Group:
   if not isinstance(name, str) or not name:
     raise GroupError(f"unknown group {name!r}: {GRAMMAR}")
   tokens = name.split("x")
-  order = math.prod(_factor_order(t, name) for t in tokens)
+  order = 1
+  for t in tokens:  # stop multiplying once too large: no huge integers, however long the name
+    order = min(order * _factor_order(t, name), MAX_ORDER + 1)
   if order > MAX_ORDER:
-    raise GroupError(f"group {name!r} has order {order}: its Cayley table would be too large "
-                     f"(limit {MAX_ORDER} elements)")
+    raise GroupError(f"group {name!r} has more than {MAX_ORDER} elements: its Cayley table would "
+                     f"be too large (limit {MAX_ORDER} elements)")
   groups = []
   for t in tokens:
     if t == "Q8":

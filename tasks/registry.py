@@ -29,9 +29,10 @@ class Task:
   num_classes: int  # labels are 0..num_classes-1
   table: np.ndarray  # associative table that folds tokens into states
   stream: Callable  # (key, batch, length) -> tokens, the training stream
-  eval_streams: dict  # name -> stream; 'uniform' is the headline evaluation
+  eval_streams: dict  # name -> stream, evaluated after training
   label_map: np.ndarray | None = None  # state -> class, when states are not the classes
   group: groups.Group | None = None
+  main_stream: str = "uniform"  # the eval stream behind max_len; the others are also stored
 
   def labels(self, tokens):
     y = streams.prefix_products(self.table, tokens)
@@ -44,10 +45,17 @@ class Task:
     return tokens, self.labels(tokens)
 
 
-def _group_task(name: str, g: groups.Group, stream=None) -> Task:
+def _group_task(name: str, g: groups.Group) -> Task:
   uniform = streams.uniform(g.order)
   return Task(name=name, vocab_size=g.order, num_classes=g.order, table=g.table,
-              stream=stream or uniform, eval_streams={"uniform": uniform}, group=g)
+              stream=uniform, eval_streams={"uniform": uniform}, group=g)
+
+
+def _generators_task(name: str, g: groups.Group) -> Task:
+  """Trained and scored on the generating-set stream: the other tokens' embeddings never train."""
+  gen = streams.from_set(g.generating_set)
+  return Task(name=name, vocab_size=g.order, num_classes=g.order, table=g.table, stream=gen,
+              eval_streams={"generators": gen}, group=g, main_stream="generators")
 
 
 def parity() -> Task:
@@ -92,9 +100,7 @@ def get_task(name: str) -> Task:
     if "too large" in str(e):
       raise TaskError(str(e)) from None
     raise TaskError(f"unknown task {name!r}; {GRAMMAR}") from None
-  if gen:
-    return _group_task(name, g, streams.from_set(g.generating_set))
-  return _group_task(name, g)
+  return _generators_task(name, g) if gen else _group_task(name, g)
 
 
 def validate(name: str) -> str:

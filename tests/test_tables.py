@@ -37,16 +37,21 @@ def write_runs(root):
   open(os.path.join(root, "incomplete-run", "config.json"), "w").write("{}")
 
 
+def one_protocol(data):
+  assert len(data) == 1, f"expected one protocol, got {list(data)}"
+  return next(iter(data.values()))
+
+
 def test_cells_are_best_over_seeds_and_cross_below_100(tmp_path):
   write_runs(str(tmp_path))
   rs = tables.load(str(tmp_path))
-  data = tables.table2_data(rs)
+  data = one_protocol(tables.table2_data(rs))
   assert data[1]["rows"]["C2"]["negmamba"]["max_len"] == 1000
   assert tables.cell(data[1]["rows"]["C2"]["mamba"]["max_len"]) == "✘"
   assert data[2]["rows"]["C2"]["mamba"]["max_len"] == 120
   assert data[1]["rows"]["S3"]["rnn"]["max_len"] == 1000
   assert data[1]["rows"]["C2"]["rnn"]["max_len"] is None  # no run: shown as '·'
-  assert "| C2 | ✘ | 1000 | · |" in tables.markdown_table2(data)
+  assert "| C2 | ✘ (0/1) | 1000 (2/2) | · |" in tables.markdown_table2(tables.table2_data(rs))
 
 
 def test_bad_runs_are_counted_and_listed(tmp_path):
@@ -66,12 +71,14 @@ def test_compare_marks_disagreements_with_paper_and_theory(tmp_path):
   paper = {"columns": ["mamba", "negmamba", "simple_aussm", "aussm", "rnn"],
            "depth_1": {"C2": [None, 1000, 160, 1000, 1000], "S3": [None, None, None, None, 1000]},
            "depth_2": {"C2": [None, 1000, 1000, 200, 1000]}}
-  data = tables.table2_data(tables.load(str(tmp_path)), paper)
+  full = tables.table2_data(tables.load(str(tmp_path)), paper)
+  data = one_protocol(full)
   e = data[2]["rows"]["C2"]["mamba"]  # 120: extrapolates, the paper and the theory say no
   assert e["paper"] is None and e["theory"] is False
-  md = tables.markdown_table2(data, compare=True)
-  assert "120 / ✘ / ✗ **≠paper beats theory**" in md
-  assert "1000 / 1000 / ✓ |" in md
+  md = tables.markdown_table2(full, compare=True)
+  assert "120 (1/1) / ✘ / ✗ **≠paper beats theory one run**" in md
+  assert "1000 (2/2) / 1000 / ✓ |" in md
+  assert "Agree with the paper on extrapolates (>= 100) or not: 4 of 5 cells" in md
 
 
 def run_tables(runs_dir, out):

@@ -1,0 +1,26 @@
+"""Named crash points for fault-injection tests.
+
+With SSM_BENCH_FAULT=<point>:<n> in the environment, the n-th time this process reaches
+`point(<point>)` it SIGKILLs itself: no handler, no flush, exactly what a preempted machine or an
+out-of-memory kill does. Unset (always, outside tests) a point costs one dictionary lookup.
+"""
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = ("group_start", "chunk", "metrics", "checkpoint_save", "checkpoint_done", "eval",
+          "summary_write", "summary_done")
+_seen: dict = {}
+
+
+def point(name: str):
+  spec = os.environ.get("SSM_BENCH_FAULT")
+  if not spec:
+    return
+  target, _, n = spec.rpartition(":")
+  if target != name:
+    return
+  _seen[name] = _seen.get(name, 0) + 1
+  if _seen[name] == int(n):
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,195 @@
+"""Run directories: names, atomic files, metrics lines, checkpoints and summary validation.
+
+<run dir>/config.json      the TrainConfig, written first
+<run dir>/metrics.jsonl    one JSON line per logging step
+<run dir>/events.out.*     TensorBoard scalars, the acc-vs-length curve, HParams
+<run dir>/checkpoints/     orbax checkpoints of the whole train state
+<run dir>/summary.json     written last and atomically; its presence means the run finished
+
+Every file a table or a resume reads is written atomically (temporary file, then rename) or is
+repaired on read (a metrics line cut by a kill is dropped), so a killed process never leaves a
+file that a later launch would mistake for a result.
+"""
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import platform
+import subprocess
+
+from ssm_bench import evaluation
+from ssm_bench import faults
+from ssm_bench.config import TrainConfig
+
+SCHEMA_VERSION = 1
+FINISHED = ("done", "diverged")
+STATUSES = FINISHED + ("failed",)
+
+
+class RunError(ValueError):
+  """A run directory that cannot be used (it holds a different run, or is not writable)."""
+
+
+def run_name(cfg: TrainConfig) -> str:
+  """Readable prefix plus a hash of the whole config: the same config always maps here."""
+  blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+  digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
+  return (f"{cfg.task}-{cfg.model.replace(',', '+')}-L{cfg.depth}-n{cfg.d_state}-lr{cfg.lr:g}-"
+          f"{cfg.schedule}-s{cfg.seed}-{digest}")
+
+
+def read_json(path: str):
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def read_summary(run_dir: str):
+  """The run's summary if it is a valid one, else None (missing, truncated or corrupt)."""
+  s = read_json(os.path.join(run_dir, "summary.json"))
+  return s if s is not None and not validate_summary(s) else None
+
+
+def is_finished(run_dir: str) -> bool:
+  return (read_summary(run_dir) or {}).get("status") in FINISHED
+
+
+def write_json_atomic(path: str, obj, point: str | None = None):
+  tmp = f"{path}.tmp-{os.getpid()}"
+  with open(tmp, "w") as f:
+    json.dump(obj, f, indent=1, sort_keys=False)
+    f.write("\n")
+    f.flush()
+    os.fsync(f.fileno())
+  if point:
+    faults.point(point)
+  os.replace(tmp, path)
+
+
+def remove_stale_temporaries(run_dir: str):
+  """Temporary files a killed writer left behind (never read; removed so nothing looks half done)."""
+  for p in glob.glob(os.path.join(run_dir, "*.tmp-*")):
+    try:
+      os.remove(p)
+    except OSError:
+      pass
+
+
+def environment() -> dict:
+  import flax
+  import jax
+  import numpy as np
+  import optax
+  import orbax.checkpoint
+  try:
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                         cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
+  except OSError:
+    rev = None
+  return {"versions": {"python": platform.python_version(), "jax": jax.__version__,
+                       "flax": flax.__version__, "optax": optax.__version__,
+                       "orbax_checkpoint": orbax.checkpoint.__version__, "numpy": np.__version__},
+          "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+          "git_revision": rev}
+
+
+def prepare(cfg: TrainConfig, run_dir: str):
+  """Create the directory and write config.json, refusing a directory that holds another run.
+
+  A config.json that cannot be parsed (a kill while it was first written cannot cause one, but a
+  disk or a hand can) is rewritten: the directory name already carries the config's hash.
+  """
+  path = os.path.join(run_dir, "config.json")
+  existing = read_json(path)
+  if existing is not None and existing != dataclasses.asdict(cfg):
+    raise RunError(f"{run_dir} already holds a different run (its config.json differs); "
+                   "use another workdir")
+  try:
+    os.makedirs(run_dir, exist_ok=True)
+    remove_stale_temporaries(run_dir)
+    if existing is None:
+      write_json_atomic(path, dataclasses.asdict(cfg))
+  except OSError as e:
+    raise RunError(f"cannot write run directory {run_dir}: {e.strerror}") from None
+
+
+def metrics_path(run_dir: str) -> str:
+  return os.path.join(run_dir, "metrics.jsonl")
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+  """Metric rows in file order; a line cut short by a kill is skipped."""
+  rows = []
+  try:
+    with open(metrics_path(run_dir)) as f:
+      for line in f:
+        try:
+          row = json.loads(line)
+        except ValueError:
+          continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+          rows.append(row)
+  except OSError:
+    pass
+  return rows
+
+
+def truncate_metrics(run_dir: str, step: int):
+  """Keep only whole rows up to `step`, once each: the resumed run logs the rest again."""
+  seen, keep = set(), []
+  for row in read_metrics(run_dir):
+    if row["step"] <= step and row["step"] not in seen:
+      seen.add(row["step"])
+      keep.append(json.dumps(row) + "\n")
+  tmp = metrics_path(run_dir) + f".tmp-{os.getpid()}"
+  with open(tmp, "w") as f:
+    f.writelines(keep)
+  os.replace(tmp, metrics_path(run_dir))
+
+
+def append_metrics(run_dir: str, row: dict):
+  with open(metrics_path(run_dir), "a") as f:
+    f.write(json.dumps(row) + "\n")
+
+
+def checkpointer(run_dir: str):
+  import orbax.checkpoint as ocp
+  return ocp.CheckpointManager(os.path.abspath(os.path.join(run_dir, "checkpoints")),
+                               options=ocp.CheckpointManagerOptions(
+                                   max_to_keep=2, create=True, cleanup_tmp_directories=True))
+
+
+def write_summary(cfg: TrainConfig, run_dir: str, result: dict, wall_s: float):
+  import time
+  summary = {"schema_version": SCHEMA_VERSION, "run": os.path.basename(os.path.normpath(run_dir)),
+             "config": dataclasses.asdict(cfg), **result, "wall_time_s": round(wall_s, 3),
+             **environment(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+  os.makedirs(run_dir, exist_ok=True)
+  write_json_atomic(os.path.join(run_dir, "summary.json"), summary, point="summary_write")
+  faults.point("summary_done")
+
+
+_REQUIRED = {"schema_version": int, "run": str, "config": dict, "status": str, "max_len": int,
+             "steps": int, "wall_time_s": (int, float), "versions": dict, "backend": str,
+             "device": str}
+
+
+def validate_summary(summary) -> list[str]:
+  """Problems with a summary (empty list if it is valid); tables use this to list bad runs."""
+  if not isinstance(summary, dict):
+    return ["not a JSON object"]
+  problems = [f"missing or mistyped {k!r}" for k, t in _REQUIRED.items()
+              if not isinstance(summary.get(k), t)]
+  if summary.get("status") not in STATUSES:
+    problems.append(f"unknown status {summary.get('status')!r}")
+  if summary.get("status") == "done":
+    for key in ("acc_curve", "seq_acc_curve"):
+      c = summary.get(key)
+      if not isinstance(c, dict) or list(c) != [str(L) for L in evaluation.GRID]:
+        problems.append(f"{key} must map every grid length '20'..'1000' to an accuracy")
+  return problems
