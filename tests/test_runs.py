@@ -119,9 +119,14 @@ def test_curriculum_holds_below_threshold():
 
 
 def test_schedules():
-  step = jax.numpy.arange(0, 100, 25)
-  for s, want in ((0, [1, 1, 1, 1]), (1, [1, 0.8535534, 0.5, 0.1464466]), (2, [1, 1, 1, 1])):
-    np.testing.assert_allclose(train.lr_factor(step, jax.numpy.int32(s), 100), want, atol=1e-6)
+  # mid-cycle points: restarts fall at 0, 25, 50, 75, where every schedule is 1
+  step = jax.numpy.array([0, 10, 25, 40, 60, 99])
+  half = lambda f: 0.5 * (1 + np.cos(np.pi * f))
+  wants = {0: [1.0] * 6, 1: half(np.array([0, 10, 25, 40, 60, 99]) / 100),
+           2: half(np.array([0, 10, 0, 15, 10, 24]) / 25)}
+  for s, want in wants.items():
+    np.testing.assert_allclose(train.lr_factor(step, jax.numpy.int32(s), 100), want, atol=1e-6,
+                               err_msg=f"schedule {s}")
   warm = train.lr_factor(jax.numpy.array([0, 4, 9, 50]), jax.numpy.int32(0), 100, 10)
   np.testing.assert_allclose(warm, [0.1, 0.5, 1.0, 1.0], atol=1e-6)
 

@@ -71,6 +71,15 @@ def test_generating_stream_uses_only_generators():
   assert set(np.unique(tokens)) <= set(task.group.generating_set.tolist())
 
 
+def test_generating_set_task_is_scored_on_its_own_stream():
+  from ssm_bench import evaluation
+  task = registry.get_task("S3-gen")
+  tokens, labels = evaluation.eval_set(task, 8, 50, task.main_stream)
+  assert set(np.unique(tokens)) <= set(task.group.generating_set.tolist()), (
+      "S3-gen is scored on tokens whose embeddings it never trained")
+  np.testing.assert_array_equal(labels, task.labels(tokens))
+
+
 def test_adversarial_parity_is_blocks_of_zeros_then_odd_ones():
   tokens, labels = jitted("parity")(jax.random.PRNGKey(1), 32, 100, "adversarial")
   for row in np.asarray(tokens):

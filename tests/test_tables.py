@@ -86,6 +86,26 @@ def run_tables(runs_dir, out):
                         capture_output=True, text=True, timeout=300)
 
 
+def test_table2_counts_only_its_own_protocol(tmp_path):
+  ordinary = fake_summary("S3", "simple_aussm", 2, 60)
+  near = fake_summary("S3", "simple_aussm", 2, 1000)  # started from the construction
+  near["config"]["init_from_analytic"] = 0.01
+  illusion = fake_summary("S3", "simple_aussm", 2, 1000)  # fixed length, no curriculum
+  illusion["config"].update(train_length=10, curriculum_start=10)
+  hybrid = fake_summary("S3", "s4d,mamba", 2, 1000)
+  parity = fake_summary("parity", "negmamba", 1, 1000)
+  cpu = fake_summary("S3", "simple_aussm", 2, 1000)
+  cpu["config"].update(preset="cpu", d_model=32, steps=3000, lr=0.03)
+  rs = tables.RunSet([ordinary, near, illusion, hybrid, parity, cpu], [])
+  data = tables.table2_data(rs)
+  assert sorted(data) == ["cpu + batch_size=256, conv_kernel=4, "
+                          "eval_seqs=512", "paper"], list(data)
+  cell = data["paper"][2]["rows"]["S3"]["simple_aussm"]
+  assert (cell["max_len"], cell["runs"]) == (60, 1), "a run of another protocol entered the cell"
+  assert list(data["paper"][2]["rows"]) == ["S3"] and list(data["paper"]) == [2]
+  assert "### Protocol: paper" in tables.markdown_table2(data)
+
+
 def test_regenerating_twice_gives_identical_files(tmp_path):
   write_runs(str(tmp_path / "runs"))
   a, b = run_tables(tmp_path / "runs", tmp_path / "a"), run_tables(tmp_path / "runs", tmp_path / "b")

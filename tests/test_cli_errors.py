@@ -1,0 +1,78 @@
+"""One error convention for every entry point: bad input is one `error:` line, exit status 2.
+
+The cases run as parallel subprocesses (each pays Python and JAX start-up once).
+"""
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+import pytest
+
+CASES = [  # (entry point, arguments, a word the message must contain)
+    ("train", ["--task=S100000"], "5040"),
+    ("train", ["--task=banana"], "tasks:"),
+    ("train", ["--model=mambo"], "choose from mamba"),
+    ("train", ["--lr=nan"], "lr must be a finite number"),
+    ("train", ["--lr=-1"], "lr must be"),
+    ("train", ["--depth=0"], "depth must be a positive integer"),
+    ("train", ["--schedule=linear"], "constant"),
+    ("train", ["--config.eval_seqs=100", "--preset=cpu"], "eval_chunk"),
+    ("train", ["--config.stepz=3"], "config.steps"),
+    ("train", ["--config.steps=abc"], "invalid"),
+    ("train", ["--norm=batchnorm"], "layernorm"),
+    ("train", ["--preset=gpu"], "paper"),
+    ("info", ["--group=S100000"], "5040"),
+    ("info", ["--sample=100000x100000"], "at most"),
+    ("info", ["--group=C2", "--sample=3"], "BxT"),
+    ("analytic", ["--task=S100000"], "5040"),
+    ("analytic", ["--task=A5"], "not solvable"),
+    ("analytic", ["--length=0"], "length"),
+    ("sweep", ["--sweep=foo"], "table2"),
+    ("sweep", ["--only=ZZZ"], "matches none"),
+    ("sweep", ["--only=("], "regular expression"),
+    ("sweep", ["--config.lr=0"], "lr must be"),
+    ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
+    ("tables", ["--runs=/nonexistent"], "not a directory"),
+    ("tables", ["--out=/proc/x"], "cannot write"),
+    ("tables", ["--paper=/nonexistent.json"], "not a file"),
+    ("tables", ["--paper=MALFORMED"], "cannot read paper table"),
+    ("tables", ["--format=xml"], "markdown"),
+    ("bench", ["--models=mambo"], "choose from"),
+    ("bench", ["--sections=nope"], "choose from"),
+]
+
+
+def run(entry, args, tmp):
+  args = [a.replace("MALFORMED", str(tmp / "bad.json")) for a in args]
+  if entry in ("train", "sweep") and not any(a.startswith("--workdir") for a in args):
+    args.append(f"--workdir={tmp / entry / 'w'}")
+  if entry == "tables" and not any(a.startswith("--runs") for a in args):
+    args.append(f"--runs={tmp}")
+  try:
+    return subprocess.run([sys.executable, "-m", f"launch.{entry}", *args], capture_output=True,
+                          text=True, timeout=120)
+  except subprocess.TimeoutExpired:  # it went on to work instead of refusing the input
+    return subprocess.CompletedProcess(args, -1, "", "timed out: the input was not refused")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("cli")
+  (tmp / "bad.json").write_text("{not json")
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    futures = [pool.submit(run, e, a, tmp) for e, a, _ in CASES]
+    return [f.result() for f in futures], tmp
+
+
+@pytest.mark.parametrize("k", range(len(CASES)), ids=[f"{e} {' '.join(a)}" for e, a, _ in CASES])
+def test_bad_input_is_one_error_line_with_status_2(results, k):
+  outs, tmp = results
+  entry, args, needle = CASES[k]
+  out = outs[k]
+  lines = [l for l in out.stderr.splitlines() if l.strip()]
+  assert out.returncode == 2, f"exit {out.returncode}; stderr:\n{out.stderr[-1500:]}"
+  assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line:\n{out.stderr}"
+  assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+  if entry in ("train", "sweep"):
+    assert not os.path.exists(tmp / entry / "w" / "config.json"), "a refused run left files"

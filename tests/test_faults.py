@@ -1,0 +1,131 @@
+"""Fault injection: a real sweep SIGKILLed at many moments finishes with nothing lost or doubled.
+
+Each launch gets SSM_BENCH_FAULT=<point>:<n> (ssm_bench/faults.py: the process SIGKILLs itself the
+n-th time it reaches that point) or is SIGKILLed from outside after a delay (during start-up,
+tracing or compilation). Progress accumulates in one workdir; then plain launches finish it.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from ssm_bench import rundir
+from ssm_bench import runs
+
+# 2 shape groups x 2 runs, 20 chunks of 10 steps, a checkpoint every 2 chunks.
+SWEEP = ["--sweep=tiny", "--config.steps=200", "--config.checkpoint_every=20", "--quiet"]
+STEPS = list(range(10, 201, 10))
+# Ordered so that each kill lands before the sweep can finish: early points first, then points
+# that keep a little progress (a checkpoint, a summary), then the second group's.
+FAULTS = ["after:1.0", "group_start:1", "chunk:1", "metrics:2", "checkpoint_save:1",
+          "checkpoint_done:1", "after:3.5", "chunk:3", "metrics:5", "checkpoint_save:2",
+          "chunk:2", "checkpoint_done:2", "metrics:3", "eval:1", "summary_write:1",
+          "summary_done:1", "group_start:2", "metrics:1", "checkpoint_save:3", "after:2.0",
+          "metrics:4", "chunk:4", "checkpoint_save:4", "after:4.5", "eval:2", "summary_write:2",
+          "after:5.0", "checkpoint_done:3", "summary_done:2", "metrics:7"]
+
+
+def launch(workdir, env, fault=None):
+  env = dict(env)
+  delay = None
+  if fault and fault.startswith("after:"):
+    delay = float(fault.split(":")[1])
+  elif fault:
+    env["SSM_BENCH_FAULT"] = fault
+  p = subprocess.Popen([sys.executable, "-m", "launch.sweep", *SWEEP, f"--workdir={workdir}"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+  try:
+    out, err = p.communicate(timeout=delay or 300)
+  except subprocess.TimeoutExpired:
+    p.send_signal(signal.SIGKILL)
+    out, err = p.communicate()
+  return p.returncode, out, err
+
+
+def table(workdir):
+  out = subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={workdir}",
+                        "--format=json"], capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  data = json.loads(out.stdout)
+  data.pop("problems")
+  return data
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+  return {**os.environ, "SSM_BENCH_CACHE": str(tmp_path_factory.mktemp("xla-cache"))}
+
+
+def test_sigkilled_sweep_finishes_with_every_run_once(tmp_path, env):
+  reference, faulty = tmp_path / "reference", tmp_path / "faulty"
+  rc, _, err = launch(reference, env)
+  assert rc == 0, err
+  kills = []
+  for fault in FAULTS:
+    rc, _, err = launch(faulty, env, fault)
+    assert rc in (0, -signal.SIGKILL), f"{fault}: exit {rc}\n{err[-2000:]}"
+    assert "Traceback" not in err, f"{fault}: a launch failed instead of being killed\n{err}"
+    if rc == -signal.SIGKILL:
+      kills.append(fault)
+  print(f"{len(kills)} kills: {kills}")
+  assert len(set(kills)) >= 20, f"only {len(kills)} kills landed: {kills}"
+  for _ in range(3):  # plain relaunches until the sweep is done
+    rc, out, err = launch(faulty, env)
+    assert rc == 0, err
+    if "groups already finished" in out and "4 runs in 2 groups; 2 groups" in out:
+      break
+
+  names = sorted(os.listdir(reference))
+  assert sorted(os.listdir(faulty)) == names, "the killed sweep has other run directories"
+  for name in names:
+    d = str(faulty / name)
+    s = runs.read_summary(d)
+    assert s is not None and runs.validate_summary(s) == [], f"{name}: no valid summary"
+    assert s["status"] == "done", f"{name}: {s['status']} {s.get('error')}"
+    steps = [r["step"] for r in rundir.read_metrics(d)]
+    assert steps == STEPS, f"{name}: metric steps {steps} (lost or counted twice)"
+    with open(os.path.join(d, "metrics.jsonl")) as f:
+      assert all(json.loads(line) for line in f), f"{name}: a cut metrics line survived"
+    leftovers = glob.glob(os.path.join(d, "*.tmp-*")) + glob.glob(
+        os.path.join(d, "checkpoints", "*tmp*"))
+    assert not leftovers, f"{name}: half-written files left: {leftovers}"
+  assert table(faulty) == table(reference), "tables differ from the uninterrupted sweep"
+
+
+def finished_tiny_run(tmp_path):
+  from ssm_bench.config import PRESETS, TrainConfig
+  cfg = TrainConfig(**{**PRESETS["tiny"], "steps": 40, "checkpoint_every": 20})
+  d = str(tmp_path / "run")
+  [s] = runs.train_group([cfg], [d])
+  return cfg, d, s
+
+
+def test_truncated_summary_and_config_are_recovered(tmp_path):
+  cfg, d, first = finished_tiny_run(tmp_path)
+  for name in ("summary.json", "config.json"):
+    path = os.path.join(d, name)
+    text = open(path).read()
+    open(path, "w").write(text[: len(text) // 2])
+  assert runs.read_summary(d) is None, "a truncated summary must not count as a result"
+  [again] = runs.train_group([cfg], [d])
+  assert again["status"] == "done" and again["acc_curve"] == first["acc_curve"]
+  assert json.load(open(os.path.join(d, "config.json")))["seed"] == cfg.seed
+  assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
+
+
+def test_corrupt_checkpoint_falls_back_and_is_reported(tmp_path, capfd):
+  cfg, d, first = finished_tiny_run(tmp_path)
+  os.remove(os.path.join(d, "summary.json"))
+  latest = os.path.join(d, "checkpoints", "40")
+  for path in glob.glob(os.path.join(latest, "**", "*"), recursive=True):
+    if os.path.isfile(path):
+      open(path, "wb").write(b"garbage")
+  [again] = runs.train_group([cfg], [d])
+  assert "checkpoint at step 40 is unreadable" in capfd.readouterr().err
+  assert again["status"] == "done" and again["steps"] == 40
+  assert again["acc_curve"] == first["acc_curve"], "resuming from step 20 changed the result"
+  assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
