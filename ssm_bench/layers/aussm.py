@@ -33,18 +33,16 @@ class AUSSM(nn.Module):
     z = nn.Dense(d, name="in_z")(v)
     w_theta = self.param("theta_w", nn.initializers.normal(1.0), (d, n))
     b_theta = self.param("theta_b", common.uniform_init(-math.pi, math.pi), (n,))
-    theta = u @ w_theta / math.sqrt(d) + b_theta
-    a = jnp.exp(1j * theta)[..., None, :]  # (batch, time, 1, n): shared across channels
-    self.sow("intermediates", "transition", a)
+    theta = u @ w_theta / math.sqrt(d) + b_theta  # (batch, time, n): shared across channels
     dt = common.low_rank_dt(u, d, cfg)
     B = polar_param(self, "B", (d, n))
     C = polar_param(self, "C", (d, n))
     su = nn.silu(u)
-    b = (dt * su)[..., None] * B
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    h = scan.linear_scan(a, b, common.batch_h0(h0, v.shape[0]), cfg.scan_method)
+    f = scan.Factors("aussm", x=dt * su, B=B, C=C, h0=common.batch_h0(h0, v.shape[0]), theta=theta)
+    common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    y = jnp.einsum("btdn,dn->btd", h, C).real + D * su
+    y = scan.diagonal_scan(f, cfg.scan_method) + D * su
     return y * nn.silu(z)
 
 
@@ -60,7 +58,7 @@ class SimpleAUSSM(nn.Module):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
     theta = nn.Dense(n, name="theta", bias_init=common.uniform_init(-math.pi, math.pi))(v)
     a = jnp.exp(1j * theta)
-    self.sow("intermediates", "transition", a)
+    self.sow("intermediates", "transition", a)  # (b, t, n): no d axis, cheap to keep
     h0 = common.initial_state(self, cfg.initial_state, (n,)).astype(jnp.complex64)
     h = scan.linear_scan(a, jnp.zeros_like(a), common.batch_h0(h0, v.shape[0]), cfg.scan_method)
     D = self.param("D", nn.initializers.ones, (d,))

@@ -48,3 +48,10 @@ def low_rank_dt(u, d: int, cfg, name_prefix: str = "dt"):
 
 def batch_h0(h0, batch: int):
   return jnp.broadcast_to(h0, (batch,) + h0.shape)
+
+
+def sow_transition(module: nn.Module, factors):
+  """Record a_t for inspection (tests, analysis) only when asked: it is (b, t, d, n) in memory."""
+  if module.is_mutable_collection("intermediates"):
+    from ssm_bench.scan import factors as F
+    module.sow("intermediates", "transition", F.transition(factors))

@@ -30,13 +30,10 @@ class Mamba(nn.Module):
     C = nn.Dense(n, use_bias=False, name="C")(u)
     A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
-    a = jnp.exp(dt[..., None] * -jnp.exp(A_log))
-    if self.negative:
-      a = 2.0 * a - 1.0
-    self.sow("intermediates", "transition", a)
-    b = (dt * u)[..., None] * B[..., None, :]
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
-    h = scan.linear_scan(a, b, common.batch_h0(h0, v.shape[0]), cfg.scan_method)
+    f = scan.Factors("negmamba" if self.negative else "mamba", x=dt * u, B=B, C=C,
+                     h0=common.batch_h0(h0, v.shape[0]), dt=dt, lam=-jnp.exp(A_log))
+    common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    y = jnp.einsum("btdn,btn->btd", h, C) + D * u
+    y = scan.diagonal_scan(f, cfg.scan_method) + D * u
     return y * nn.silu(z)

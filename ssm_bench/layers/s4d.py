@@ -28,14 +28,14 @@ class S4D(nn.Module):
         math.pi * jnp.arange(s[1], dtype=jnp.float32), s), (d, n))
     lam = -jnp.exp(log_neg_re) + 1j * lam_im
     a = jnp.exp(jnp.exp(log_dt)[:, None] * lam)  # (d, n)
-    self.sow("intermediates", "transition", a)
     B = (self.param("B_re", nn.initializers.ones, (d, n))
          + 1j * self.param("B_im", nn.initializers.zeros, (d, n)))
     C = (self.param("C_re", nn.initializers.normal(0.5), (d, n))
          + 1j * self.param("C_im", nn.initializers.normal(0.5), (d, n)))
-    b = ((a - 1.0) / lam * B) * u[..., None]
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    h = scan.linear_scan(jnp.broadcast_to(a, b.shape), b, common.batch_h0(h0, v.shape[0]),
-                         cfg.scan_method)
+    # zero-order hold: b_t = (a - 1) / Lambda * B u_t, so x = u and the input vector is ZOH(B)
+    f = scan.Factors("s4d", x=u, B=(a - 1.0) / lam * B, C=C,
+                     h0=common.batch_h0(h0, v.shape[0]), a=a)
+    common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    return 2.0 * jnp.einsum("btdn,dn->btd", h, C).real + D * u
+    return 2.0 * scan.diagonal_scan(f, cfg.scan_method) + D * u

@@ -1,25 +1,13 @@
-"""The one scan core: h_t = a_t * h_{t-1} + b_t over time axis 1, real or complex.
+"""The materialized reference: every state h_t is an array in memory.
 
-Every diagonal recurrence in the zoo calls `linear_scan`; the method is a per-run choice.
-`matrix_scan` is the dense analogue h_t = A_t h_{t-1} + b_t used by IDS4.
+`linear_scan` solves h_t = a_t h_{t-1} + b_t over time axis 1 (real or complex) with
+`lax.scan` (sequential) or `lax.associative_scan` (associative); `matrix_scan` is the dense
+analogue used by IDS4. Every faster method is tested against these.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
-METHODS = ("auto", "associative", "sequential")
-
-
-def default_method() -> str:
-  """Sequential on CPU (several times faster at our sizes), associative on GPU/TPU."""
-  return "sequential" if jax.default_backend() == "cpu" else "associative"
-
-
-def resolve(method: str) -> str:
-  if method not in METHODS:
-    raise ValueError(f"unknown scan method {method!r}; choose one of {', '.join(METHODS)}")
-  return default_method() if method == "auto" else method
 
 
 def _fold_h0(a, b, h0):
@@ -29,11 +17,10 @@ def _fold_h0(a, b, h0):
   return b.at[:, 0].add(a[:, 0] * h0)
 
 
-def linear_scan(a, b, h0=None, method: str = "auto"):
+def linear_scan(a, b, h0=None, method: str = "sequential"):
   """All states h_1..h_T of h_t = a_t h_{t-1} + b_t; a, b: (batch, time, ...), h0: (batch, ...)."""
   a, b = jnp.broadcast_arrays(a, b)
   b = _fold_h0(a, b, h0)
-  method = resolve(method)
   if method == "associative":
     def combine(left, right):
       a_l, b_l = left
@@ -48,11 +35,10 @@ def linear_scan(a, b, h0=None, method: str = "auto"):
   return jnp.swapaxes(hs, 0, 1)
 
 
-def matrix_scan(A, b, h0=None, method: str = "auto"):
+def matrix_scan(A, b, h0=None, method: str = "sequential"):
   """h_t = A_t h_{t-1} + b_t with A: (batch, time, n, n), b: (batch, time, n)."""
   if h0 is not None:
     b = b.at[:, 0].add(jnp.einsum("bij,bj->bi", A[:, 0], h0))
-  method = resolve(method)
   if method == "associative":
     def combine(left, right):
       A_l, b_l = left

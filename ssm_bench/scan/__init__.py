@@ -1,0 +1,61 @@
+"""The scan core: one entry point per recurrence shape, interchangeable methods behind it.
+
+- `diagonal_scan(factors, method)`: a diagonal SSM layer's output y_t from its factors (see
+  factors.py). Methods: `sequential` / `associative` (the materialized reference: every state is
+  an array), `chunked` (plain JAX, any backend, keeps only chunk-boundary states), `pallas`
+  (fused GPU kernel with a custom VJP; interpret mode elsewhere, for tests).
+- `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
+  the states themselves (simple_aussm); `matrix_scan` is the dense form (IDS4). Fused methods map
+  to the reference here.
+
+`auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES).
+"""
+from __future__ import annotations
+
+import jax
+
+from ssm_bench.scan import chunked
+from ssm_bench.scan import factors
+from ssm_bench.scan import reference
+from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
+
+REFERENCE = ("sequential", "associative")
+METHODS = ("auto",) + REFERENCE + ("chunked", "pallas")
+# Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend.
+AUTO = {"cpu": "sequential", "gpu": "associative", "tpu": "associative"}
+
+
+def default_method() -> str:
+  return AUTO.get(jax.default_backend(), "associative")
+
+
+def resolve(method: str) -> str:
+  if method not in METHODS:
+    raise ValueError(f"unknown scan method {method!r}; choose one of {', '.join(METHODS)}")
+  return default_method() if method == "auto" else method
+
+
+def _reference_method(method: str) -> str:
+  method = resolve(method)
+  return method if method in REFERENCE else ("sequential" if jax.default_backend() == "cpu"
+                                             else "associative")
+
+
+def diagonal_scan(f: Factors, method: str = "auto"):
+  """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe."""
+  method = resolve(method)
+  if method == "chunked":
+    return chunked.scan(f)
+  if method == "pallas":
+    from ssm_bench.scan import pallas  # deferred: imports jax.experimental.pallas
+    return pallas.scan(f)
+  a, b, C = factors.materialize(f)
+  return factors.readout(reference.linear_scan(a, b, f.h0, method), C)
+
+
+def linear_scan(a, b, h0=None, method: str = "auto"):
+  return reference.linear_scan(a, b, h0, _reference_method(method))
+
+
+def matrix_scan(A, b, h0=None, method: str = "auto"):
+  return reference.matrix_scan(A, b, h0, _reference_method(method))

@@ -1,0 +1,89 @@
+"""A diagonal SSM layer's recurrence, given by the factors the layer already has.
+
+    h_t[d, n] = a_t[d, n] h_{t-1}[d, n] + x_t[d] B_t[n]          (B per step, shared over d)
+                                        + x_t[d] B[d, n]          (or B constant per (d, n))
+    y_t[d]    = Re sum_n C_t[n] h_t[d, n]                        (C likewise)
+
+with the transition a_t given by the layer's family:
+
+    mamba     exp(dt_t[d] lam[d, n])              dt (b, t, d), lam (d, n) real < 0
+    negmamba  2 exp(dt_t[d] lam[d, n]) - 1        in (-1, 1): negative eigenvalues
+    s4d       a[d, n]                             constant complex (exp(dt lam) precomputed)
+    aussm     exp(i theta_t[n])                   theta (b, t, n): unit modulus, shared over d
+
+`Factors` holds them; `materialize` builds a_t and the input term for a window of steps, which is
+what the reference and the chunked methods scan (the fused kernel never builds them).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+FAMILIES = ("mamba", "negmamba", "s4d", "aussm")
+_PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when present)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Factors:
+  """One layer's factors. Per-step arrays are (batch, time, ...); B and C are (batch, time, n)
+  when they vary per step (mamba) or (d, n) complex constants (s4d, aussm)."""
+  family: str = dataclasses.field(metadata=dict(static=True))
+  x: jax.Array  # (b, t, d) real
+  B: jax.Array
+  C: jax.Array
+  h0: jax.Array  # (b, d, n), real for mamba/negmamba, complex otherwise
+  dt: jax.Array | None = None  # mamba, negmamba
+  lam: jax.Array | None = None  # mamba, negmamba
+  theta: jax.Array | None = None  # aussm
+  a: jax.Array | None = None  # s4d
+
+  def __post_init__(self):
+    if self.family not in FAMILIES:
+      raise ValueError(f"unknown family {self.family!r}; choose one of {', '.join(FAMILIES)}")
+
+  @property
+  def is_complex(self) -> bool:
+    return self.family in ("s4d", "aussm")
+
+  @property
+  def per_step_bc(self) -> bool:
+    return self.B.ndim == 3
+
+  @property
+  def length(self) -> int:
+    return self.x.shape[1]
+
+  def steps(self) -> dict:
+    """The per-step arrays, by name (each has time on axis 1)."""
+    out = {k: getattr(self, k) for k in _PER_STEP if getattr(self, k) is not None}
+    if not self.per_step_bc:
+      out.pop("B"), out.pop("C")
+    return out
+
+  def with_steps(self, **steps) -> "Factors":
+    return dataclasses.replace(self, **steps)
+
+
+def transition(f: Factors):
+  """a_t broadcastable to (b, t, d, n)."""
+  if f.family in ("mamba", "negmamba"):
+    a = jnp.exp(f.dt[..., None] * f.lam)
+    return 2.0 * a - 1.0 if f.family == "negmamba" else a
+  if f.family == "aussm":
+    return jnp.exp(1j * f.theta)[..., None, :]
+  return f.a
+
+
+def materialize(f: Factors):
+  """(a_t, b_t, C broadcastable to the state) over f's time window: O(b t d n) memory."""
+  B = f.B[..., None, :] if f.per_step_bc else f.B
+  C = f.C[..., None, :] if f.per_step_bc else f.C
+  return transition(f), f.x[..., None] * B, C
+
+
+def readout(h, C):
+  """y[..., d] = Re sum_n C h."""
+  return jnp.real(jnp.sum(h * C, axis=-1))

@@ -1,0 +1,299 @@
+"""Fused diagonal-SSM scan in Pallas (Triton lowering) behind a custom VJP.
+
+One program per (batch row, block of `block_d` channels): the (block_d, N) state lives in
+registers across the time loop and only y_t and the states at chunk boundaries are written.
+The backward kernel walks the chunks in reverse: it recomputes one chunk's L states from the
+saved boundary (a Python-unrolled loop, so they stay registers, not memory), then runs the
+adjoint recurrence g_{t-1} = a_t g_t + dy_{t-1} C_{t-1} through them. It never divides by a_t
+(negmamba's a_t can be 0 or negative).
+
+Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton also wants
+power-of-two block sizes, so time, channels and state are padded (x = 0, B = C = h0 = 0), which
+changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow). Block sizes
+are first guesses, untuned.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+from ssm_bench.scan import factors as F
+
+BLOCK_D = 8
+CHUNK = 8
+NUM_WARPS = 4
+
+
+def _pow2(n: int) -> int:
+  return 1 << max(0, (n - 1).bit_length())
+
+
+# ---- the two kernels --------------------------------------------------------------------------
+# `kind` is 'real' (mamba, negmamba: per-step B and C), 'phase' (aussm) or 'const' (s4d); the
+# last two carry real/imaginary pairs and constant complex B, C of shape (block_d, N).
+
+def _names(kind: str) -> tuple:
+  """Input names in call order."""
+  if kind == "real":
+    return ("x", "dt", "lam", "B", "C", "h0")
+  trans = ("theta",) if kind == "phase" else ("ar", "ai")
+  return ("x",) + trans + ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
+
+
+class _Step:
+  """Per-step algebra of one program, shared by the forward and backward kernels."""
+
+  def __init__(self, kind, neg, refs):
+    self.kind, self.neg, self.r = kind, neg, refs
+    if kind != "real":
+      self.Br, self.Bi = refs["Br"][...], refs["Bi"][...]
+      self.Cr, self.Ci = refs["Cr"][...], refs["Ci"][...]
+    if kind == "const":
+      self.ar, self.ai = refs["ar"][...], refs["ai"][...]
+    if kind == "real":
+      self.lam = refs["lam"][...]
+
+  def transition(self, t):
+    """(ar, ai, extra): a_t as real pair (ai None for real) plus what its gradient needs."""
+    if self.kind == "real":
+      dt = self.r["dt"][t, :]
+      e = jnp.exp(dt[:, None] * self.lam)
+      return (2.0 * e - 1.0 if self.neg else e), None, (dt, e)
+    if self.kind == "phase":
+      th = self.r["theta"][t, :]
+      return jnp.cos(th)[None, :], jnp.sin(th)[None, :], None
+    return self.ar, self.ai, None
+
+  def advance(self, h, a, t):
+    x = self.r["x"][t, :][:, None]
+    ar, ai = a[0], a[1]
+    if self.kind == "real":
+      return (ar * h[0] + x * self.r["B"][t, :][None, :],)
+    hr, hi = h
+    return (ar * hr - ai * hi + x * self.Br, ai * hr + ar * hi + x * self.Bi)
+
+  def readout(self, h, t):
+    if self.kind == "real":
+      return jnp.sum(h[0] * self.r["C"][t, :][None, :], axis=1)
+    return jnp.sum(self.Cr * h[0] - self.Ci * h[1], axis=1)
+
+
+def _forward_kernel(*refs, kind, neg, chunk, n_chunks):
+  names = _names(kind)
+  r = dict(zip(names, refs))
+  y_ref, hb_refs = refs[len(names)], refs[len(names) + 1:]
+  s = _Step(kind, neg, r)
+  h0 = (r["h0"][...],) if kind == "real" else (r["h0r"][...], r["h0i"][...])
+
+  def body(c, h):
+    for hb, part in zip(hb_refs, h):
+      hb[c] = part  # the state before this chunk: the backward pass restarts here
+    for k in range(chunk):
+      t = c * chunk + k
+      a = s.transition(t)
+      h = s.advance(h, a, t)
+      y_ref[t, :] = s.readout(h, t)
+    return h
+  jax.lax.fori_loop(0, n_chunks, body, h0)
+
+
+def _backward_kernel(*refs, kind, neg, chunk, n_chunks):
+  names = _names(kind)
+  n_in = len(names)
+  r = dict(zip(names, refs))
+  cplx = kind != "real"
+  dy_ref = refs[n_in]
+  hb_refs = refs[n_in + 1: n_in + (3 if cplx else 2)]
+  outs = refs[n_in + (3 if cplx else 2):]
+  s = _Step(kind, neg, r)
+  if kind == "real":
+    dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = outs
+  elif kind == "phase":
+    dx_ref, dth_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs
+  else:
+    dx_ref, dar_ref, dai_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs
+  shape = r["h0" if kind == "real" else "h0r"].shape
+  zeros = jnp.zeros(shape, jnp.float32)
+  # carry: the adjoint g (one or two parts) and the accumulated constant-parameter gradients
+  n_acc = {"real": 1, "phase": 4, "const": 6}[kind]
+
+  def body(i, carry):
+    g, acc = carry[:len(hb_refs)], list(carry[len(hb_refs):])
+    c = n_chunks - 1 - i
+    start = tuple(hb[c] for hb in hb_refs)
+    hs, trans = [start], []
+    for k in range(chunk):  # recompute this chunk's states from its boundary; kept as values
+      t = c * chunk + k
+      trans.append(s.transition(t))
+      hs.append(s.advance(hs[-1], trans[-1], t))
+    for k in reversed(range(chunk)):
+      t = c * chunk + k
+      dy = dy_ref[t, :][:, None]
+      x = r["x"][t, :][:, None]
+      h, prev = hs[k + 1], hs[k]
+      ar, ai, extra = trans[k]
+      if kind == "real":
+        Bt, Ct = r["B"][t, :][None, :], r["C"][t, :][None, :]
+        (gr,) = g
+        gr = gr + dy * Ct
+        dx_ref[t, :] = jnp.sum(gr * Bt, axis=1)
+        dB_ref[t, :] = jnp.sum(gr * x, axis=0)
+        dC_ref[t, :] = jnp.sum(dy * h[0], axis=0)
+        da = gr * prev[0]
+        dt, e = extra
+        de = (2.0 * da if neg else da) * e
+        ddt_ref[t, :] = jnp.sum(de * s.lam, axis=1)
+        acc[0] = acc[0] + de * dt[:, None]
+        g = (ar * gr,)
+        continue
+      gr, gi = g
+      gr, gi = gr + dy * s.Cr, gi - dy * s.Ci
+      dx_ref[t, :] = jnp.sum(gr * s.Br + gi * s.Bi, axis=1)
+      acc[0], acc[1] = acc[0] + x * gr, acc[1] + x * gi  # dBr, dBi
+      acc[2], acc[3] = acc[2] + dy * h[0], acc[3] - dy * h[1]  # dCr, dCi
+      dar = gr * prev[0] + gi * prev[1]
+      dai = gi * prev[0] - gr * prev[1]
+      if kind == "phase":  # ar = cos(theta), ai = sin(theta)
+        dth_ref[t, :] = jnp.sum(dai * ar - dar * ai, axis=0)
+      else:
+        acc[4], acc[5] = acc[4] + dar, acc[5] + dai
+      g = (ar * gr + ai * gi, ar * gi - ai * gr)
+    return tuple(g) + tuple(acc)
+
+  init = tuple(zeros for _ in hb_refs) + tuple(zeros for _ in range(n_acc))
+  out = jax.lax.fori_loop(0, n_chunks, body, init)
+  g, acc = out[:len(hb_refs)], out[len(hb_refs):]
+  if kind == "real":
+    dh0_ref[...] = g[0]
+    dlam_ref[...] = acc[0]
+    return
+  dh0r_ref[...], dh0i_ref[...] = g
+  dBr_ref[...], dBi_ref[...], dCr_ref[...], dCi_ref[...] = acc[:4]
+  if kind == "const":
+    dar_ref[...], dai_ref[...] = acc[4:]
+
+
+# ---- pallas_call plumbing ---------------------------------------------------------------------
+
+def _spec(name, T, bd, N):
+  """BlockSpec of one input by its name: per-step (T, bd) or (T, N), or a (bd, N) tile."""
+  if name in ("x", "dt"):
+    return pl.BlockSpec((None, T, bd), lambda b, j: (b, 0, j))
+  if name in ("B", "C", "theta"):
+    return pl.BlockSpec((None, T, N), lambda b, j: (b, 0, 0))
+  if name.startswith("h0"):
+    return pl.BlockSpec((None, bd, N), lambda b, j: (b, j, 0))
+  return pl.BlockSpec((bd, N), lambda b, j: (j, 0))  # lam, ar, ai, Br, Bi, Cr, Ci
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fused(static, *ins):
+  return _forward(static, *ins)[0]
+
+
+def _forward(static, *ins):
+  kind, neg, chunk, bd, interpret = static
+  b, T, D = ins[0].shape
+  N = ins[-1].shape[-1]
+  names = _names(kind)
+  n_chunks = T // chunk
+  f32 = jnp.float32
+  n_states = 1 if kind == "real" else 2
+  outs = [(jax.ShapeDtypeStruct((b, T, D), f32), pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j)))]
+  outs += [(jax.ShapeDtypeStruct((b, n_chunks, D, N), f32),
+            pl.BlockSpec((None, n_chunks, bd, N), lambda i, j: (i, 0, j, 0)))] * n_states
+  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks)
+  res = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, D // bd),
+                       in_specs=[_spec(n, T, bd, N) for n in names],
+                       out_specs=[o[1] for o in outs], interpret=interpret,
+                       **_compiler_params(interpret))(*ins)
+  return res[0], tuple(res[1:])
+
+
+def _compiler_params(interpret):
+  if interpret:
+    return {}
+  from jax.experimental.pallas import triton as pltriton
+  return {"compiler_params": pltriton.CompilerParams(num_warps=NUM_WARPS, num_stages=1)}
+
+
+def _fused_fwd(static, *ins):
+  y, hb = _forward(static, *ins)
+  return y, (ins, hb)
+
+
+def _fused_bwd(static, res, dy):
+  kind, neg, chunk, bd, interpret = static
+  ins, hb = res
+  b, T, D = ins[0].shape
+  N = ins[-1].shape[-1]
+  n_d = D // bd
+  n_chunks = T // chunk
+  names = _names(kind)
+  f32 = jnp.float32
+  per_td = (jax.ShapeDtypeStruct((b, T, D), f32), pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j)))
+  # per-step gradients of arrays shared over d: one partial sum per channel block
+  per_tn = (jax.ShapeDtypeStruct((b, T, n_d, N), f32),
+            pl.BlockSpec((None, T, None, N), lambda i, j: (i, 0, j, 0)))
+  # gradients of (d, n) constants: one partial sum per batch row
+  per_dn = (jax.ShapeDtypeStruct((b, D, N), f32), pl.BlockSpec((None, bd, N), lambda i, j: (i, j, 0)))
+  if kind == "real":
+    outs = [per_td, per_td, per_dn, per_tn, per_tn, per_dn]
+  elif kind == "phase":
+    outs = [per_td, per_tn] + [per_dn] * 6
+  else:
+    outs = [per_td] + [per_dn] * 8
+  hb_specs = [pl.BlockSpec((None, n_chunks, bd, N), lambda i, j: (i, 0, j, 0))] * len(hb)
+  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks)
+  g = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
+                     in_specs=[_spec(n, T, bd, N) for n in names]
+                     + [pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j))] + hb_specs,
+                     out_specs=[o[1] for o in outs], interpret=interpret,
+                     **_compiler_params(interpret))(*ins, dy, *hb)
+  if kind == "real":
+    dx, ddt, dlam, dB, dC, dh0 = g
+    return dx, ddt, dlam.sum(0), dB.sum(2), dC.sum(2), dh0
+  if kind == "phase":
+    dx, dth, dBr, dBi, dCr, dCi, dh0r, dh0i = g
+    return (dx, dth.sum(2)) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi)) + (dh0r, dh0i)
+  dx, dar, dai, dBr, dBi, dCr, dCi, dh0r, dh0i = g
+  return (dx,) + tuple(v.sum(0) for v in (dar, dai, dBr, dBi, dCr, dCi)) + (dh0r, dh0i)
+
+
+_fused.defvjp(_fused_fwd, _fused_bwd)
+
+
+# ---- the method -------------------------------------------------------------------------------
+
+def _pad(v, axes_to):
+  """Zero-pad v so axis k has length axes_to[k] (None: unchanged)."""
+  widths = [(0, 0 if n is None else n - s) for s, n in zip(v.shape, axes_to)]
+  return jnp.pad(v, widths) if any(w for _, w in widths) else v
+
+
+def scan(f: F.Factors, block_d: int = BLOCK_D, chunk: int = CHUNK, interpret: bool | None = None):
+  """y (b, t, d) of the factored recurrence, fused; same contract as the reference."""
+  if interpret is None:
+    interpret = jax.default_backend() != "gpu"
+  b, T, D = f.x.shape
+  N = f.h0.shape[-1]
+  Tp = max(_pow2(T), chunk)
+  bd = min(block_d, _pow2(D))
+  Dp, Np = -(-D // bd) * bd, _pow2(N)
+  per_td = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Dp))
+  per_tn = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Np))
+  per_dn = lambda v: _pad(v.astype(jnp.float32), (Dp, Np))
+  h0 = lambda v: _pad(v.astype(jnp.float32), (None, Dp, Np))
+  if f.family in ("mamba", "negmamba"):
+    kind = "real"
+    ins = (per_td(f.x), per_td(f.dt), per_dn(f.lam), per_tn(f.B), per_tn(f.C), h0(f.h0))
+  else:
+    kind = "phase" if f.family == "aussm" else "const"
+    trans = ((per_tn(f.theta),) if kind == "phase" else (per_dn(f.a.real), per_dn(f.a.imag)))
+    ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
+                                     per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
+  static = (kind, f.family == "negmamba", chunk, bd, interpret)
+  return _fused(static, *ins)[:, :T, :D]
