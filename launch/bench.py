@@ -1,11 +1,14 @@
 """Benchmarks on the current backend, in one process, inputs generated once.
 
-  python -m launch.bench            # the full table (batch 256, length 60, d_model 128, d_state 64)
+  python -m launch.bench                      # the cell for this backend (CPU: a small one)
+  python -m launch.bench --cell=paper         # batch 256, length 60, d_model 128, d_state 64
   python -m launch.bench --json --models=mamba,negmamba --reps=5
 
 Each timing: compile measured separately, one warm-up, then the median of --reps runs. Every
-variant is first checked against the reference (sequential scan, separate runs, per-length
-evaluation) and the check's result is part of the output. Writes results/bench/<backend>.json.
+variant is first checked against a reference (the sequential scan, a float64 NumPy loop,
+separate runs, per-length evaluation) and the check's result is part of the output. Memory is
+XLA's own estimate for the compiled program (`memory_analysis`, any backend) and, where the
+device reports it, the measured peak. Writes results/bench/<backend>.json.
 """
 from __future__ import annotations
 
@@ -26,11 +29,16 @@ from ssm_bench import scan
 from ssm_bench import train
 from ssm_bench.config import PRESETS, TrainConfig
 
+# The paper's cell, and one a 2-core CPU times in a few minutes.
+CELLS = {"paper": dict(batch=256, length=60, d_model=128, d_state=64),
+         "cpu": dict(batch=64, length=60, d_model=32, d_state=16)}
+_CELL = flags.DEFINE_enum("cell", None, list(CELLS), "Sizes to time (default: cpu on CPU, "
+                          "paper elsewhere); --batch etc. override single sizes.")
 _MODELS = flags.DEFINE_string("models", ",".join(models.LAYERS), "Comma list of models to time.")
-_BATCH = flags.DEFINE_integer("batch", 256, "Batch size for the step timings.")
-_LENGTH = flags.DEFINE_integer("length", 60, "Sequence length for the step timings.")
-_D_MODEL = flags.DEFINE_integer("d_model", 128, "Width for the step timings.")
-_D_STATE = flags.DEFINE_integer("d_state", 64, "State size for the step timings.")
+_BATCH = flags.DEFINE_integer("batch", None, "Batch size for the step timings.", lower_bound=1)
+_LENGTH = flags.DEFINE_integer("length", None, "Sequence length for the step timings.", lower_bound=1)
+_D_MODEL = flags.DEFINE_integer("d_model", None, "Width for the step timings.", lower_bound=1)
+_D_STATE = flags.DEFINE_integer("d_state", None, "State size for the step timings.", lower_bound=1)
 _REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions (median reported).", lower_bound=1)
 _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval", "sampling"],
                               "Which benchmarks to run.")
@@ -38,24 +46,59 @@ _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
 
 
+def sizes() -> dict:
+  """The cell's sizes, with any size flag given on the command line taking precedence."""
+  cell = CELLS[_CELL.value or ("cpu" if jax.default_backend() == "cpu" else "paper")]
+  given = {"batch": _BATCH.value, "length": _LENGTH.value, "d_model": _D_MODEL.value,
+           "d_state": _D_STATE.value}
+  return {k: given[k] if given[k] is not None else v for k, v in cell.items()}
+
+
+def methods_for(model: str) -> tuple:
+  """The scan methods a model's layer can use here: rnn has one program; the fused kernel is
+  timed only on a GPU (elsewhere it runs in interpret mode, correct but not a timing)."""
+  if model == "rnn":
+    return ("sequential",)
+  if model not in scan.FAMILIES:
+    return scan.REFERENCE
+  fused = ("chunked", "pallas") if jax.default_backend() == "gpu" else ("chunked",)
+  return scan.REFERENCE + fused
+
+
+def memory(compiled) -> dict:
+  """XLA's estimate of the compiled program's device memory, and the measured peak if any."""
+  out = {}
+  try:
+    m = compiled.memory_analysis()
+    out["estimate_MB"] = round((m.argument_size_in_bytes + m.output_size_in_bytes
+                                + m.temp_size_in_bytes - m.alias_size_in_bytes) / 2 ** 20, 1)
+  except Exception:  # a backend without the analysis
+    pass
+  stats = jax.devices()[0].memory_stats() or {}
+  if "peak_bytes_in_use" in stats:
+    out["peak_MB"] = round(stats["peak_bytes_in_use"] / 2 ** 20, 1)
+  return out
+
+
 def timed(fn, *args, reps: int):
-  """(compile seconds, median run seconds, output): fn is jitted; first call compiles."""
+  """(compile seconds, median run seconds, output, memory): fn is jitted, compiled once here."""
   t = time.perf_counter()
-  out = jax.block_until_ready(fn(*args))
+  compiled = fn.lower(*args).compile()
   compile_s = time.perf_counter() - t
-  jax.block_until_ready(fn(*args))  # warm-up
+  out = jax.block_until_ready(compiled(*args))  # warm-up
   times = []
   for _ in range(reps):
     t = time.perf_counter()
-    jax.block_until_ready(fn(*args))
+    jax.block_until_ready(compiled(*args))
     times.append(time.perf_counter() - t)
-  return compile_s, statistics.median(times), out
+  return compile_s, statistics.median(times), out, memory(compiled)
 
 
 def step_config(model: str, method: str, **kw) -> TrainConfig:
-  return TrainConfig(task="C2", model=model, scan_method=method, d_model=_D_MODEL.value,
-                     d_state=_D_STATE.value, batch_size=_BATCH.value, train_length=_LENGTH.value,
-                     steps=1, log_every=1, checkpoint_every=1, curriculum_start=_LENGTH.value, **kw)
+  z = sizes()
+  return TrainConfig(task="C2", model=model, scan_method=method, d_model=z["d_model"],
+                     d_state=z["d_state"], batch_size=z["batch"], train_length=z["length"],
+                     steps=1, log_every=1, checkpoint_every=1, curriculum_start=z["length"], **kw)
 
 
 def _reference_grads(trainer, state):
@@ -68,82 +111,117 @@ def _reference_grads(trainer, state):
   return [np.asarray(g, np.float64) for g in jax.tree.leaves(grads)]
 
 
+def _relative_error(got, ref) -> float:
+  err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(ref, got)))
+  return float(err / max(np.sqrt(sum(np.sum(a ** 2) for a in ref)), 1e-30))
+
+
 def bench_step(model_names, reps):
-  """One training step (forward, backward, update) per model and scan method."""
+  """One training step (forward, backward, update) per model and scan method; gradients of
+  every method checked against the sequential scan's (relative L2 error <= 1e-3)."""
   rows = []
   for name in model_names:
     per_method, ref = {}, None
-    for method in ("sequential", "associative"):
+    for method in methods_for(name):
       cfg = step_config(name, method)
       trainer = train.Trainer(cfg)
-      init, chunk = trainer.compiled()
+      init, chunk = trainer.compiled(donate=False)  # timed() calls it on the same state again
       hp = train.hparams([cfg])
       state = init(hp)
-      compile_s, run_s, _ = timed(chunk, state, hp, reps=reps)
+      compile_s, run_s, _, mem = timed(chunk, state, hp, reps=reps)
       grads = _reference_grads(trainer, state)
-      if ref is None:
-        ref, same = grads, True
-      else:  # Adam's update amplifies rounding in near-zero gradients, so compare gradients
-        err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(ref, grads)))
-        same = bool(err <= 1e-3 * np.sqrt(sum(np.sum(a ** 2) for a in ref)))
+      ref = ref or grads
+      err = _relative_error(grads, ref)
       per_method[method] = {"compile_s": round(compile_s, 3), "step_ms": round(run_s * 1e3, 2),
-                            "matches_reference": bool(same)}
+                            "grad_rel_err": float(f"{err:.2e}"), "matches_reference": err <= 1e-3,
+                            **mem}
     fastest = min(per_method, key=lambda k: per_method[k]["step_ms"])
-    default = scan.resolve("auto")
+    default = scan.resolve("auto") if scan.resolve("auto") in per_method else "sequential"
     ratio = per_method[default]["step_ms"] / per_method[fastest]["step_ms"]
-    rows.append({"model": name, **{f"{k}_ms": v["step_ms"] for k, v in per_method.items()},
-                 "compile_s": {k: v["compile_s"] for k, v in per_method.items()},
-                 "fastest": fastest, "default": default, "default_over_fastest": round(ratio, 3),
+    rows.append({"model": name, "methods": per_method, "fastest": fastest, "default": default,
+                 "default_over_fastest": round(ratio, 3),
                  "all_match": all(v["matches_reference"] for v in per_method.values())})
   return rows
 
 
+def _negmamba_factors(b, t, d, n, key=0):
+  k = jax.random.split(jax.random.PRNGKey(key), 5)
+  return scan.Factors(
+      "negmamba", x=jax.random.normal(k[0], (b, t, d)), B=jax.random.normal(k[1], (b, t, n)),
+      C=jax.random.normal(k[2], (b, t, n)), h0=jnp.full((b, d, n), n ** -0.5),
+      dt=jax.nn.softplus(jax.random.normal(k[3], (b, t, d)) - 1), lam=-jnp.broadcast_to(
+          jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
+
+
 def bench_scan(reps):
-  """The scan alone against bytes moved / measured bandwidth (the physical floor)."""
-  shape = (_BATCH.value, _LENGTH.value, _D_MODEL.value, _D_STATE.value)
-  k1, k2 = jax.random.split(jax.random.PRNGKey(0))
-  a = jax.random.uniform(k1, shape, jnp.float32, -1, 1)
-  b = jax.random.normal(k2, shape, jnp.float32)
-  nbytes = a.size * 4
-  _, copy_s, _ = timed(jax.jit(lambda x: x * 1.0001 + 1.0), a, reps=reps)
-  bandwidth = 2 * nbytes / copy_s  # read + write
-  floor_s = 3 * nbytes / bandwidth  # read a and b, write h
-  ref = None
+  """The scan alone (negmamba factors, forward + backward) against the physical floor: the bytes
+  a fused layer must move (x, dt, B, C in; y out; and their gradients) over the bandwidth of an
+  elementwise pass. The values are checked against a float64 NumPy loop on the first row."""
+  z = sizes()
+  b, t, d, n = z["batch"], z["length"], z["d_model"], z["d_state"]
+  f = _negmamba_factors(b, t, d, n)
+  big = jnp.ones((b, t, d, max(n, 16)), jnp.float32)
+  _, copy_s, _, _ = timed(jax.jit(lambda x: x * 1.0001 + 1.0), big, reps=reps)
+  bandwidth = 2 * big.size * 4 / copy_s  # read + write
+  moved = 2 * 4 * (3 * b * t * d + 2 * b * t * n)  # forward and backward: x, dt, y; B, C
+  floor_s = moved / bandwidth
+  want = _numpy_negmamba(jax.tree.map(lambda v: np.asarray(v[:1], np.float64), f))
   rows = []
-  for method in ("sequential", "associative"):
-    fn = jax.jit(lambda a, b, m=method: scan.linear_scan(a, b, None, m))
-    _, run_s, out = timed(fn, a, b, reps=reps)
-    out = np.asarray(out)
-    ref = out if ref is None else ref
-    rows.append({"method": method, "scan_ms": round(run_s * 1e3, 2),
-                 "floor_ms": round(floor_s * 1e3, 2), "fraction_of_floor": round(floor_s / run_s, 3),
-                 "matches_reference": bool(np.allclose(out, ref, rtol=1e-4, atol=1e-4))})
-  return {"shape": list(shape), "bandwidth_GBps": round(bandwidth / 1e9, 2), "methods": rows}
+  for method in methods_for("negmamba"):
+    fwd = jax.jit(lambda f, m=method: scan.diagonal_scan(f, m))
+    grad = jax.jit(jax.grad(lambda f, m=method: jnp.sum(jnp.sin(scan.diagonal_scan(f, m)))))
+    y = np.asarray(fwd(f))[:1]
+    _, run_s, _, mem = timed(grad, f, reps=reps)
+    err = float(np.abs(y - want).max() / np.abs(want).max())
+    rows.append({"method": method, "fwd_bwd_ms": round(run_s * 1e3, 3),
+                 "floor_ms": round(floor_s * 1e3, 4), "fraction_of_floor": round(floor_s / run_s, 5),
+                 "rel_err_vs_float64": float(f"{err:.2e}"), "matches_reference": err <= 1e-4,
+                 **mem})
+  return {"shape": [b, t, d, n], "bandwidth_GBps": round(bandwidth / 1e9, 2), "methods": rows}
 
 
-def bench_train_many(reps, base: TrainConfig | None = None):
-  """Seconds per run for K configs in one vmapped program versus K separate runs."""
-  base = base or TrainConfig(task="C2", model="negmamba", **{
-      **PRESETS["cpu"], "steps": 20, "log_every": 20, "checkpoint_every": 20})
-  trainer = train.Trainer(base)
-  init, chunk = trainer.compiled()
+def _numpy_negmamba(f):
+  h, ys = f.h0, []
+  for s in range(f.x.shape[1]):
+    a = 2 * np.exp(f.dt[:, s, :, None] * f.lam) - 1
+    h = a * h + f.x[:, s, :, None] * f.B[:, s, None, :]
+    ys.append(np.sum(f.C[:, s, None, :] * h, -1))
+  return np.stack(ys, 1)
+
+
+def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba"):
+  """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
+  with the compiled program's memory."""
+  z = sizes()
+  base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
+                                                    curriculum_start=2)
   lrs = np.geomspace(1e-4, 3e-2, 27)
-  rows, single = [], None
-  for k in (1, 9, 27):
-    cfgs = [base.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
-    hp = train.hparams(cfgs)
-    state = init(hp)
-    compile_s, run_s, (out, _) = timed(chunk, state, hp, reps=reps)
-    per_run = run_s / k
-    # check: run 0 of the group equals the same config trained alone
-    hp1 = train.hparams(cfgs[:1])
-    alone, _ = chunk(init(hp1), hp1)
-    same = all(np.allclose(np.asarray(a)[0], np.asarray(b)[0], rtol=1e-4, atol=1e-6)
-               for a, b in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(out["params"])))
-    single = single or per_run
-    rows.append({"K": k, "seconds_per_run": round(per_run, 4), "compile_s": round(compile_s, 2),
-                 "vs_separate": round(per_run / single, 3), "matches_separate": bool(same)})
-  return {"config": "negmamba C2, cpu preset widths, 20 steps", "rows": rows}
+  out = {}
+  for method in methods_for(base.model):
+    cfg0 = base.replace(scan_method=method)
+    trainer = train.Trainer(cfg0)
+    init, chunk = trainer.compiled(donate=False)
+    rows, single, alone = [], None, None
+    for k in (1, 9, 27):
+      cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
+      hp = train.hparams(cfgs)
+      state = init(hp)
+      try:
+        compile_s, run_s, (res, _), mem = timed(chunk, state, hp, reps=reps)
+      except Exception as e:  # out of memory: a result, not a crash
+        rows.append({"K": k, "error": f"{type(e).__name__}: {str(e)[:160]}"})
+        continue
+      per_run = run_s / k / cfg0.log_every
+      alone = alone or res  # K = 1 comes first: run 0 trained alone
+      same = all(np.allclose(np.asarray(a)[0], np.asarray(b)[0], rtol=1e-4, atol=1e-6)
+                 for a, b in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(res["params"])))
+      single = single or per_run
+      rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
+                   "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
+                   "matches_separate": bool(same), **mem})
+    out[method] = rows
+  return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
+                    f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}
 
 
 def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64, grid=evaluation.GRID):
@@ -173,17 +251,19 @@ def bench_sampling(reps):
   from tasks import registry
   task = registry.get_task("A5")
   sample = jax.jit(task.sample, static_argnums=(1, 2))
-  _, sample_s, _ = timed(lambda k: sample(k, _BATCH.value, _LENGTH.value), jax.random.PRNGKey(0), reps=reps)
-  _, long_s, _ = timed(lambda k: sample(k, 256, 1000), jax.random.PRNGKey(0), reps=reps)
+  z = sizes()
+  _, sample_s, _, _ = timed(jax.jit(lambda k: sample(k, z["batch"], z["length"])),
+                           jax.random.PRNGKey(0), reps=reps)
+  _, long_s, _, _ = timed(jax.jit(lambda k: sample(k, 256, 1000)), jax.random.PRNGKey(0), reps=reps)
   cfg = step_config("simple_aussm", "auto").replace(task="A5", d_model=32, d_state=4)
   trainer = train.Trainer(cfg)
-  init, chunk = trainer.compiled()
+  init, chunk = trainer.compiled(donate=False)
   hp = train.hparams([cfg])
-  _, step_s, _ = timed(chunk, init(hp), hp, reps=reps)
+  _, step_s, _, _ = timed(chunk, init(hp), hp, reps=reps)
   return {"sample_ms": round(sample_s * 1e3, 3), "sample_256x1000_ms": round(long_s * 1e3, 3),
           "smallest_step_ms": round(step_s * 1e3, 3),
           "sampling_over_step": round(sample_s / step_s, 4),
-          "note": f"A5, batch {_BATCH.value} x {_LENGTH.value}; step: simple_aussm d_model 32 d_state 4"}
+          "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 d_state 4"}
 
 
 def main(argv):
@@ -194,8 +274,7 @@ def main(argv):
     raise common.UsageError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(models.LAYERS)}")
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value,
-         "sizes": {"batch": _BATCH.value, "length": _LENGTH.value, "d_model": _D_MODEL.value,
-                   "d_state": _D_STATE.value}}
+         "sizes": sizes()}
   benches = {"step": lambda: bench_step(names, _REPS.value), "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: bench_train_many(_REPS.value),
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value)}

@@ -3,10 +3,11 @@ from absl import flags
 import pytest
 
 from launch import bench
-from ssm_bench.config import TrainConfig
+from ssm_bench import scan
+from ssm_bench.config import PRESETS, TrainConfig
 
-TINY = TrainConfig(task="C2", model="negmamba", d_model=8, d_state=2, batch_size=8, steps=5,
-                   log_every=5, checkpoint_every=5, conv_kernel=0)
+TINY = TrainConfig(**{**PRESETS["tiny"], "model": "negmamba", "steps": 5, "log_every": 5,
+                      "checkpoint_every": 5})
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -18,24 +19,31 @@ def small_flags():
 
 
 def test_step_timings_are_checked_across_scan_methods():
-  # one real and one complex layer; tests/test_models.py checks that every
-  # model gives the same output under both methods
-  rows = bench.bench_step(["negmamba", "aussm"], reps=1)
-  for row in rows:
-    assert row["all_match"], f"{row['model']}: scan methods give different parameters after a step"
-    assert row["fastest"] in ("sequential", "associative")
+  rows = {r["model"]: r for r in bench.bench_step(["negmamba", "rnn"], reps=1)}
+  for name, row in rows.items():
+    assert row["all_match"], f"{name}: scan methods give different gradients: {row['methods']}"
+  assert list(rows["negmamba"]["methods"]) == list(bench.methods_for("negmamba"))
+  assert list(rows["rnn"]["methods"]) == ["sequential"], "rnn has one program: one column"
 
 
-def test_scan_methods_match_and_floor_is_reported():
+def test_scan_section_checks_every_method_against_float64(monkeypatch):
   out = bench.bench_scan(reps=1)
-  assert all(m["matches_reference"] for m in out["methods"])
-  assert all(m["fraction_of_floor"] > 0 for m in out["methods"])
+  assert [m["method"] for m in out["methods"]] == list(bench.methods_for("negmamba"))
+  for m in out["methods"]:
+    assert m["matches_reference"], m
+    assert m["fraction_of_floor"] == pytest.approx(m["floor_ms"] / m["fwd_bwd_ms"], rel=0.05, abs=1e-4)
+  real = scan.diagonal_scan
+  monkeypatch.setattr(scan, "diagonal_scan", lambda f, m: real(f, m) * 1.01)
+  assert not any(m["matches_reference"] for m in bench.bench_scan(reps=1)["methods"]), (
+      "the check passes a scan that is off by 1%")
 
 
-def test_train_many_matches_separate_runs():
+def test_train_many_matches_separate_runs_for_every_method():
   out = bench.bench_train_many(reps=1, base=TINY)
-  assert [r["K"] for r in out["rows"]] == [1, 9, 27]
-  assert all(r["matches_separate"] for r in out["rows"])
+  for method, rows in out["methods"].items():
+    assert [r["K"] for r in rows] == [1, 9, 27], method
+    assert all(r["matches_separate"] for r in rows), (method, rows)
+    assert all(r["estimate_MB"] > 0 for r in rows), "no memory estimate"
 
 
 def test_one_pass_eval_matches_per_length_eval():
