@@ -41,8 +41,12 @@ _D_MODEL = flags.DEFINE_integer("d_model", None, "Width for the step timings.", 
 _D_STATE = flags.DEFINE_integer("d_state", None, "State size for the step timings.", lower_bound=1)
 _REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions (median reported).", lower_bound=1)
 _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval", "sampling"],
-                              "Which benchmarks to run.")
+                              "Which benchmarks to run; also 'projection' (device-hours of "
+                              "table2 and table2_lite; minutes on a CPU).")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
+_K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
+                                 "27 on accelerators, 1 on CPU), scaled linearly to the group.",
+                                 lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
 
 
@@ -192,7 +196,6 @@ def _numpy_negmamba(f):
 def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba"):
   """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
   with the compiled program's memory."""
-  z = sizes()
   base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
                                                     curriculum_start=2)
   lrs = np.geomspace(1e-4, 3e-2, 27)
@@ -266,6 +269,73 @@ def bench_sampling(reps):
           "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 d_state 4"}
 
 
+def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None):
+  """Device-hours of whole sweeps from measured step times of each distinct program shape.
+
+  A shape is a group's config with the task left out (the task only sets the vocabulary); one
+  training step is timed for a group of min(K, k_sample) runs and scaled linearly to K (on a
+  GPU the default samples the whole group). Compilation time is counted once per group."""
+  from launch import sweeps
+  if k_sample is None:
+    k_sample = 27 if jax.default_backend() != "cpu" else 1
+  timings, out = {}, {}
+  for name in sweep_names:
+    groups = {}
+    for c in sweeps.expand(name, PRESETS[sweeps.SWEEPS[name].preset]):
+      groups.setdefault(c.shape_key(), []).append(c)
+    seconds, compile_total = 0.0, 0.0
+    for cfgs in groups.values():
+      probe = cfgs[0].replace(task="C2", log_every=1, steps=1, checkpoint_every=1)
+      k = min(len(cfgs), k_sample)
+      key = (probe.shape_key(), k)
+      if key not in timings:
+        trainer = train.Trainer(probe)
+        init, chunk = trainer.compiled(donate=False)
+        hp = train.hparams([probe.replace(seed=i) for i in range(k)])
+        try:
+          compile_s, step_s, _, _ = timed(chunk, init(hp), hp, reps=reps)
+          timings[key] = (step_s, compile_s)
+        except Exception as e:  # out of memory at this K: report, do not guess
+          timings[key] = (float("nan"), float("nan"))
+          print(f"projection: {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
+                f"{type(e).__name__}", flush=True)
+      step_s, compile_s = timings[key]
+      seconds += cfgs[0].steps * step_s * len(cfgs) / k
+      compile_total += compile_s
+    out[name] = {"runs": sum(len(g) for g in groups.values()), "groups": len(groups),
+                 "train_hours": round(seconds / 3600, 2),
+                 "compile_hours": round(compile_total / 3600, 3),
+                 "device_hours": round((seconds + compile_total) / 3600, 2)}
+  return {"k_sample": k_sample, "device": jax.devices()[0].device_kind, "sweeps": out,
+          "shapes_timed": len(timings)}
+
+
+def render(section: str, result) -> str:
+  """A compact text table for the sections people read most; JSON for the rest."""
+  if section == "step":
+    lines = ["step (ms per training step; MB: XLA estimate; * = default)",
+             "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
+             "|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
+    for r in result:
+      cells = [(f"{r['methods'][m]['step_ms']:.1f} ({r['methods'][m].get('estimate_MB', '?')} MB)"
+                + ("*" if m == r["default"] else "")) if m in r["methods"] else "–"
+               for m in METHOD_COLUMNS]
+      lines.append(f"| {r['model']} | " + " | ".join(cells)
+                   + f" | {r['default_over_fastest']:.2f} | {r['all_match']} |")
+    return "\n".join(lines)
+  if section == "train_many":
+    lines = [f"train_many ({result['config']}): ms per run-step at K = 1, 9, 27 (MB)"]
+    for m, rows in result["methods"].items():
+      lines.append(f"  {m}: " + ", ".join(
+          f"K={r['K']} {r['ms_per_run_step']:.2f} ({r.get('estimate_MB', '?')} MB)" if "error" not in r
+          else f"K={r['K']} {r['error'][:40]}" for r in rows))
+    return "\n".join(lines)
+  return f"{section} {json.dumps(result, indent=1)}"
+
+
+METHOD_COLUMNS = [m for m in scan.METHODS if m != "auto"]
+
+
 def main(argv):
   del argv
   names = [n for n in _MODELS.value.split(",") if n]
@@ -277,13 +347,14 @@ def main(argv):
          "sizes": sizes()}
   benches = {"step": lambda: bench_step(names, _REPS.value), "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: bench_train_many(_REPS.value),
-             "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value)}
+             "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
+             "projection": lambda: bench_projection(_REPS.value, k_sample=_K_SAMPLE.value)}
   for section in _SECTIONS.value:
     if section not in benches:
       raise common.UsageError(f"unknown section {section!r}; choose from {', '.join(benches)}")
     out[section] = benches[section]()
     if not _JSON.value:
-      print(section, json.dumps(out[section], indent=1), flush=True)
+      print(render(section, out[section]), flush=True)
   if _JSON.value:
     common.print_json(out)
   if _OUT.value:  # sections run now replace the same sections of an earlier file

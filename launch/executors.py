@@ -14,31 +14,38 @@ class ExecutorUnavailable(RuntimeError):
 
 
 def local(groups, progress=None, **_) -> int:
-  """Train groups one after another in this process; returns the number of failed groups."""
+  """Train groups one after another in this process; returns the number of failed groups.
+  `progress` is a launch.progress.Progress (or None)."""
   from ssm_bench import runs
-  failures, runs_done = 0, 0
-  for i, (cfgs, dirs) in enumerate(groups):
+  failures = 0
+  for cfgs, dirs in groups:
+    if progress:
+      progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", len(cfgs),
+                           cfgs[0].steps)
     try:
-      runs.train_group(cfgs, dirs)
+      runs.train_group(cfgs, dirs, progress=progress.step if progress else None)
     except runs.RunError:
       raise
     except Exception:  # recorded as 'failed' in each run's summary by train_group
       failures += 1
-    runs_done += len(cfgs)
     if progress:
-      progress(i + 1, runs_done)
+      progress.group_done(len(cfgs))
   return failures
 
 
-# Several workers may share one GPU: none may grab all of its memory at start-up. These must be
-# in the environment before the worker imports jax, hence Ray's runtime_env, not os.environ.
-WORKER_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_PYTHON_CLIENT_ALLOCATOR": "platform",
-              "TF_CPP_MIN_LOG_LEVEL": "2"}
+def worker_env(gpus_per_group: float) -> dict:
+  """Environment of a Ray worker, set before it imports jax (hence runtime_env, not os.environ).
+  A worker with a share of a GPU preallocates that share of its memory (JAX's default BFC
+  allocator; the platform allocator is documented as very slow); a CPU worker hides the GPUs."""
+  env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+  if gpus_per_group > 0:
+    env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 * min(gpus_per_group, 1.0):.3f}"
+  else:
+    env["JAX_PLATFORMS"] = "cpu"
+  return env
 
 
 def _ray_group(cfg_dicts, dirs):
-  for k, v in WORKER_ENV.items():  # belt and braces for a worker that starts jax fresh
-    os.environ.setdefault(k, v)
   from launch import common
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
@@ -50,29 +57,32 @@ def _ray_group(cfg_dicts, dirs):
     return False
 
 
-def ray(groups, progress=None, gpus_per_group: float = 0.0, address: str | None = None, **_) -> int:
-  """One Ray task per group, on a cluster at `address` or a local Ray instance."""
+def ray(groups, progress=None, gpus_per_group: float | None = None, address: str | None = None,
+        **_) -> int:
+  """One Ray task per group, on a cluster at `address` or a local Ray instance. GPUs are
+  requested by default where the cluster has them (one per group unless told otherwise)."""
   try:
     import ray as ray_lib
   except ImportError:
     raise ExecutorUnavailable('the ray executor needs Ray: pip install -e ".[ray]"') from None
   started_here = not ray_lib.is_initialized()
   if started_here:
-    ray_lib.init(address=address, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": WORKER_ENV})
+    ray_lib.init(address=address, include_dashboard=False, log_to_driver=False)
   try:
-    task = ray_lib.remote(num_cpus=1, num_gpus=gpus_per_group)(_ray_group)
+    if gpus_per_group is None:
+      gpus_per_group = 1.0 if ray_lib.cluster_resources().get("GPU", 0) > 0 else 0.0
+    task = ray_lib.remote(num_cpus=1, num_gpus=gpus_per_group)(_ray_group).options(
+        runtime_env={"env_vars": worker_env(gpus_per_group)})
     pending = {task.remote([dataclasses.asdict(c) for c in cfgs], [os.path.abspath(d) for d in dirs]):
                len(cfgs) for cfgs, dirs in groups}
-    failures, done, runs_done = 0, 0, 0
+    failures = 0
     while pending:
       ready, _ = ray_lib.wait(list(pending), num_returns=1)
       for ref in ready:
-        runs_done += pending.pop(ref)
+        n = pending.pop(ref)
         failures += 0 if ray_lib.get(ref) else 1
-        done += 1
         if progress:
-          progress(done, runs_done)
+          progress.group_done(n)
     return failures
   finally:
     if started_here:

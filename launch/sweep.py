@@ -20,6 +20,7 @@ from absl import flags
 from launch import common
 from launch import config_flags
 from launch import executors
+from launch import progress
 from launch import sweeps
 from ssm_bench.config import PRESETS
 
@@ -31,9 +32,14 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (d
 _DRY = flags.DEFINE_bool("dry_run", False, "List the runs and compiled groups; train nothing.")
 _ONLY = flags.DEFINE_string("only", None, "Regex: keep only runs whose name matches.")
 _EXECUTOR = flags.DEFINE_enum("executor", "local", list(executors.EXECUTORS), "Where groups run.")
-_GPUS = flags.DEFINE_float("gpus_per_group", 0.0, "Ray: GPUs requested per group task.")
+_GPUS = flags.DEFINE_float("gpus_per_group", None, "Ray: GPUs per group task (default: 1 where "
+                           "the cluster has GPUs, else 0); a fraction shares a GPU, each worker "
+                           "taking that fraction of its memory.", lower_bound=0.0)
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Ray: cluster address (default: local).")
-_QUIET = flags.DEFINE_bool("quiet", False, "No per-group progress lines.")
+_QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
+_MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
+                             "an accelerator reports; on CPU groups are not split unless given).",
+                             lower_bound=0.001)
 
 
 def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None = None,
@@ -58,6 +64,35 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
   return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
 
 
+def fit_to_memory(groups, budget_bytes: float, report=None):
+  """Split every group into the fewest sub-groups that fit; refuse one whose single run does not.
+  report(index, configs, estimate, sub-groups) sees each decision (for --dry_run)."""
+  from ssm_bench import memory
+  out = []
+  for i, (cfgs, dirs) in enumerate(groups):
+    est = memory.estimate(cfgs[0])
+    try:
+      parts = memory.plan_group(cfgs, budget_bytes, est, name=os.path.basename(dirs[0]))
+    except memory.DoesNotFit as e:
+      raise common.UsageError(str(e)) from None
+    if report:
+      report(i, cfgs, est, parts)
+    where = dict(zip(cfgs, dirs))
+    out += [(p, [where[c] for c in p]) for p in parts]
+  return out
+
+
+def memory_budget() -> float | None:
+  """--memory_gb, else the accelerator's memory; None on CPU (groups stay whole)."""
+  if _MEMORY.value:
+    return _MEMORY.value * 2 ** 30
+  import jax
+  if jax.default_backend() == "cpu":
+    return None
+  from ssm_bench import memory
+  return memory.device_bytes()
+
+
 def check_workdir(workdir: str):
   try:
     os.makedirs(workdir, exist_ok=True)
@@ -76,17 +111,32 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
-  n_runs = sum(len(g) for g, _ in groups)
+  n_runs, n_groups = sum(len(g) for g, _ in groups), len(groups)
+  budget = memory_budget()
+
+  def report(i, cfgs, est, parts):
+    if _DRY.value:
+      print(f"  estimate {est.bytes(len(cfgs)) / 2 ** 30:.2f} GiB for {len(cfgs)} runs "
+            f"({est.per_run / 2 ** 30:.3f} GiB per run): "
+            + ("fits" if len(parts) == 1 else
+               f"split into {len(parts)} programs of {', '.join(str(len(p)) for p in parts)}"),
+            flush=True)
+
   if _DRY.value:
-    from ssm_bench import runs
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
       print(f"group {i}: {c.task} {c.model} depth {c.depth} d_state {c.d_state} "
-            f"({len(cfgs)} runs in one compiled program)")
+            f"({len(cfgs)} runs in one compiled program)", flush=True)
+      if budget:
+        fit_to_memory([(cfgs, dirs)], budget, report)
       for d in dirs:
-        print(f"  {os.path.basename(d)}")
-    print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} compiled groups")
+        print(f"    {os.path.basename(d)}")
+    fitted = f"; {len(fit_to_memory(groups, budget))} programs fit {budget / 2 ** 30:.1f} GiB" \
+        if budget else ""
+    print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
     return
+  if budget:
+    groups = fit_to_memory(groups, budget)
   check_workdir(workdir)
   from ssm_bench import runs
   todo = [(c, d) for c, d in groups
@@ -94,20 +144,14 @@ def main(argv):
   print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} groups; "
         f"{len(groups) - len(todo)} groups already finished", flush=True)
   t0 = time.time()
-
-  def progress(done_groups: int, runs_done: int):
-    if _QUIET.value:
-      return
-    elapsed = time.time() - t0
-    eta = elapsed / done_groups * (len(todo) - done_groups) if done_groups else float("nan")
-    print(f"[{done_groups}/{len(todo)} groups, {runs_done} runs] {elapsed:.0f}s elapsed, "
-          f"ETA {eta:.0f}s", flush=True)
-
+  bar = progress.Progress(len(todo), sum(len(c) for c, _ in todo), enabled=not _QUIET.value)
   try:
     failures = executors.EXECUTORS[_EXECUTOR.value](
-        todo, progress=progress, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
+        todo, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
+  finally:
+    bar.close()
   from ssm_bench import tables
   print(f"finished in {time.time() - t0:.0f}s")
   print(tables.sweep_table(workdir))

@@ -16,6 +16,7 @@ import numpy as np
 
 from ssm_bench import evaluation
 from ssm_bench import faults
+from ssm_bench import memory
 from ssm_bench import rundir
 from ssm_bench import tb
 from ssm_bench import train
@@ -152,7 +153,10 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
   """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
   cfg, task = cfgs[0], trainer.task
   t_eval = time.time()
-  correct_fn = evaluation.make_correctness_fn(trainer.model.apply, min(cfg.eval_chunk, cfg.eval_seqs))
+  # on an accelerator, the largest chunk (<= eval_chunk) that fits; per-sequence results do not
+  # depend on it
+  budget = memory.device_bytes() if jax.default_backend() != "cpu" else None
+  correct_fn = evaluation.make_correctness_fn(trainer.model.apply, memory.eval_chunk(trainer, budget))
   eval_sets = {name: evaluation.eval_set(task, cfg.eval_seqs, evaluation.EVAL_LENGTH, name)
                for name in task.eval_streams}
   for k, (c, d, w) in enumerate(zip(cfgs, dirs, writers)):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 import re
 
 import numpy as np

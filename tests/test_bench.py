@@ -54,3 +54,11 @@ def test_one_pass_eval_matches_per_length_eval():
 def test_sampling_section_runs():
   out = bench.bench_sampling(reps=1)
   assert out["sample_ms"] > 0 and out["smallest_step_ms"] > 0
+
+
+def test_projection_sums_measured_step_times_over_a_sweep():
+  out = bench.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1)
+  tiny = out["sweeps"]["tiny"]
+  assert (tiny["runs"], tiny["groups"]) == (4, 2)
+  assert out["shapes_timed"] == 2 and tiny["device_hours"] > 0
+  assert tiny["device_hours"] == pytest.approx(tiny["train_hours"] + tiny["compile_hours"], abs=0.01)

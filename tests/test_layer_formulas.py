@@ -3,7 +3,6 @@
 The layer's parameters are perturbed first, so no term hides behind an initial value of 0 or 1.
 """
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

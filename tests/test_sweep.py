@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from launch import executors
+from launch import progress
 from launch import sweep
 from launch import sweeps
 from ssm_bench import runs
@@ -36,14 +37,13 @@ def test_only_regex_filters_and_bad_regex_is_a_usage_error():
 
 def test_interrupted_sweep_completes_with_every_run_done_once(tmp_path):
   groups = sweep.plan("tiny", str(tmp_path))
-  seen = []
 
-  def stop_after_first(done, runs_done):
-    seen.append(done)
-    raise KeyboardInterrupt
+  class StopAfterFirstGroup(progress.Progress):
+    def group_done(self, runs):
+      raise KeyboardInterrupt
 
   with pytest.raises(KeyboardInterrupt):
-    executors.local(groups, progress=stop_after_first)
+    executors.local(groups, progress=StopAfterFirstGroup(2, 4, enabled=False))
   first = {d: runs.read_summary(d)["finished_at"] for d in groups[0][1]}
   assert all(runs.read_summary(d) is None for d in groups[1][1])
   trained = []
@@ -98,6 +98,22 @@ def test_bad_input_is_a_one_line_error(args, needle):
   out = run_sweep(*args)
   assert out.returncode != 0
   assert "Traceback" not in out.stderr and needle in out.stderr
+
+
+def test_ray_workers_get_a_memory_share_of_their_gpu_or_no_gpu():
+  assert executors.worker_env(0.5)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.450"
+  assert "XLA_PYTHON_CLIENT_ALLOCATOR" not in executors.worker_env(1.0), "platform allocator is slow"
+  assert executors.worker_env(0.0)["JAX_PLATFORMS"] == "cpu"
+
+
+def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
+  import io
+  out = io.StringIO()
+  p = progress.Progress(2, 4, stream=out)
+  p.start_group("C2 mamba x1", 2, 20)
+  p.step(10)
+  p.group_done(2)
+  assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
 
 
 def test_ray_executor_matches_local(tmp_path):

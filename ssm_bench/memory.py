@@ -1,0 +1,111 @@
+"""Fit shape groups to the device: XLA's memory estimate of the compiled program, and the split.
+
+A group of K runs is one vmapped program; its device memory grows with K. `estimate` compiles
+the training chunk for K = 1 and K = 2 on abstract inputs (nothing is allocated) and fits
+fixed + K * per_run; `split` cuts a group into the fewest near-equal sub-groups that fit the
+budget with headroom; a group whose single run does not fit is refused in one line. Estimates are
+memoised per shape (the task only changes the vocabulary, so it is left out of the key).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import jax
+
+from ssm_bench import train
+from ssm_bench.config import TrainConfig
+
+HEADROOM = 0.85  # use at most this fraction of the device: XLA's estimate is not the peak
+_CACHE: dict = {}
+
+
+class DoesNotFit(ValueError):
+  """Even one run of a group is larger than the device."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+  fixed: float  # bytes shared by the group (compiled constants, the batch of hyperparameters)
+  per_run: float  # bytes each run adds
+
+  def bytes(self, k: int) -> float:
+    return self.fixed + k * self.per_run
+
+
+def device_bytes() -> float:
+  """The default device's memory as the backend reports it; on CPU, the machine's RAM."""
+  stats = jax.devices()[0].memory_stats() or {}
+  if "bytes_limit" in stats:
+    return float(stats["bytes_limit"])
+  return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def compiled_bytes(lowered) -> float:
+  m = lowered.compile().memory_analysis()
+  return float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+               - m.alias_size_in_bytes)
+
+
+def _program_bytes(cfg: TrainConfig, k: int) -> float:
+  trainer = train.Trainer(cfg)
+  init_many, chunk_many = trainer.compiled()
+  hp = train.hparams([cfg] * k)
+  return compiled_bytes(chunk_many.lower(jax.eval_shape(init_many, hp), hp))
+
+
+def _key(cfg: TrainConfig) -> tuple:
+  if cfg.init_from_analytic < 0:  # the task only sets the vocabulary: a rounding error here
+    cfg = cfg.replace(task="C2")
+  return (jax.default_backend(),) + cfg.replace(preset="").shape_key()
+
+
+def estimate(cfg: TrainConfig) -> Estimate:
+  """Training memory of a group of cfg's shape as fixed + K * per_run bytes."""
+  key = _key(cfg)
+  if key not in _CACHE:
+    one, two = _program_bytes(cfg, 1), _program_bytes(cfg, 2)
+    per_run = max(two - one, 0.0)
+    _CACHE[key] = Estimate(max(one - per_run, 0.0), per_run or one)
+  return _CACHE[key]
+
+
+def split(k: int, fits) -> int:
+  """The fewest sub-groups s such that a sub-group of ceil(k / s) runs fits; fits(n) -> bool."""
+  for s in range(1, k + 1):
+    if fits(math.ceil(k / s)):
+      return s
+  return 0
+
+
+def plan_group(cfgs: list[TrainConfig], budget: float, est: Estimate | None = None,
+               name: str = "") -> list[list[TrainConfig]]:
+  """cfgs cut into the fewest near-equal sub-groups whose estimate fits budget * HEADROOM."""
+  est = est or estimate(cfgs[0])
+  usable = budget * HEADROOM
+  s = split(len(cfgs), lambda n: est.bytes(n) <= usable)
+  if not s:
+    raise DoesNotFit(f"{name or cfgs[0].task}: one run needs {est.bytes(1) / 2 ** 30:.1f} GiB, "
+                     f"more than {HEADROOM:.0%} of the {budget / 2 ** 30:.1f} GiB device")
+  size = math.ceil(len(cfgs) / s)
+  return [cfgs[i:i + size] for i in range(0, len(cfgs), size)]
+
+
+def eval_chunk(trainer, budget: float | None) -> int:
+  """The largest evaluation chunk <= cfg.eval_chunk dividing eval_seqs whose compiled program
+  fits the budget (the configured chunk when no budget is given)."""
+  from ssm_bench import evaluation
+  cfg = trainer.cfg
+  chunk = min(cfg.eval_chunk, cfg.eval_seqs)
+  if budget is None:
+    return chunk
+  params = jax.eval_shape(trainer.init, jax.tree.map(lambda x: x[0], train.hparams([cfg])))["params"]
+  data = jax.ShapeDtypeStruct((cfg.eval_seqs, evaluation.EVAL_LENGTH), jax.numpy.int32)
+  while chunk > 1:
+    if cfg.eval_seqs % chunk == 0:
+      fn = evaluation.make_correctness_fn(trainer.model.apply, chunk)
+      if compiled_bytes(fn.lower(params, data, data)) <= budget * HEADROOM:
+        return chunk
+    chunk -= 1
+  return 1

@@ -1,0 +1,48 @@
+"""Fitting shape groups to device memory: the splitter on given estimates, and real estimates."""
+import subprocess
+import sys
+
+import pytest
+
+from ssm_bench import memory
+from ssm_bench.config import PRESETS, TrainConfig
+
+GiB = 2 ** 30
+CFGS = [TrainConfig(lr=lr, seed=s) for lr in (1e-4, 1e-3, 1e-2) for s in range(9)]  # 27 runs
+
+
+def test_a_group_that_fits_stays_whole():
+  parts = memory.plan_group(CFGS, 80 * GiB, memory.Estimate(fixed=1 * GiB, per_run=1 * GiB))
+  assert [len(p) for p in parts] == [27]
+
+
+def test_a_group_too_large_is_split_into_the_fewest_near_equal_programs():
+  est = memory.Estimate(fixed=1 * GiB, per_run=4.4 * GiB)  # 27 runs: 120 GiB; 14 runs: 62.6 GiB
+  parts = memory.plan_group(CFGS, 80 * GiB, est)
+  assert [len(p) for p in parts] == [14, 13]
+  assert sum(parts, []) == CFGS, "a run was lost or reordered by the split"
+  assert all(est.bytes(len(p)) <= 80 * GiB * memory.HEADROOM for p in parts)
+  assert [len(p) for p in memory.plan_group(CFGS, 80 * GiB, memory.Estimate(0, 30 * GiB))] == [2] * 13 + [1]
+
+
+def test_a_group_whose_single_run_does_not_fit_is_refused_in_one_line():
+  with pytest.raises(memory.DoesNotFit, match=r"one run needs 90.0 GiB, more than 85% of the 80.0 GiB"):
+    memory.plan_group(CFGS, 80 * GiB, memory.Estimate(fixed=0, per_run=90 * GiB), name="C2-mamba")
+
+
+def test_estimate_grows_with_the_state_and_the_group():
+  small = TrainConfig(**{**PRESETS["tiny"], "d_state": 2})
+  big = small.replace(d_state=64)
+  a, b = memory.estimate(small), memory.estimate(big)
+  assert b.per_run > a.per_run > 0, (a, b)
+  assert b.bytes(27) > b.bytes(1)
+
+
+def test_dry_run_lists_the_estimate_and_the_split():
+  out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=table2", "--dry_run",
+                        "--only=^C2-mamba-L1-n128-", "--config.batch_size=16",
+                        "--memory_gb=10"], capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr
+  assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
+  last = out.stdout.strip().splitlines()[-1]
+  assert last.startswith("table2: 27 runs in 1 compiled groups; "), last
