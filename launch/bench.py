@@ -305,7 +305,8 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None)
     out[name] = {"runs": sum(len(g) for g in groups.values()), "groups": len(groups),
                  "train_hours": round(seconds / 3600, 2),
                  "compile_hours": round(compile_total / 3600, 3),
-                 "device_hours": round((seconds + compile_total) / 3600, 2)}
+                 "device_hours": round((seconds + compile_total) / 3600, 2),
+                 "device_seconds": round(seconds + compile_total, 2)}
   return {"k_sample": k_sample, "device": jax.devices()[0].device_kind, "sweeps": out,
           "shapes_timed": len(timings)}
 

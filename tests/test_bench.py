@@ -60,5 +60,6 @@ def test_projection_sums_measured_step_times_over_a_sweep():
   out = bench.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1)
   tiny = out["sweeps"]["tiny"]
   assert (tiny["runs"], tiny["groups"]) == (4, 2)
-  assert out["shapes_timed"] == 2 and tiny["device_hours"] > 0
+  assert out["shapes_timed"] == 2 and tiny["device_seconds"] > 0
   assert tiny["device_hours"] == pytest.approx(tiny["train_hours"] + tiny["compile_hours"], abs=0.01)
+  assert tiny["device_seconds"] == pytest.approx(3600 * tiny["device_hours"], abs=40)
