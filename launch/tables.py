@@ -49,7 +49,8 @@ def render(data: dict) -> dict:
   """File name -> text; deterministic for the same summaries."""
   rs = data["rs"]
   md = ["# Table 2: longest length with accuracy above 90% (best over grid and seeds)", "",
-        "Built only from run summaries. `✘`: below 100; `·`: no run.", "",
+        "Built only from run summaries. A cell: the best max_len over the grid and seeds, `✘` "
+        "below 100, then (runs that reach 100 / runs); `·`: no run. One table per protocol.", "",
         tables.markdown_table2(data["table2"]), "## Runs not in the cells", "",
         tables.problems_markdown(rs), ""]
   # the comparison is a separate file, so the plain table keeps the paper's layout

@@ -6,6 +6,7 @@ import optax
 import pytest
 
 from ssm_bench import models
+from ssm_bench import scan
 from ssm_bench.config import ModelConfig
 
 NAMES = list(models.LAYERS)
@@ -38,11 +39,13 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
   assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads)), f"{name}: NaN grads"
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_scan_methods_give_the_same_model_output(name):
+@pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
+    (n, m) for n in NAMES if n in scan.FAMILIES for m in ("chunked", "pallas")])
+def test_scan_methods_give_the_same_model_output(name, method):
   m1, params, tokens = build((name,), "sequential")
-  m2, _, _ = build((name,), "associative")
-  np.testing.assert_allclose(m1.apply(params, tokens), m2.apply(params, tokens), rtol=1e-4, atol=1e-4)
+  m2, _, _ = build((name,), method)
+  np.testing.assert_allclose(m1.apply(params, tokens), m2.apply(params, tokens), rtol=1e-4, atol=1e-4,
+                             err_msg=f"{name}: {method} differs from the sequential scan")
 
 
 def transitions(name, **kw):

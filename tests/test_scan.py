@@ -149,7 +149,7 @@ def to_factors(family, p):
 
 @pytest.mark.parametrize("method", FACTORED)
 @pytest.mark.parametrize("family", scan.FAMILIES)
-@pytest.mark.parametrize("length", [1, 7, 1000])
+@pytest.mark.parametrize("length", [7, 1000])  # 7 and 1000 both pad to powers of two
 def test_diagonal_scan_matches_float64_loop(method, family, length):
   p = factored_inputs(family, length)
   w = np.random.default_rng(9).normal(size=p["x"].shape)
