@@ -79,7 +79,8 @@ SMOKE = {"mamba": dict(lr=(3e-3, 3e-2)), "negmamba": dict(lr=(1e-2, 3e-2)),
          "aussm": dict(lr=(3e-3,)), "rnn": dict(lr=(3e-3, 3e-2), d_state=(32,))}
 # Seeds per smoke config, sized from the measured success rates so that each of the paper's C2
 # verdicts comes out right with probability >= 0.95 (BUILD_NOTES, "A smoke table that holds").
-SMOKE_SEEDS = {"mamba": 2, "negmamba": 2, "aussm": 2, "rnn": 2}
+# Measured (smoke_p, 8 seeds per config): mamba 0/16, negmamba 15/16, aussm 7/8, rnn 16/16.
+SMOKE_SEEDS = {"mamba": 1, "negmamba": 2, "aussm": 3, "rnn": 1}
 
 
 def _smoke(base: TrainConfig, seeds) -> list[TrainConfig]:
