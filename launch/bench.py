@@ -120,13 +120,13 @@ def _relative_error(got, ref) -> float:
   return float(err / max(np.sqrt(sum(np.sum(a ** 2) for a in ref)), 1e-30))
 
 
-def bench_step(model_names, reps):
+def bench_step(model_names, reps, methods=None):
   """One training step (forward, backward, update) per model and scan method; gradients of
   every method checked against the sequential scan's (relative L2 error <= 1e-3)."""
   rows = []
   for name in model_names:
     per_method, ref = {}, None
-    for method in methods_for(name):
+    for method in [m for m in methods_for(name) if m in (methods or methods_for(name))]:
       cfg = step_config(name, method)
       trainer = train.Trainer(cfg)
       init, chunk = trainer.compiled(donate=False)  # timed() calls it on the same state again
@@ -193,14 +193,14 @@ def _numpy_negmamba(f):
   return np.stack(ys, 1)
 
 
-def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba"):
+def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None):
   """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
   with the compiled program's memory."""
   base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
                                                     curriculum_start=2)
   lrs = np.geomspace(1e-4, 3e-2, 27)
   out = {}
-  for method in methods_for(base.model):
+  for method in methods or methods_for(base.model):
     cfg0 = base.replace(scan_method=method)
     trainer = train.Trainer(cfg0)
     init, chunk = trainer.compiled(donate=False)

@@ -32,7 +32,7 @@ def test_a_group_whose_single_run_does_not_fit_is_refused_in_one_line():
 
 def test_estimate_grows_with_the_state_and_the_group():
   small = TrainConfig(**{**PRESETS["tiny"], "d_state": 2})
-  big = small.replace(d_state=64)
+  big = small.replace(d_state=16)
   a, b = memory.estimate(small), memory.estimate(big)
   assert b.per_run > a.per_run > 0, (a, b)
   assert b.bytes(27) > b.bytes(1)
