@@ -238,7 +238,7 @@ def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64, grid=ev
   per_pos = evaluation.curves(np.asarray(one(params, tokens, labels)))[0]
   one_s = time.perf_counter() - t
   t = time.perf_counter()
-  separate, ok = {}, True
+  ok = True
   for L in grid:
     fn = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)  # a new program per length
     c = np.asarray(fn(params, tokens[:, :L], labels[:, :L]))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 EVAL_SEED = 20260301  # one fixed evaluation stream shared by every model

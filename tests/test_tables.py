@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from ssm_bench import evaluation
 from ssm_bench import runs
 from ssm_bench import tables
