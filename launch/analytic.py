@@ -1,6 +1,7 @@
 """Evaluate a hand-built construction on the fixed evaluation stream.
 
   python -m launch.analytic --task=S3 --length=10000 --json
+  python -m launch.analytic --task=S3 --model=aussm --length=10000 --json
 """
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ _TASK = flags.DEFINE_string("task", "S3", "An Abelian group name, S3, parity or 
 _LENGTH = flags.DEFINE_integer("length", 10000, "Sequence length to evaluate at.", lower_bound=1)
 _NUM = flags.DEFINE_integer("num_seqs", 64, "Evaluation sequences.", lower_bound=1)
 _CHUNK = flags.DEFINE_integer("chunk", 16, "Sequences per forward pass.", lower_bound=1)
+_MODEL = flags.DEFINE_string("model", "", "Layer type of the construction where a task has several "
+                             "(S3: simple_aussm or aussm); default: the task's first.")
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object.")
 
 
-def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16) -> dict:
+def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
+             model: str = "") -> dict:
   try:
     task = registry.get_task(task_name)
-    cfg, params = analytic.build(task_name)
+    cfg, params = analytic.build(task_name, model=model)
   except (registry.TaskError, analytic.NoConstruction) as e:
     raise common.UsageError(str(e)) from None
   chunk = min(chunk, num_seqs)
@@ -42,7 +46,7 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16) -
 
 def main(argv):
   del argv
-  out = evaluate(_TASK.value, _LENGTH.value, _NUM.value, _CHUNK.value)
+  out = evaluate(_TASK.value, _LENGTH.value, _NUM.value, _CHUNK.value, _MODEL.value)
   if _JSON.value:
     common.print_json(out)
   else:

@@ -47,5 +47,8 @@ def overrides(holders: dict) -> dict:
 
 
 def build(holders: dict, preset: str, **fixed) -> dict:
-  """Preset values, then `fixed` (an entry point's own flags), then the command-line fields."""
-  return {**config.PRESETS[preset], **fixed, **overrides(holders)}
+  """Preset values (with the preset's values for the chosen model), then `fixed` (an entry
+  point's own flags), then the command-line fields."""
+  given = {**fixed, **overrides(holders)}
+  model = given.get("model", config.TrainConfig.model)
+  return {**config.preset_values(preset, model), **given}

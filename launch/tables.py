@@ -11,6 +11,7 @@ from absl import flags
 
 from launch import common
 from ssm_bench import figures
+from ssm_bench import neighbours
 from ssm_bench import tables
 
 _RUNS = flags.DEFINE_string("runs", "results/runs", "Directory of run directories.")
@@ -40,8 +41,9 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
   return {"runs_dir": runs_dir, "rs": rs, "paper": paper,
-          "table2": tables.table2_data(rs, paper), "illusion": tables.illusion_data(rs),
-          "parity": tables.parity_streams_data(rs)}
+          "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good),
+          "parity": neighbours.parity_data(rs.good),
+          "near_solution": neighbours.near_solution_data(rs.good + rs.diverged)}
 
 
 def render(data: dict) -> dict:
@@ -63,22 +65,22 @@ def render(data: dict) -> dict:
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
   if data["illusion"]:
-    lines = ["# Minimal depth reaching > 90% accuracy at each training length", ""]
-    for g, by_model in data["illusion"].items():
-      lengths = sorted({int(L) for m in by_model.values() for L in m})
-      lines += [f"**{g}**", "", "| model | " + " | ".join(map(str, lengths)) + " |",
-                "|---|" + "---|" * len(lengths)]
-      for m, row in sorted(by_model.items()):
-        lines.append(f"| {m} | " + " | ".join(
-            str(row.get(str(L))) if row.get(str(L)) else "–" for L in lengths) + " |")
-      lines.append("")
-    files["illusion.md"] = "\n".join(lines)
+    files["illusion.md"] = "\n".join([
+        "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)", "",
+        neighbours.illusion_markdown(data["illusion"])])
   if data["parity"]:
-    lines = ["# Parity: max_len on uniform vs adversarial (0^k 1^m)^* streams", "",
-             "| stack | uniform | adversarial |", "|---|---|---|"]
-    lines += [f"| {k} | {tables.cell(v['uniform'])} | {tables.cell(v['adversarial'])} |"
-              for k, v in sorted(data["parity"].items())]
-    files["parity.md"] = "\n".join(lines) + "\n"
+    files["parity.md"] = "\n".join([
+        "# Parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1)", "",
+        "Training accuracy: on the last training batch (median over runs). At L: accuracy at "
+        "position L, the evaluation length, on each stream: the median over runs, then (runs "
+        f"above {neighbours.SOLVED} / runs); chance is 0.5. Adversarial: (0^k 1^m)^*.", "",
+        neighbours.parity_markdown(data["parity"]), ""])
+  if data["near_solution"]:
+    files["near_solution.md"] = "\n".join([
+        "# AUSSM trained from near its S3 construction (paper 000, Sec. 6)", "",
+        "max_len per initialisation: the construction plus Gaussian noise of the given std on "
+        "every parameter, or the same network from a default initialisation.", "",
+        neighbours.near_solution_markdown(data["near_solution"])])
   return files
 
 
@@ -86,7 +88,11 @@ def as_json(data: dict) -> dict:
   rs = data["rs"]
   return {"table2": {p: {str(k): v for k, v in t.items()} for p, t in data["table2"].items()},
           "illusion": data["illusion"],
-          "parity": data["parity"], "runs_done": len(rs.good),
+          "parity": {f"{stack} at {length}": slot for (stack, length), slot in data["parity"].items()},
+          "near_solution": {f"{task} {stack} (train {length})": {
+              "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
+              for (task, stack, length), by_noise in data["near_solution"].items()},
+          "runs_done": len(rs.good),
           "problems": [{"run": n, "reason": r} for n, r in rs.problems]}
 
 

@@ -30,9 +30,8 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (default: runs/<r
 
 def config_from_flags() -> TrainConfig:
   try:
-    values = config_flags.build(_FIELDS, _PRESET.value)
-    if _LAYERS.value:
-      values["model"] = _LAYERS.value
+    values = config_flags.build(_FIELDS, _PRESET.value,
+                                **({"model": _LAYERS.value} if _LAYERS.value else {}))
     values.setdefault("task", TrainConfig.task)
     values.setdefault("model", TrainConfig.model)
     if "," in values["model"]:
@@ -42,12 +41,14 @@ def config_from_flags() -> TrainConfig:
     models.parse_layers(values["model"])
     cfg = TrainConfig(**values)
     if cfg.init_from_analytic >= 0:
-      from ssm_bench import train
+      from ssm_bench import analytic, train
       built = train.analytic_config(cfg)
       if (built.model, built.depth) != (cfg.model, cfg.depth):
         layers = ",".join(models.parse_layers(built.model, built.depth))
+        others = analytic.construction_models(cfg.task)
         raise ValueError(f"the analytic construction for {cfg.task} is {layers}; "
-                         f"pass --model={layers} with --init_from_analytic")
+                         f"pass --model={layers} with --init_from_analytic (the task has "
+                         f"constructions from: {', '.join(others)})")
       cfg = built  # the recorded config describes the network that is trained
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None

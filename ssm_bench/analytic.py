@@ -7,7 +7,8 @@ layers, so sign/phase features pass through the blocks unchanged.
 - Any Abelian group, one simple_aussm layer: one state coordinate per character in a generating
   set of the dual group, theta_j(x) = 2 pi c_j(x) / e; decode by nearest roots (Theorem 4.1).
 - S3, two simple_aussm layers (paper Sec. 5.3, App. B): layer 1 tracks the sign, layer 2
-  rotates by +-2 pi / 3 depending on layer 1's current state.
+  rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade from two full
+  AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
 - negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
 """
 from __future__ import annotations
@@ -164,6 +165,12 @@ def s3(d_model: int = 0, d_state: int = 4):
   for c, (part, s) in zip(range(13, 17), [(0, 1), (0, -1), (1, 1), (1, -1)]):
     l2["readout"]["kernel"][part * n, c] = s * root_n
     p["out1"]["kernel"][c, c] = 1.0
+  _s3_head(p, state_of)
+  return cfg, _finish({"params": p})
+
+
+def _s3_head(p, state_of):
+  """Decode (relu(+-sigma), relu(+-cos), relu(+-sin)) in channels 11..16 into the element."""
   for c in range(11, 17):
     p["head_hidden"]["kernel"][c, c] = 1.0
   for (A, B), elem in state_of.items():
@@ -173,6 +180,61 @@ def s3(d_model: int = 0, d_state: int = 4):
     head[11, elem], head[12, elem] = 2 * sign, -2 * sign
     head[13, elem], head[14, elem] = np.cos(ang), -np.cos(ang)
     head[15, elem], head[16, elem] = np.sin(ang), -np.sin(ang)
+
+
+_GATE = 20.0  # AUSSM's output gate silu(z) with z = 20: exactly 20.0 in float32
+_OFF = -200.0  # softplus(-200) underflows to exactly 0: a polar parameter switched off
+
+
+def _polar(lay, name, d, n, value, phase):
+  """Set one entry of an AUSSM polar parameter softplus(re) exp(i im) to `value` exp(i phase)."""
+  lay[f"{name}_re"][d, n] = math.log(math.expm1(value))
+  lay[f"{name}_im"][d, n] = phase
+
+
+def s3_aussm(d_model: int = 0, d_state: int = 4):
+  """The S3 cascade from two full AUSSM layers (paper 000, Sec. 6 initialises AUSSM near it).
+
+  B = 0 (the input term off), so each layer rotates h0 by theta_t = W u_t / sqrt(d) + b, shared
+  over channels; state coordinate 0 of layer 1 never rotates and its readout is the constant -1
+  that simple_aussm's readout bias gives; the one-hots pass through D silu(u) with
+  D = 1 / silu(1). Every layer output carries the gate's factor 20, undone in out0 / out1.
+  """
+  g = groups.get_group("S3")
+  enc_in, state_of = _s3_encoding(g)
+  n = max(d_state, 2)
+  cfg = ModelConfig(layers=("aussm", "aussm"), vocab_size=6, num_classes=6,
+                    d_model=max(d_model, 17), d_state=n, norm="none", activation="relu",
+                    initial_state="ones", conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  d, root_n, root_d = cfg.d_model, math.sqrt(n), math.sqrt(cfg.d_model)
+  emb = p["embed"]["embedding"]
+  for x, (a, b) in enc_in.items():
+    emb[x, 0] = np.pi * a
+    emb[x, 1:3] = float(b == 1)
+    emb[x, 3:5] = float(b == 2)
+  l1, l2 = p["layer0"], p["layer1"]
+  for lay in (l1, l2):
+    lay["B_re"][:], lay["C_re"][:] = _OFF, _OFF
+    lay["in_z"]["bias"][:] = 20.0
+  # layer 1: u = v; coordinate 1 rotates by pi a (the sign), coordinate 0 stays at h0
+  l1["in_u"]["kernel"][:] = np.eye(d)
+  l1["theta_w"][0, 1] = root_d
+  l1["D"][1:5] = 1.0 / float(jax.nn.silu(1.0))
+  for c, s in ((1, 1), (2, -1), (3, 1), (4, -1), (5, 1), (6, -1)):
+    _polar(l1, "C", c, 1, root_n, 0.0 if s > 0 else np.pi)  # s * sigma
+    if c <= 4:
+      _polar(l1, "C", c, 0, root_n, np.pi)  # the constant -1
+  for c in range(1, 7):
+    p["out0"]["kernel"][c, c + 6] = 1.0 / _GATE
+  # layer 2: u_0 = 2 pi / 3 (I[b=1,+] - I[b=1,-] + 2 I[b=2,+] - 2 I[b=2,-]) rotates coordinate 0
+  for c, w in ((7, 1), (8, -1), (9, 2), (10, -2)):
+    l2["in_u"]["kernel"][c, 0] = 2 * np.pi / 3 * w
+  l2["theta_w"][0, 0] = root_d
+  for c, phase in zip(range(13, 17), (0.0, np.pi, -np.pi / 2, np.pi / 2)):  # cos, -cos, sin, -sin
+    _polar(l2, "C", c, 0, root_n, phase)
+    p["out1"]["kernel"][c, c] = 1.0 / _GATE
+  _s3_head(p, state_of)
   return cfg, _finish({"params": p})
 
 
@@ -223,19 +285,22 @@ def modcount(m: int, d_model: int = 0, d_state: int = 4):
   return cfg, _finish({"params": p})
 
 
-def build(task_name: str, d_model: int = 0, d_state: int = 0):
-  """(ModelConfig, params) of the construction for a task name; NoConstruction says why not."""
+def _constructions(task_name: str) -> dict:
+  """model name -> builder(d_model, d_state) of the task's constructions, default first;
+  NoConstruction says why a task has none."""
   if task_name == "parity":
-    return parity(d_model, max(d_state, 4))
+    return {"negmamba": lambda dm, ds: parity(dm, max(ds, 4))}
   if task_name.startswith("modcount"):
-    return modcount(registry.get_task(task_name).num_classes, d_model, max(d_state, 4))
+    m = registry.get_task(task_name).num_classes
+    return {"s4d": lambda dm, ds: modcount(m, dm, max(ds, 4))}
   g = registry.get_task(task_name).group
   if g is None or task_name.endswith("-gen"):
     raise NoConstruction(f"no analytic construction for task {task_name!r}")
   if g.is_abelian:
-    return abelian(task_name, d_model, d_state)
+    return {"simple_aussm": lambda dm, ds: abelian(task_name, dm, ds)}
   if g.order == 6 and g.derived_length == 2 and task_name in ("S3", "D3"):
-    return s3(d_model, max(d_state, 4))
+    return {"simple_aussm": lambda dm, ds: s3(dm, max(ds, 4)),
+            "aussm": lambda dm, ds: s3_aussm(dm, max(ds, 4))}
   if not g.is_solvable:
     raise NoConstruction(f"{task_name} is not solvable: no stack of diagonal (DCD) layers can "
                          "track it at finite precision (paper 000, Theorem 4.2), so there is "
@@ -243,6 +308,21 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0):
   raise NoConstruction(f"{task_name} is solvable with derived length {g.derived_length}, so "
                        f"{g.derived_length} diagonal layers can track it, but only the S3 "
                        "cascade is built by hand here (Abelian groups, S3, parity, modcount<m>)")
+
+
+def construction_models(task_name: str) -> tuple:
+  """The layer types with a construction for the task, the default first."""
+  return tuple(_constructions(task_name))
+
+
+def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
+  """(ModelConfig, params) of the task's construction from `model` layers (default: the first
+  of construction_models); NoConstruction says why there is none."""
+  options = _constructions(task_name)
+  if model and model not in options:
+    raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
+                         f"{', '.join(options)}")
+  return options[model or next(iter(options))](d_model, d_state)
 
 
 def perturb(params, scale: float, key):

@@ -83,7 +83,7 @@ class ModelConfig(ArchConfig):
 
 # Checked ranges: field -> (predicate, what it must be).
 _POSITIVE_INTS = ("depth", "d_model", "d_state", "steps", "batch_size", "train_length",
-                  "log_every", "checkpoint_every", "eval_seqs", "eval_chunk", "curriculum_every",
+                  "log_every", "checkpoint_every", "eval_seqs", "eval_chunk", "eval_length", "curriculum_every",
                   "curriculum_start", "curriculum_patience")
 _RANGES = {
     **{name: (lambda v: v >= 1, "a positive integer") for name in _POSITIVE_INTS},
@@ -124,6 +124,7 @@ class TrainConfig(ArchConfig):
   checkpoint_every: int = 1000
   eval_seqs: int = 512
   eval_chunk: int = 64
+  eval_length: int = 1000  # evaluate every position up to here (grid: evaluation.grid)
   init_from_analytic: float = -1.0  # noise scale around the construction; < 0 means off
   preset: str = ""  # the preset these values came from, recorded for tables
 
@@ -144,6 +145,9 @@ class TrainConfig(ArchConfig):
     if self.eval_seqs % min(self.eval_chunk, self.eval_seqs):
       raise ConfigError(f"eval_seqs ({self.eval_seqs}) must be a multiple of eval_chunk "
                         f"({self.eval_chunk}); set both")
+    if self.eval_length < self.train_length:
+      raise ConfigError(f"eval_length ({self.eval_length}) must be >= train_length "
+                        f"({self.train_length})")
     if self.steps % self.log_every:
       raise ConfigError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
     if self.checkpoint_every % self.log_every:
@@ -176,7 +180,24 @@ PRESETS = {
     "cpu": dict(d_model=32, d_state=4, batch_size=64, steps=3000, lr=0.03, schedule="cosine",
                 conv_kernel=0, log_every=100, checkpoint_every=1000, eval_seqs=128,
                 eval_chunk=64, preset="cpu"),
+    # Table 2 at CPU scale (all 90 cells on 2 cores): the cpu preset, with MODEL_PRESETS below.
+    "table2_cpu": dict(d_model=32, d_state=4, batch_size=64, steps=3000, lr=0.03,
+                       schedule="cosine", conv_kernel=0, log_every=100, checkpoint_every=1000,
+                       eval_seqs=128, eval_chunk=64, preset="table2_cpu"),
     # Seconds-sized runs for tests and for trying a command out.
     "tiny": dict(d_model=8, d_state=2, batch_size=8, steps=20, log_every=10, checkpoint_every=10,
                  eval_seqs=8, eval_chunk=8, train_length=8, conv_kernel=0, preset="tiny"),
 }
+
+# Per-model values a preset sets on top of its own: a protocol may size each model apart. At CPU
+# scale the full-state baselines are cheap and learn the larger groups only when wider and
+# trained longer (BUILD_NOTES, "Table 2 at CPU scale"); every cell still has one setting.
+MODEL_PRESETS = {
+    "table2_cpu": {"rnn": dict(d_model=64, d_state=64, steps=6000),
+                   "simple_aussm": dict(d_model=64, d_state=32, steps=6000)},
+}
+
+
+def preset_values(preset: str, model: str | None = None) -> dict:
+  """The preset's values, with its values for `model` on top (unknown presets give {})."""
+  return {**PRESETS.get(preset, {}), **MODEL_PRESETS.get(preset, {}).get(model, {})}

@@ -11,9 +11,17 @@ import jax
 import numpy as np
 
 EVAL_SEED = 20260301  # one fixed evaluation stream shared by every model
-EVAL_LENGTH = 1000
-GRID = tuple(range(20, EVAL_LENGTH + 1, 20))
+EVAL_LENGTH = 1000  # the default evaluation length (TrainConfig.eval_length)
 THRESHOLD = 0.9
+
+
+def grid(length: int = EVAL_LENGTH) -> tuple:
+  """Evaluation lengths: every 20 up to 1000, then every 200 (a 10,000-step curve stays short)."""
+  fine = tuple(range(20, min(length, 1000) + 1, 20))
+  return fine + tuple(range(1200, length + 1, 200))
+
+
+GRID = grid()
 
 
 @functools.lru_cache(maxsize=16)
@@ -49,9 +57,9 @@ def curves(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   return correct.mean(0), np.cumprod(correct, axis=1).mean(0)
 
 
-def on_grid(per_position: np.ndarray, grid=GRID) -> dict:
-  """{"20": acc(20), ...}: string keys so the curve is valid JSON as it is."""
-  return {str(L): float(per_position[L - 1]) for L in grid if L <= len(per_position)}
+def on_grid(per_position: np.ndarray) -> dict:
+  """{"20": acc(20), ...} over grid(len(per_position)): string keys, so it is JSON as it is."""
+  return {str(L): float(per_position[L - 1]) for L in grid(len(per_position))}
 
 
 def max_len(acc_curve: dict, threshold: float = THRESHOLD) -> int:

@@ -101,7 +101,7 @@ def eval_chunk(trainer, budget: float | None) -> int:
   if budget is None:
     return chunk
   params = jax.eval_shape(trainer.init, jax.tree.map(lambda x: x[0], train.hparams([cfg])))["params"]
-  data = jax.ShapeDtypeStruct((cfg.eval_seqs, evaluation.EVAL_LENGTH), jax.numpy.int32)
+  data = jax.ShapeDtypeStruct((cfg.eval_seqs, cfg.eval_length), jax.numpy.int32)
   while chunk > 1:
     if cfg.eval_seqs % chunk == 0:
       fn = evaluation.make_correctness_fn(trainer.model.apply, chunk)

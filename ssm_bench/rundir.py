@@ -33,9 +33,19 @@ class RunError(ValueError):
   """A run directory that cannot be used (it holds a different run, or is not writable)."""
 
 
+def config_dict(cfg) -> dict:
+  """A TrainConfig (or a stored config dict) as a dict with every field: fields added after a
+  run was stored take their defaults, so old runs still match their configs."""
+  stored = cfg if isinstance(cfg, dict) else dataclasses.asdict(cfg)
+  return {**dataclasses.asdict(TrainConfig()), **stored}
+
+
 def run_name(cfg: TrainConfig) -> str:
-  """Readable prefix plus a hash of the whole config: the same config always maps here."""
-  blob = json.dumps(dataclasses.asdict(cfg), sort_keys=True)
+  """Readable prefix plus a hash of the fields that differ from their defaults: the same config
+  always maps here, and adding a field (with a default) renames no stored run."""
+  defaults = dataclasses.asdict(TrainConfig())
+  blob = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if defaults[k] != v},
+                    sort_keys=True)
   digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
   return (f"{cfg.task}-{cfg.model.replace(',', '+')}-L{cfg.depth}-n{cfg.d_state}-lr{cfg.lr:g}-"
           f"{cfg.schedule}-s{cfg.seed}-{digest}")
@@ -106,7 +116,7 @@ def prepare(cfg: TrainConfig, run_dir: str):
   """
   path = os.path.join(run_dir, "config.json")
   existing = read_json(path)
-  if existing is not None and existing != dataclasses.asdict(cfg):
+  if existing is not None and config_dict(existing) != config_dict(cfg):
     raise RunError(f"{run_dir} already holds a different run (its config.json differs); "
                    "use another workdir")
   try:
@@ -188,8 +198,11 @@ def validate_summary(summary) -> list[str]:
   if summary.get("status") not in STATUSES:
     problems.append(f"unknown status {summary.get('status')!r}")
   if summary.get("status") == "done":
+    cfg = summary.get("config") if isinstance(summary.get("config"), dict) else {}
+    length = cfg.get("eval_length", evaluation.EVAL_LENGTH)
+    want = [str(L) for L in evaluation.grid(length)] if isinstance(length, int) else None
     for key in ("acc_curve", "seq_acc_curve"):
       c = summary.get(key)
-      if not isinstance(c, dict) or list(c) != [str(L) for L in evaluation.GRID]:
-        problems.append(f"{key} must map every grid length '20'..'1000' to an accuracy")
+      if not isinstance(c, dict) or list(c) != want:
+        problems.append(f"{key} must map every grid length '20'..'{length}' to an accuracy")
   return problems

@@ -75,7 +75,7 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
   todo = []
   for c, d in zip(cfgs, dirs):
     done = read_summary(d) or {}
-    if done.get("config", dataclasses.asdict(c)) != dataclasses.asdict(c):
+    if "config" in done and rundir.config_dict(done["config"]) != rundir.config_dict(c):
       raise RunError(f"{d} already holds a different run (its summary's config differs); "
                      "use another workdir")
     if done.get("status") not in FINISHED:
@@ -157,7 +157,7 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
   # depend on it
   budget = memory.device_bytes() if jax.default_backend() != "cpu" else None
   correct_fn = evaluation.make_correctness_fn(trainer.model.apply, memory.eval_chunk(trainer, budget))
-  eval_sets = {name: evaluation.eval_set(task, cfg.eval_seqs, evaluation.EVAL_LENGTH, name)
+  eval_sets = {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
                for name in task.eval_streams}
   for k, (c, d, w) in enumerate(zip(cfgs, dirs, writers)):
     faults.point("eval")
@@ -189,8 +189,9 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
         result["other_streams"] = streams
       w.curve("eval/acc_vs_length", main["acc_curve"])
       w.curve("eval/seq_acc_vs_length", main["seq_acc_curve"])
-    result["eval"] = {"num_seqs": c.eval_seqs, "length": evaluation.EVAL_LENGTH,
-                      "seed": evaluation.EVAL_SEED, "grid": [evaluation.GRID[0], evaluation.GRID[-1]],
+    lengths = evaluation.grid(c.eval_length)
+    result["eval"] = {"num_seqs": c.eval_seqs, "length": c.eval_length,
+                      "seed": evaluation.EVAL_SEED, "grid": [lengths[0], lengths[-1]],
                       "threshold": evaluation.THRESHOLD}
     result["eval_time_s"] = round(time.time() - t_eval, 3)
     w.scalars(result["steps"], {"eval/max_len": result["max_len"]})

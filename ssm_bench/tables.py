@@ -1,5 +1,5 @@
-"""Tables from stored run summaries only: Table 2 (paper layout), theory and paper side by side,
-the illusion depth table, parity on uniform vs adversarial streams.
+"""Tables from stored run summaries only: Table 2 (paper layout), theory and paper side by side
+(the neighbouring papers' tables are in `neighbours`).
 
 Cells: the best max_len over every run of the cell (grid and seeds), shown as the number, or
 '✘' below 100, with how many of the cell's runs extrapolate. A Table 2 pools only runs of one
@@ -13,9 +13,10 @@ import dataclasses
 import json
 import os
 
+from ssm_bench import neighbours
 from ssm_bench import runs
 from ssm_bench import theory
-from ssm_bench.config import PRESETS, TrainConfig
+from ssm_bench.config import TrainConfig, preset_values
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
 from tasks import groups
 
@@ -94,6 +95,8 @@ def is_table2_run(config: dict) -> bool:
   runs belong to other tables."""
   if "," in config["model"] or config.get("init_from_analytic", -1) >= 0:
     return False
+  if config.get("preset") == neighbours.NEAR_SOLUTION:  # its default-init baseline
+    return False
   if config.get("curriculum_start", 2) >= config.get("train_length", 60):
     return False
   try:
@@ -104,9 +107,10 @@ def is_table2_run(config: dict) -> bool:
 
 
 def protocol(config: dict) -> str:
-  """The protocol's name: its preset, plus every field that differs from that preset's values."""
+  """The protocol's name: its preset, plus every field that differs from that preset's values
+  (for the run's model, where the preset sizes models apart)."""
   preset = config.get("preset") or "paper"
-  base = dataclasses.asdict(TrainConfig(**PRESETS.get(preset, {})))
+  base = dataclasses.asdict(TrainConfig(**preset_values(preset, config.get("model"))))
   diffs = [f"{k}={v}" for k, v in sorted(config.items())
            if k not in CELL_FIELDS and k != "preset" and base.get(k) != v]
   return preset + (" + " + ", ".join(diffs) if diffs else "")
@@ -234,40 +238,6 @@ def latex_table2(data: dict) -> str:
   return "\n".join(out)
 
 
-def illusion_data(rs: RunSet) -> dict:
-  """{group: {model: {length: minimal depth with acc at the training length > 0.9, or None}}}."""
-  out = {}
-  for s in rs.good:
-    c = s["config"]
-    if c["curriculum_start"] != c["train_length"]:
-      continue
-    acc = s.get("acc_at_train_length")
-    if acc is None:
-      continue
-    slot = out.setdefault(c["task"], {}).setdefault(c["model"], {})
-    key = str(c["train_length"])
-    if acc > 0.9:
-      slot[key] = min(slot.get(key) or c["depth"], c["depth"])
-    else:
-      slot.setdefault(key, None)
-  return out
-
-
-def parity_streams_data(rs: RunSet) -> dict:
-  """{model stack: {"uniform": best max_len, "adversarial": best max_len}} for parity runs."""
-  out = {}
-  for s in rs.good:
-    c = s["config"]
-    if c["task"] != "parity":
-      continue
-    name = c["model"] if "," in c["model"] else f"{c['model']} x{c['depth']}"
-    slot = out.setdefault(name, {"uniform": 0, "adversarial": 0})
-    slot["uniform"] = max(slot["uniform"], s["max_len"])
-    adv = s.get("other_streams", {}).get("adversarial", {}).get("max_len", 0)
-    slot["adversarial"] = max(slot["adversarial"], adv)
-  return out
-
-
 def problems_markdown(rs: RunSet) -> str:
   if not rs.problems:
     return f"All {len(rs.good)} runs finished (status done)."
@@ -280,9 +250,10 @@ def sweep_table(runs_dir: str) -> str:
   """The table a sweep prints when it finishes."""
   rs = load(runs_dir)
   parts = [markdown_table2(table2_data(rs))]
-  par = parity_streams_data(rs)
-  if par:
-    parts.append("| parity | uniform max_len | adversarial max_len |\n|---|---|---|")
-    parts += [f"| {k} | {cell(v['uniform'])} | {cell(v['adversarial'])} |" for k, v in par.items()]
+  finished = rs.good + rs.diverged
+  if par := neighbours.parity_data(rs.good):
+    parts.append(neighbours.parity_markdown(par))
+  if near := neighbours.near_solution_data(finished):
+    parts.append(neighbours.near_solution_markdown(near))
   parts.append(problems_markdown(rs))
   return "\n".join(parts)

@@ -22,10 +22,17 @@ from tasks import registry
 RESTART_CYCLES = 4  # cosine_restarts: this many equal cosine cycles over the run
 
 
+def construction(cfg: TrainConfig):
+  """(ModelConfig, params) of the task's construction: from cfg.model's layers where the task
+  has one (S3: simple_aussm or aussm), else the task's default construction."""
+  model = cfg.model if cfg.model in analytic.construction_models(cfg.task) else ""
+  return analytic.build(cfg.task, cfg.d_model, cfg.d_state, model)
+
+
 def analytic_config(cfg: TrainConfig) -> TrainConfig:
   """`cfg` with the analytic construction's architecture (model, depth, widths, norm, ...), so
   that a run started from the construction records the network it really trains."""
-  mcfg, _ = analytic.build(cfg.task, cfg.d_model, cfg.d_state)
+  mcfg, _ = construction(cfg)
   layers = mcfg.layers
   model = layers[0] if len(set(layers)) == 1 else ",".join(layers)
   return cfg.replace(model=model, depth=len(layers),
@@ -36,7 +43,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
   """The network a run trains. With init_from_analytic, the construction's architecture, which
   the config must already describe (see analytic_config)."""
   if cfg.init_from_analytic >= 0:
-    mcfg, _ = analytic.build(cfg.task, cfg.d_model, cfg.d_state)
+    mcfg, _ = construction(cfg)
     want = analytic_config(cfg)
     diff = [f"{f}={getattr(want, f)!r}" for f in dataclasses.asdict(want)
             if getattr(want, f) != getattr(cfg, f)]
@@ -79,7 +86,7 @@ class Trainer:
                                  optax.add_decayed_weights(cfg.weight_decay))
     self.traces = 0  # how many times the training chunk was traced (= compiled)
     # Built once, concretely: the construction sets weights with NumPy, which cannot run on tracers.
-    self.analytic_params = (analytic.build(cfg.task, cfg.d_model, cfg.d_state)[1]
+    self.analytic_params = (construction(cfg)[1]
                             if cfg.init_from_analytic >= 0 else None)
 
   def init(self, hp) -> dict:

@@ -18,18 +18,20 @@ TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity",
 
 
 # Every construction through the default scan; the associative scan on one of each kind.
-CASES = [(n, "sequential") for n in TASKS] + [(n, "associative") for n in ("C60", "S3", "parity",
-                                                                          "modcount5")]
+CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")]
+         + [(n, "", "associative") for n in ("C60", "S3", "parity", "modcount5")]
+         + [("S3", "aussm", "associative"), ("S3", "aussm", "chunked")])
 
 
-@pytest.mark.parametrize("name,method", CASES)
-def test_construction_tracks_exactly_at_length_2000(name, method):
-  cfg, params = analytic.build(name)
+@pytest.mark.parametrize("name,model,method", CASES)
+def test_construction_tracks_exactly_at_length_2000(name, model, method):
+  cfg, params = analytic.build(name, model=model)
+  assert not model or set(cfg.layers) == {model}, f"asked for {model}, built {cfg.layers}"
   cfg = cfg.__class__(**{**cfg.__dict__, "scan_method": method})
   tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 2000)
   pred = models.StateTracker(cfg).apply(params, tokens).argmax(-1)
   errors = int((pred != labels).sum())
-  assert errors == 0, f"{name} ({method}): {errors} wrong predictions out of {labels.size}"
+  assert errors == 0, f"{name} {model} ({method}): {errors} wrong predictions out of {labels.size}"
 
 
 def test_parity_construction_also_tracks_adversarial_stream():
@@ -38,8 +40,9 @@ def test_parity_construction_also_tracks_adversarial_stream():
   assert bool((models.StateTracker(cfg).apply(params, tokens).argmax(-1) == labels).all())
 
 
-def test_construction_pads_to_a_wider_model():
-  cfg, params = analytic.build("S3", d_model=32, d_state=16)
+@pytest.mark.parametrize("model", ["simple_aussm", "aussm"])
+def test_construction_pads_to_a_wider_model(model):
+  cfg, params = analytic.build("S3", d_model=32, d_state=16, model=model)
   assert cfg.d_model == 32 and cfg.d_state == 16
   tokens, labels = evaluation.eval_set(registry.get_task("S3"), 4, 500)
   assert bool((models.StateTracker(cfg).apply(params, tokens).argmax(-1) == labels).all())
@@ -62,6 +65,13 @@ def test_no_construction_says_why(name, reason):
     analytic.build(name)
 
 
+def test_unknown_construction_model_names_the_choices():
+  with pytest.raises(analytic.NoConstruction, match="simple_aussm, aussm"):
+    analytic.build("S3", model="mamba")
+  with pytest.raises(analytic.NoConstruction, match="choose one of negmamba"):
+    analytic.build("parity", model="aussm")
+
+
 def test_perturb_adds_noise_of_the_given_scale():
   _, params = analytic.build("S3")
   noisy = analytic.perturb(params, 0.01, jax.random.PRNGKey(0))
@@ -69,12 +79,15 @@ def test_perturb_adds_noise_of_the_given_scale():
   assert 0.008 < diffs.std() < 0.012
 
 
-def test_analytic_cli_s3_at_10000_and_a5_refused():
+@pytest.mark.parametrize("model", ["simple_aussm", "aussm"])
+def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=S3", "--length=10000",
-                        "--num_seqs=16", "--json"], capture_output=True, text=True, timeout=300)
+                        f"--model={model}", "--num_seqs=16", "--json"], capture_output=True,
+                       text=True, timeout=300)
   assert out.returncode == 0, out.stderr
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
+  assert res["model"] == model, res
   bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--json"],
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "not solvable" in bad.stderr and "Traceback" not in bad.stderr

@@ -37,3 +37,41 @@ def test_table2_lite_covers_all_90_cells():
   cells = {(c.task, c.model, c.depth) for c in cfgs}
   assert cells == {(g, m, d) for g in TABLE2_GROUPS for m in TABLE2_MODELS for d in TABLE2_DEPTHS}
   assert len(cells) == 90 and len(cfgs) == 360
+
+
+def test_table2_cpu_covers_all_90_cells_each_in_one_protocol():
+  from ssm_bench import tables
+  cfgs = sweeps.expand("table2_cpu", config.PRESETS["table2_cpu"])
+  cells = {(c.task, c.model, c.depth) for c in cfgs}
+  assert cells == {(g, m, d) for g in TABLE2_GROUPS for m in TABLE2_MODELS for d in TABLE2_DEPTHS}
+  rnn = [c for c in cfgs if c.model == "rnn"]
+  assert {(c.d_model, c.d_state, c.steps) for c in rnn} == {(64, 64, 6000)}, "rnn preset lost"
+  labels = {tables.protocol(dataclasses.asdict(c)) for c in cfgs}
+  assert labels == {"table2_cpu"}, f"per-model preset values leaked into the protocol: {labels}"
+
+
+def test_train_takes_the_presets_values_for_its_model():
+  import launch.train  # noqa: F401  (defines the flags)
+  from absl import flags
+  from launch import config_flags
+  fv = flags.FLAGS
+  fv(["prog", "--preset=table2_cpu", "--model=simple_aussm", "--d_model=16"])
+  try:
+    values = config_flags.build(launch.train._FIELDS, "table2_cpu")
+  finally:
+    fv.unparse_flags()
+  assert (values["d_model"], values["d_state"], values["steps"]) == (16, 32, 6000), values
+
+
+def test_near_solution_starts_aussm_from_its_construction_beside_a_default_init():
+  cfgs = sweeps.expand("near_solution", config.PRESETS["cpu"])
+  assert {(c.task, c.model, c.depth, c.norm) for c in cfgs} == {("S3", "aussm", 2, "none")}
+  assert sorted({c.init_from_analytic for c in cfgs}) == [-1.0, 0.0, 0.01, 0.03, 0.1, 0.3]
+  assert all(c.preset == "near_solution" for c in cfgs)
+
+
+def test_parity_hybrid_evaluates_to_10000_at_the_papers_sizes():
+  cfgs = sweeps.expand("parity_hybrid", config.PRESETS["cpu"])
+  assert {c.eval_length for c in cfgs} == {10000} and {c.train_length for c in cfgs} == {8}
+  assert {(c.model, c.depth, c.d_state) for c in cfgs} == {
+      ("rnn", 1, 8), ("s4d", 2, 16), ("mamba", 2, 16), ("s4d,mamba", 2, 16), ("negmamba", 1, 16)}

@@ -40,3 +40,12 @@ def test_curves_from_correctness():
 def test_grid_is_20_to_1000():
   assert evaluation.GRID[0] == 20 and evaluation.GRID[-1] == 1000 and len(evaluation.GRID) == 50
   assert list(evaluation.on_grid(np.ones(1000))) == [str(L) for L in evaluation.GRID]
+
+
+def test_grid_past_1000_steps_by_200_to_the_evaluation_length():
+  g = evaluation.grid(10000)
+  assert g[:50] == evaluation.GRID and g[50:53] == (1200, 1400, 1600) and g[-1] == 10000
+  assert len(g) == 95, f"{len(g)} grid points"
+  assert evaluation.grid(100) == (20, 40, 60, 80, 100)
+  curve = evaluation.on_grid(np.ones(10000))
+  assert list(curve)[-1] == "10000" and evaluation.max_len(curve) == 10000

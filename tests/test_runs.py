@@ -154,3 +154,24 @@ def test_directory_with_a_different_run_is_refused(tmp_path):
   runs.train_group([TINY], [d])
   with pytest.raises(runs.RunError, match="different run"):
     runs.train_group([TINY.replace(seed=5)], [d])
+
+
+def test_eval_length_sets_the_evaluated_positions_and_the_grid(tmp_path):
+  cfg = TINY.replace(steps=10, checkpoint_every=10, eval_length=1600, task="parity")
+  s = runs.train_group([cfg], [str(tmp_path / "r")])[0]
+  assert s["eval"]["length"] == 1600 and s["eval"]["grid"] == [20, 1600]
+  assert list(s["acc_curve"])[-3:] == ["1200", "1400", "1600"], list(s["acc_curve"])[-3:]
+  assert list(s["other_streams"]["adversarial"]["acc_curve"])[-1] == "1600"
+  assert runs.read_summary(str(tmp_path / "r")) is not None, "a valid summary was rejected"
+
+
+def test_committed_runs_are_named_by_their_configs():
+  """A field added with a default must not rename stored runs (nor make them 'different')."""
+  from ssm_bench import rundir
+  root = os.path.join(os.path.dirname(__file__), "..", "results", "runs")
+  names = sorted(os.listdir(root))[:40]
+  assert names, "no committed runs"
+  for name in names:
+    stored = json.load(open(os.path.join(root, name, "config.json")))
+    assert runs.run_name(TrainConfig(**stored)) == name
+    assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))

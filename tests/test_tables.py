@@ -124,28 +124,3 @@ def test_json_format_and_missing_dir(tmp_path):
   bad = subprocess.run([sys.executable, "-m", "launch.tables", "--runs=/nonexistent"],
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
-
-
-def test_illusion_table_takes_the_minimal_depth_per_length():
-  runs_ = []
-  for depth, acc in ((1, 0.5), (2, 0.95), (3, 0.99)):
-    s = fake_summary("A5", "mamba", depth, 0)
-    s["config"].update(train_length=10, curriculum_start=10)
-    s["acc_at_train_length"] = acc
-    runs_.append(s)
-  s = fake_summary("A5", "mamba", 4, 0)
-  s["config"].update(train_length=20, curriculum_start=20)
-  s["acc_at_train_length"] = 0.2
-  runs_.append(s)
-  data = tables.illusion_data(tables.RunSet(runs_, []))
-  assert data == {"A5": {"mamba": {"10": 2, "20": None}}}
-
-
-def test_parity_table_reports_uniform_and_adversarial():
-  s = fake_summary("parity", "s4d,mamba", 2, 120)
-  s["other_streams"] = {"adversarial": {"max_len": 40}}
-  t = fake_summary("parity", "negmamba", 1, 1000)
-  t["other_streams"] = {"adversarial": {"max_len": 1000}}
-  data = tables.parity_streams_data(tables.RunSet([s, t], []))
-  assert data == {"s4d,mamba": {"uniform": 120, "adversarial": 40},
-                  "negmamba x1": {"uniform": 1000, "adversarial": 1000}}

@@ -1,0 +1,126 @@
+"""Tables of the neighbouring papers' experiments, from stored run summaries only.
+
+- parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1): training
+  accuracy and accuracy at the evaluation length on the uniform and adversarial streams;
+- minimal depth against training length (paper 002, Figure 3);
+- AUSSM trained from near its S3 construction (paper 000, Sec. 6): max_len per noise scale,
+  beside the same network from a default initialisation.
+
+Sweeps tag their runs with a `preset` label (NEAR_SOLUTION) where the config alone would not
+tell them apart from Table 2 runs.
+"""
+from __future__ import annotations
+
+import statistics
+
+NEAR_SOLUTION = "near_solution"  # preset label of the near-solution sweep, baseline included
+SOLVED = 0.9  # accuracy at the evaluation length that counts as solved
+
+
+def _stack(c: dict) -> str:
+  return c["model"] if "," in c["model"] else f"{c['model']} x{c['depth']}"
+
+
+def _last(curve: dict | None):
+  return curve[max(curve, key=int)] if curve else None
+
+
+def parity_data(summaries) -> dict:
+  """{(stack, eval_length): {"runs", "train_acc": [...], stream: [acc at eval_length, ...]}}."""
+  out = {}
+  for s in summaries:
+    c = s["config"]
+    if c["task"] != "parity":
+      continue
+    length = c.get("eval_length", 1000)
+    slot = out.setdefault((_stack(c), length), {"runs": 0, "train_acc": []})
+    slot["runs"] += 1
+    slot["train_acc"].append(s.get("final_train_acc"))
+    streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
+    for name, res in streams.items():
+      slot.setdefault(name, []).append(_last(res.get("acc_curve")))
+  return out
+
+
+def _rate(values, solved=SOLVED) -> str:
+  vals = [v for v in values if v is not None]
+  if not vals:
+    return "·"
+  return f"{statistics.median(vals):.3f} ({sum(v > solved for v in vals)}/{len(vals)})"
+
+
+def parity_markdown(data: dict) -> str:
+  """Paper 001's Table 1 layout, one row per stack and evaluation length."""
+  streams = sorted({k for slot in data.values() for k in slot} - {"runs", "train_acc"},
+                   key=lambda n: (n != "uniform", n))
+  lines = ["| model | runs | train accuracy | " + " | ".join(
+      f"{n} at L" for n in streams) + " | L |", "|---|---|---|" + "---|" * len(streams) + "---|"]
+  for (stack, length), slot in sorted(data.items()):
+    tr = [v for v in slot["train_acc"] if v is not None]
+    train = f"{statistics.median(tr):.3f}" if tr else "·"
+    lines.append(f"| {stack} | {slot['runs']} | {train} | " + " | ".join(
+        _rate(slot.get(n, [])) for n in streams) + f" | {length} |")
+  return "\n".join(lines)
+
+
+def illusion_data(summaries) -> dict:
+  """{group: {model: {length: minimal depth with acc at the training length > 0.9, or None}}}."""
+  out = {}
+  for s in summaries:
+    c = s["config"]
+    if c["curriculum_start"] != c["train_length"] or c["task"] == "parity":
+      continue
+    acc = s.get("acc_at_train_length")
+    if acc is None:
+      continue
+    slot = out.setdefault(c["task"], {}).setdefault(c["model"], {})
+    key = str(c["train_length"])
+    if acc > 0.9:
+      slot[key] = min(slot.get(key) or c["depth"], c["depth"])
+    else:
+      slot.setdefault(key, None)
+  return out
+
+
+def illusion_markdown(data: dict) -> str:
+  lines = []
+  for g, by_model in data.items():
+    lengths = sorted({int(L) for m in by_model.values() for L in m})
+    lines += [f"**{g}**", "", "| model | " + " | ".join(map(str, lengths)) + " |",
+              "|---|" + "---|" * len(lengths)]
+    for m, row in sorted(by_model.items()):
+      lines.append(f"| {m} | " + " | ".join(
+          str(row.get(str(L))) if row.get(str(L)) else "–" for L in lengths) + " |")
+    lines.append("")
+  return "\n".join(lines)
+
+
+def near_solution_data(summaries) -> dict:
+  """{(task, stack, train_length): {noise or None (default init): [max_len of each run]}} for
+  runs tagged NEAR_SOLUTION; diverged runs count with max_len 0."""
+  out = {}
+  for s in summaries:
+    c = s["config"]
+    if c.get("preset") != NEAR_SOLUTION:
+      continue
+    noise = c.get("init_from_analytic", -1.0)
+    key = noise if noise >= 0 else None
+    out.setdefault((c["task"], _stack(c), c["train_length"]), {}).setdefault(key, []).append(
+        s["max_len"] if s["status"] == "done" else 0)
+  return out
+
+
+def near_solution_markdown(data: dict) -> str:
+  lines = []
+  for (task, stack, train_length), by_noise in sorted(data.items()):
+    far = 4 * train_length
+    lines += [f"**{task}, {stack}**", "",
+              f"| init | runs | best max_len | median | runs >= 100 | runs >= {far} (4x train) |",
+              "|---|---|---|---|---|---|"]
+    for noise in sorted(by_noise, key=lambda n: (n is None, n or 0)):
+      lens = by_noise[noise]
+      name = "default init" if noise is None else f"construction + noise {noise:g}"
+      lines.append(f"| {name} | {len(lens)} | {max(lens)} | {statistics.median(lens):g} | "
+                   f"{sum(v >= 100 for v in lens)} | {sum(v >= far for v in lens)} |")
+    lines.append("")
+  return "\n".join(lines)

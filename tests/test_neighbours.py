@@ -1,0 +1,55 @@
+"""The neighbouring papers' tables read the right numbers out of stored summaries."""
+from ssm_bench import neighbours
+from ssm_bench import tables
+from test_tables import fake_summary
+
+
+def test_illusion_table_takes_the_minimal_depth_per_length():
+  runs_ = []
+  for depth, acc in ((1, 0.5), (2, 0.95), (3, 0.99)):
+    s = fake_summary("A5", "mamba", depth, 0)
+    s["config"].update(train_length=10, curriculum_start=10)
+    s["acc_at_train_length"] = acc
+    runs_.append(s)
+  s = fake_summary("A5", "mamba", 4, 0)
+  s["config"].update(train_length=20, curriculum_start=20)
+  s["acc_at_train_length"] = 0.2
+  runs_.append(s)
+  data = neighbours.illusion_data(runs_)
+  assert data == {"A5": {"mamba": {"10": 2, "20": None}}}
+
+
+def _parity(model, depth, train_acc, uniform, adversarial, length=10000):
+  s = fake_summary("parity", model, depth, 0)
+  s["config"].update(eval_length=length, train_length=8, curriculum_start=8)
+  s["final_train_acc"] = train_acc
+  s["acc_curve"] = {"20": 1.0, str(length): uniform}
+  s["other_streams"] = {"adversarial": {"acc_curve": {"20": 1.0, str(length): adversarial}}}
+  return s
+
+
+def test_parity_table_gives_train_accuracy_and_accuracy_at_the_evaluation_length():
+  runs_ = [_parity("rnn", 1, 1.0, 1.0, 1.0), _parity("rnn", 1, 1.0, 0.99, 0.5),
+           _parity("s4d,mamba", 2, 0.99, 0.51, 0.49)]
+  data = neighbours.parity_data(runs_)
+  assert data[("rnn x1", 10000)] == {"runs": 2, "train_acc": [1.0, 1.0],
+                                     "uniform": [1.0, 0.99], "adversarial": [1.0, 0.5]}
+  table = neighbours.parity_markdown(data)
+  assert "| rnn x1 | 2 | 1.000 | 0.995 (2/2) | 0.750 (1/2) | 10000 |" in table, table
+  assert "| s4d,mamba | 1 | 0.990 | 0.510 (0/1) | 0.490 (0/1) | 10000 |" in table, table
+
+
+def test_near_solution_table_counts_runs_per_noise_and_the_default_init_apart():
+  runs_ = []
+  for noise, max_len in ((0.0, 1000), (0.0, 1000), (0.1, 300), (0.1, 60), (-1.0, 0)):
+    s = fake_summary("S3", "aussm", 2, max_len)
+    s["config"].update(preset=neighbours.NEAR_SOLUTION, init_from_analytic=noise)
+    runs_.append(s)
+  other = fake_summary("S3", "aussm", 2, 1000)  # a Table 2 run: not in this table
+  data = neighbours.near_solution_data(runs_ + [other])
+  assert data == {("S3", "aussm x2", 60): {0.0: [1000, 1000], 0.1: [300, 60], None: [0]}}
+  table = neighbours.near_solution_markdown(data)
+  assert "| construction + noise 0.1 | 2 | 300 | 180 | 1 | 1 |" in table, table
+  assert "| default init | 1 | 0 | 0 | 0 | 0 |" in table, table
+  assert not tables.is_table2_run(runs_[-1]["config"]), "the baseline leaked into Table 2"
+  assert tables.is_table2_run(other["config"])
