@@ -43,7 +43,8 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
   return {"runs_dir": runs_dir, "rs": rs, "paper": paper,
           "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good),
           "parity": neighbours.parity_data(rs.good),
-          "near_solution": neighbours.near_solution_data(rs.good + rs.diverged)}
+          "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
+          "offset": neighbours.offset_data(rs.good)}
 
 
 def render(data: dict) -> dict:
@@ -81,6 +82,16 @@ def render(data: dict) -> dict:
         "max_len per initialisation: the construction plus Gaussian noise of the given std on "
         "every parameter, or the same network from a default initialisation.", "",
         neighbours.near_solution_markdown(data["near_solution"])])
+  if data["offset"]:
+    files["offset.md"] = "\n".join([
+        "# Offset prediction (paper 001, Sec. 5 and App. C)", "",
+        "Next-token accuracy (median over runs) at all positions and by kind of position: inside "
+        "an ISI (next is 1), its offset (the last ISI step, next is 0), onsets (the last ITI step, "
+        "next is 1: unpredictable before 40 zeros) and the rest of the ITI. Streams: the training "
+        "distribution (cycles), two ISIs with a longer-than-trained gap (two_isi), an ISI followed "
+        "at once by another (double_isi: the true next token after the first ISI is 1, so a model "
+        "that counts scores 0 there). Figures: example_offset_*.png.", "",
+        neighbours.offset_markdown(data["offset"]), ""])
   return files
 
 
@@ -92,7 +103,7 @@ def as_json(data: dict) -> dict:
           "near_solution": {f"{task} {stack} (train {length})": {
               "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
               for (task, stack, length), by_noise in data["near_solution"].items()},
-          "runs_done": len(rs.good),
+          "offset": data["offset"], "runs_done": len(rs.good),
           "problems": [{"run": n, "reason": r} for n, r in rs.problems]}
 
 
@@ -114,6 +125,7 @@ def main(argv):
     written = sorted(files)
     if _FIGURES.value:
       written += figures.write_curves(data["rs"], _OUT.value)
+      written += figures.write_examples(data["rs"], _OUT.value)
   except OSError as e:
     raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "

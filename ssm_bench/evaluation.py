@@ -70,3 +70,21 @@ def max_len(acc_curve: dict, threshold: float = THRESHOLD) -> int:
       break
     best = int(L)
   return best
+
+
+def event_accuracy(correct: np.ndarray, masks: dict) -> dict:
+  """{event: accuracy over the positions its mask marks (None where it marks none)}."""
+  correct = np.asarray(correct)
+  out = {}
+  for name, mask in masks.items():
+    mask = np.asarray(mask)
+    out[name] = float(correct[mask].mean()) if mask.any() else None
+  return out
+
+
+def example_output(apply_fn, params, tokens, labels) -> dict:
+  """The first evaluation sequence with the model's probability of each class-1 label: what a
+  figure of output against signal needs (next-token tasks with a binary signal)."""
+  probs = jax.nn.softmax(apply_fn(params, tokens[:1]), axis=-1)[0, :, 1]
+  return {"tokens": np.asarray(tokens[0]).tolist(), "labels": np.asarray(labels[0]).tolist(),
+          "p1": [round(float(p), 4) for p in np.asarray(probs)]}

@@ -4,7 +4,9 @@
   accuracy and accuracy at the evaluation length on the uniform and adversarial streams;
 - minimal depth against training length (paper 002, Figure 3);
 - AUSSM trained from near its S3 construction (paper 000, Sec. 6): max_len per noise scale,
-  beside the same network from a default initialisation.
+  beside the same network from a default initialisation;
+- offset prediction (paper 001, Sec. 5): accuracy inside the ISI, at its offset, at onsets and
+  over all positions, per stream.
 
 Sweeps tag their runs with a `preset` label (NEAR_SOLUTION) where the config alone would not
 tell them apart from Table 2 runs.
@@ -12,6 +14,8 @@ tell them apart from Table 2 runs.
 from __future__ import annotations
 
 import statistics
+
+from tasks import groups
 
 NEAR_SOLUTION = "near_solution"  # preset label of the near-solution sweep, baseline included
 SOLVED = 0.9  # accuracy at the evaluation length that counts as solved
@@ -63,12 +67,20 @@ def parity_markdown(data: dict) -> str:
   return "\n".join(lines)
 
 
+def _is_group(name: str) -> bool:
+  try:
+    groups.get_group(name)
+    return True
+  except groups.GroupError:
+    return False
+
+
 def illusion_data(summaries) -> dict:
   """{group: {model: {length: minimal depth with acc at the training length > 0.9, or None}}}."""
   out = {}
   for s in summaries:
     c = s["config"]
-    if c["curriculum_start"] != c["train_length"] or c["task"] == "parity":
+    if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
       continue
     acc = s.get("acc_at_train_length")
     if acc is None:
@@ -124,3 +136,38 @@ def near_solution_markdown(data: dict) -> str:
                    f"{sum(v >= 100 for v in lens)} | {sum(v >= far for v in lens)} |")
     lines.append("")
   return "\n".join(lines)
+
+
+OFFSET_EVENTS = ("in_isi", "offset", "onset", "iti")
+
+
+def offset_data(summaries) -> dict:
+  """{stack: {stream: {"all" or event: [accuracy of each run]}}} for runs with event accuracies."""
+  out = {}
+  for s in summaries:
+    streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
+    if "event_acc" not in s:
+      continue
+    slot = out.setdefault(_stack(s["config"]), {})
+    for name, res in streams.items():
+      row = slot.setdefault(name, {})
+      per_pos = res.get("acc_per_position") or []
+      row.setdefault("all", []).append(sum(per_pos) / len(per_pos) if per_pos else None)
+      for event, acc in res.get("event_acc", {}).items():
+        row.setdefault(event, []).append(acc)
+  return out
+
+
+def offset_markdown(data: dict) -> str:
+  lines = ["| model | stream | runs | all positions | " + " | ".join(OFFSET_EVENTS) + " |",
+           "|---|---|---|---|" + "---|" * len(OFFSET_EVENTS)]
+  for stack, by_stream in sorted(data.items()):
+    for stream, row in by_stream.items():
+      cells = [_median(row.get(k, [])) for k in ("all",) + OFFSET_EVENTS]
+      lines.append(f"| {stack} | {stream} | {len(row.get('all', []))} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def _median(values) -> str:
+  vals = [v for v in values if v is not None]
+  return f"{statistics.median(vals):.3f}" if vals else "·"

@@ -175,13 +175,20 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
     else:
       streams = {}
       for name, (tokens, labels) in eval_sets.items():
-        per_pos, seq = evaluation.curves(correct_fn(_take(params, k), tokens, labels))
+        correct = correct_fn(_take(params, k), tokens, labels)
+        per_pos, seq = evaluation.curves(correct)
         acc = evaluation.on_grid(per_pos)
         streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
                          "seq_acc_curve": evaluation.on_grid(seq),
                          "full_seq_acc": float(seq[-1]),
                          # at the longest length the curriculum reached, not at its cap
                          "acc_at_train_length": float(per_pos[reached - 1])}
+        if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
+          streams[name].update(
+              acc_per_position=[round(float(a), 4) for a in per_pos],
+              event_acc=evaluation.event_accuracy(correct, task.events(tokens, labels)),
+              example=evaluation.example_output(trainer.model.apply, _take(params, k), tokens,
+                                                labels))
       main = streams.pop(task.main_stream)
       result = {"status": "done", "diverged_at": None, "eval_stream": task.main_stream,
                 **main, **common}

@@ -2,7 +2,8 @@
 
 Names: any group name (`C2`, `S3`, `A4xC5`: uniform stream over the group), `<group>-gen`
 (uniform over a generating set), `parity` (C2, evaluated on uniform and adversarial streams),
-`modcount<m>` (all-ones input, count mod m) and `flipflop`.
+`modcount<m>` (all-ones input, count mod m), `flipflop` and `offset` (next-token prediction of
+an on/off signal, with two generalisation streams).
 """
 from __future__ import annotations
 
@@ -27,12 +28,20 @@ class Task:
   name: str
   vocab_size: int  # input tokens are 0..vocab_size-1
   num_classes: int  # labels are 0..num_classes-1
-  table: np.ndarray  # associative table that folds tokens into states
+  table: np.ndarray | None  # associative table that folds tokens into states (None: next token)
   stream: Callable  # (key, batch, length) -> tokens, the training stream
   eval_streams: dict  # name -> stream, evaluated after training
   label_map: np.ndarray | None = None  # state -> class, when states are not the classes
   group: groups.Group | None = None
   main_stream: str = "uniform"  # the eval stream behind max_len; the others are also stored
+  # (tokens, labels) -> {event: bool mask}: positions whose accuracy summaries report apart, and
+  # a sign that per-position curves and an example output are worth storing
+  events: Callable | None = None
+
+  @property
+  def next_token(self) -> bool:
+    """Labels are the next input token (no table to fold)."""
+    return self.table is None
 
   def labels(self, tokens):
     y = streams.prefix_products(self.table, tokens)
@@ -41,6 +50,9 @@ class Task:
   def sample(self, key, batch: int, length: int, stream: str | None = None):
     """Jittable with batch and length static: (tokens, labels), both int32 (batch, length)."""
     fn = self.stream if stream is None else self.eval_streams[stream]
+    if self.next_token:
+      tokens = fn(key, batch, length + 1)
+      return tokens[:, :-1], tokens[:, 1:]
     tokens = fn(key, batch, length)
     return tokens, self.labels(tokens)
 
@@ -77,8 +89,24 @@ def flipflop() -> Task:
               label_map=streams.FLIPFLOP_READ)
 
 
+def _offset_events(tokens, labels):
+  """Inside an ISI (next is 1), its offset (last ISI step: next is 0), onsets (last ITI step:
+  next is 1) and the rest of the ITI. Counting shows as high accuracy on both of the first two:
+  copying the input fails offsets, always predicting 0 fails the inside."""
+  on, nxt = tokens == 1, labels == 1
+  return {"in_isi": on & nxt, "offset": on & ~nxt, "onset": ~on & nxt, "iti": ~on & ~nxt}
+
+
+def offset() -> Task:
+  """Next-token prediction of an ITI/ISI on/off signal (paper 001, Sec. 5, App. C)."""
+  cycles = streams.offset_signal("cycles")
+  return Task("offset", 2, 2, None, cycles,
+              {v: streams.offset_signal(v) for v in ("cycles", "two_isi", "double_isi")},
+              main_stream="cycles", events=_offset_events)
+
+
 # Fixed names; group names (and their '-gen' variants) are parsed on top of these.
-TASKS = {"parity": parity, "flipflop": flipflop}
+TASKS = {"parity": parity, "flipflop": flipflop, "offset": offset}
 GRAMMAR = ("tasks: " + ", ".join(sorted(TASKS)) + ", modcount<m> (m>=2), a group name "
            "(uniform stream) or <group>-gen (stream over a generating set); " + groups.GRAMMAR)
 

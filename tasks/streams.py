@@ -74,6 +74,32 @@ def flipflop(p_ignore: float = 0.8):
   return sample
 
 
+# Offset prediction (paper 001, Sec. 5 and App. C): a stimulus of 1 for ISI steps after a gap of
+# 0s (the ITI) of random length, repeated; every sequence starts with an ITI.
+ISI = 10
+ITI = (20, 40)  # the training ITI range, both ends included
+LONG_ITI = (60, 100)  # the two_isi stream's second gap: longer than any trained ITI
+
+
+def offset_signal(variant: str = "cycles", isi: int = ISI, iti=ITI, long_iti=LONG_ITI):
+  """ITI/ISI cycles. variant 'two_isi': two ISIs, the second after a gap in `long_iti`, then
+  0s; 'double_isi': the first ISI is followed at once by a second (2 x isi ones), then cycles."""
+  def sample(key, batch, length):
+    n = length // (iti[0] + isi) + 2  # cycles enough to fill the sequence
+    k_gap, k_long = jax.random.split(key)
+    gaps = jax.random.randint(k_gap, (batch, n), iti[0], iti[1] + 1)
+    if variant == "two_isi":
+      gaps = gaps.at[:, 1].set(jax.random.randint(k_long, (batch,), long_iti[0], long_iti[1] + 1))
+      gaps = gaps.at[:, 2:].set(length)  # no third ISI inside the sequence
+    elif variant == "double_isi":
+      gaps = gaps.at[:, 1].set(0)
+    starts = jnp.cumsum(gaps, axis=1) + isi * jnp.arange(n)  # ISI i begins here
+    pos = jnp.arange(length)[None, None, :]
+    on = (pos >= starts[..., None]) & (pos < starts[..., None] + isi)
+    return on.any(axis=1).astype(jnp.int32)
+  return sample
+
+
 # The flip-flop monoid {identity, set0, set1}: x . ignore = x, x . setb = setb.
 FLIPFLOP_TABLE = np.array([[0, 1, 2], [1, 1, 2], [2, 1, 2]], np.int32)
 FLIPFLOP_READ = np.array([0, 0, 1], np.int32)  # the bit read out in each monoid state

@@ -53,3 +53,21 @@ def test_near_solution_table_counts_runs_per_noise_and_the_default_init_apart():
   assert "| default init | 1 | 0 | 0 | 0 | 0 |" in table, table
   assert not tables.is_table2_run(runs_[-1]["config"]), "the baseline leaked into Table 2"
   assert tables.is_table2_run(other["config"])
+
+
+def test_offset_table_reports_each_stream_and_kind_of_position():
+  runs_ = []
+  for inside in (1.0, 0.8):
+    s = fake_summary("offset", "s4d", 1, 0)
+    s["eval_stream"] = "cycles"
+    s["acc_per_position"] = [1.0, 0.5]
+    s["event_acc"] = {"in_isi": inside, "offset": 0.9, "onset": None, "iti": 1.0}
+    s["other_streams"] = {"two_isi": {"acc_per_position": [1.0, 1.0],
+                                      "event_acc": {"in_isi": 0.5, "offset": 0.25,
+                                                    "onset": 0.0, "iti": 1.0}}}
+    runs_.append(s)
+  data = neighbours.offset_data(runs_ + [fake_summary("C2", "s4d", 1, 1000)])
+  assert list(data) == ["s4d x1"] and list(data["s4d x1"]) == ["cycles", "two_isi"]
+  table = neighbours.offset_markdown(data)
+  assert "| s4d x1 | cycles | 2 | 0.750 | 0.900 | 0.900 | · | 1.000 |" in table, table
+  assert "| s4d x1 | two_isi | 2 | 1.000 | 0.500 | 0.250 | 0.000 | 1.000 |" in table, table

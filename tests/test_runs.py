@@ -175,3 +175,18 @@ def test_committed_runs_are_named_by_their_configs():
     stored = json.load(open(os.path.join(root, name, "config.json")))
     assert runs.run_name(TrainConfig(**stored)) == name
     assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))
+
+
+def test_offset_run_stores_per_position_event_accuracy_and_an_example(tmp_path):
+  cfg = TINY.replace(task="offset", model="s4d", steps=10, checkpoint_every=10, train_length=200,
+                     curriculum_start=200, eval_length=200)
+  s = runs.train_group([cfg], [str(tmp_path / "r")])[0]
+  assert s["eval_stream"] == "cycles" and set(s["other_streams"]) == {"two_isi", "double_isi"}
+  for res in [s, *s["other_streams"].values()]:
+    assert len(res["acc_per_position"]) == 200
+    assert set(res["event_acc"]) == {"in_isi", "offset", "onset", "iti"}
+    ex = res["example"]
+    assert len(ex["tokens"]) == len(ex["p1"]) == 200 and ex["tokens"][1:] == ex["labels"][:-1]
+    assert all(0.0 <= p <= 1.0 for p in ex["p1"])
+  correct_iti = s["event_acc"]["iti"]
+  assert abs(sum(s["acc_per_position"]) / 200 - correct_iti) < 0.5  # same model, same data

@@ -10,6 +10,7 @@ from tasks import streams
 
 TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "S3", "A4", "A5", "Q8", "D4", "A4xC5", "S3-gen",
          "A5-gen", "parity", "modcount5", "flipflop"]
+NEXT_TOKEN = ["offset"]  # labels are the next token: no fold to compare with
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,7 +31,7 @@ def test_labels_equal_numpy_fold(name):
   assert labels.min() >= 0 and labels.max() < task.num_classes
 
 
-@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("name", TASKS + NEXT_TOKEN)
 def test_same_seed_same_batch_different_seed_differs(name):
   a = jitted(name)(jax.random.PRNGKey(7), 4, 64, None)
   b = jitted(name)(jax.random.PRNGKey(7), 4, 64, None)
@@ -98,3 +99,45 @@ def test_modcount_counts():
 def test_unknown_task_names_the_choices(name):
   with pytest.raises(registry.TaskError, match="tasks: |too large"):
     registry.get_task(name)
+
+
+def _runs(row):
+  """[(value, length)] of the maximal constant runs of a 0/1 row."""
+  cuts = np.nonzero(np.diff(row))[0] + 1
+  return [(int(r[0]), len(r)) for r in np.split(row, cuts)]
+
+
+def test_offset_cycles_are_isi_of_10_after_itis_of_20_to_40_and_labels_are_the_next_token():
+  task = registry.get_task("offset")
+  tokens, labels = jitted("offset")(jax.random.PRNGKey(0), 32, 200, None)
+  tokens, labels = np.asarray(tokens), np.asarray(labels)
+  np.testing.assert_array_equal(tokens[:, 1:], labels[:, :-1], err_msg="label != next token")
+  for row in tokens:
+    runs = _runs(row)
+    assert runs[0][0] == 0 and 20 <= runs[0][1] <= 40, f"does not start with an ITI: {runs[:2]}"
+    inner = runs[1:-1]
+    assert all(n == 10 for v, n in inner if v == 1), f"ISI not of length 10: {runs}"
+    assert all(20 <= n <= 40 for v, n in inner if v == 0), f"ITI out of [20, 40]: {runs}"
+  assert task.next_token and task.main_stream == "cycles"
+
+
+def test_offset_generalisation_streams():
+  two, _ = jitted("offset")(jax.random.PRNGKey(1), 16, 200, "two_isi")
+  for row in np.asarray(two):
+    runs = _runs(row)
+    ones = [n for v, n in runs if v == 1]
+    assert ones == [10, 10], f"two_isi must hold exactly two ISIs: {runs}"
+    assert 60 <= runs[2][1] <= 100, f"the gap between them is not longer than trained: {runs}"
+  double, _ = jitted("offset")(jax.random.PRNGKey(2), 16, 200, "double_isi")
+  for row in np.asarray(double):
+    runs = _runs(row)
+    assert runs[1] == (1, 20), f"double_isi must start with two ISIs back to back: {runs}"
+
+
+def test_offset_events_mark_the_four_kinds_of_position():
+  task = registry.get_task("offset")
+  tokens = np.array([[0, 0, 1, 1, 0]])
+  labels = np.array([[0, 1, 1, 0, 0]])
+  ev = {k: np.asarray(v).astype(int).tolist() for k, v in task.events(tokens, labels).items()}
+  assert ev == {"in_isi": [[0, 0, 1, 0, 0]], "offset": [[0, 0, 0, 1, 0]],
+                "onset": [[0, 1, 0, 0, 0]], "iti": [[1, 0, 0, 0, 1]]}
