@@ -76,13 +76,14 @@ def _is_group(name: str) -> bool:
 
 
 def illusion_data(summaries) -> dict:
-  """{group: {model: {length: minimal depth with acc at the training length > 0.9, or None}}}."""
+  """{group: {model: {length: minimal depth whose sequence accuracy (every position right) at
+  the training length exceeds 0.9, or None}}} (older summaries: per-position accuracy)."""
   out = {}
   for s in summaries:
     c = s["config"]
     if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
       continue
-    acc = s.get("acc_at_train_length")
+    acc = s.get("seq_acc_at_train_length", s.get("acc_at_train_length"))
     if acc is None:
       continue
     slot = out.setdefault(c["task"], {}).setdefault(c["model"], {})

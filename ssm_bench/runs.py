@@ -182,7 +182,8 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
                          "seq_acc_curve": evaluation.on_grid(seq),
                          "full_seq_acc": float(seq[-1]),
                          # at the longest length the curriculum reached, not at its cap
-                         "acc_at_train_length": float(per_pos[reached - 1])}
+                         "acc_at_train_length": float(per_pos[reached - 1]),
+                         "seq_acc_at_train_length": float(seq[reached - 1])}
         if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
           streams[name].update(
               acc_per_position=[round(float(a), 4) for a in per_pos],

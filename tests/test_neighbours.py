@@ -17,6 +17,9 @@ def test_illusion_table_takes_the_minimal_depth_per_length():
   runs_.append(s)
   data = neighbours.illusion_data(runs_)
   assert data == {"A5": {"mamba": {"10": 2, "20": None}}}
+  runs_[1]["seq_acc_at_train_length"] = 0.6  # every position right in only 60% of sequences
+  data = neighbours.illusion_data(runs_)
+  assert data == {"A5": {"mamba": {"10": 3, "20": None}}}, "per-position accuracy used, not sequence"
 
 
 def _parity(model, depth, train_acc, uniform, adversarial, length=10000):
