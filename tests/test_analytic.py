@@ -20,7 +20,7 @@ TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity",
 # Every construction through the default scan; the associative scan on one of each kind.
 CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")]
          + [(n, "", "associative") for n in ("C60", "S3", "parity", "modcount5")]
-         + [("S3", "aussm", "associative"), ("S3", "aussm", "chunked")])
+         + [("S3", "aussm", "associative")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -79,7 +79,7 @@ def test_perturb_adds_noise_of_the_given_scale():
   assert 0.008 < diffs.std() < 0.012
 
 
-@pytest.mark.parametrize("model", ["simple_aussm", "aussm"])
+@pytest.mark.parametrize("model", ["aussm"])  # simple_aussm's: the construction tests above
 def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=S3", "--length=10000",
                         f"--model={model}", "--num_seqs=16", "--json"], capture_output=True,

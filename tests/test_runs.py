@@ -156,15 +156,6 @@ def test_directory_with_a_different_run_is_refused(tmp_path):
     runs.train_group([TINY.replace(seed=5)], [d])
 
 
-def test_eval_length_sets_the_evaluated_positions_and_the_grid(tmp_path):
-  cfg = TINY.replace(steps=10, checkpoint_every=10, eval_length=1600, task="parity")
-  s = runs.train_group([cfg], [str(tmp_path / "r")])[0]
-  assert s["eval"]["length"] == 1600 and s["eval"]["grid"] == [20, 1600]
-  assert list(s["acc_curve"])[-3:] == ["1200", "1400", "1600"], list(s["acc_curve"])[-3:]
-  assert list(s["other_streams"]["adversarial"]["acc_curve"])[-1] == "1600"
-  assert runs.read_summary(str(tmp_path / "r")) is not None, "a valid summary was rejected"
-
-
 def test_committed_runs_are_named_by_their_configs():
   """A field added with a default must not rename stored runs (nor make them 'different')."""
   from ssm_bench import rundir
@@ -177,16 +168,18 @@ def test_committed_runs_are_named_by_their_configs():
     assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))
 
 
-def test_offset_run_stores_per_position_event_accuracy_and_an_example(tmp_path):
+def test_offset_run_stores_per_position_event_accuracy_an_example_and_eval_length(tmp_path):
+  """One run checks both: a next-token task's extra results and an eval_length past 1000."""
   cfg = TINY.replace(task="offset", model="s4d", steps=10, checkpoint_every=10, train_length=200,
-                     curriculum_start=200, eval_length=200)
+                     curriculum_start=200, eval_length=1600)
   s = runs.train_group([cfg], [str(tmp_path / "r")])[0]
+  assert s["eval"]["length"] == 1600 and s["eval"]["grid"] == [20, 1600]
+  assert runs.read_summary(str(tmp_path / "r")) is not None, "a valid summary was rejected"
   assert s["eval_stream"] == "cycles" and set(s["other_streams"]) == {"two_isi", "double_isi"}
   for res in [s, *s["other_streams"].values()]:
-    assert len(res["acc_per_position"]) == 200
+    assert list(res["acc_curve"])[-3:] == ["1200", "1400", "1600"], list(res["acc_curve"])[-3:]
+    assert len(res["acc_per_position"]) == 1600
     assert set(res["event_acc"]) == {"in_isi", "offset", "onset", "iti"}
     ex = res["example"]
-    assert len(ex["tokens"]) == len(ex["p1"]) == 200 and ex["tokens"][1:] == ex["labels"][:-1]
+    assert len(ex["tokens"]) == len(ex["p1"]) == 1600 and ex["tokens"][1:] == ex["labels"][:-1]
     assert all(0.0 <= p <= 1.0 for p in ex["p1"])
-  correct_iti = s["event_acc"]["iti"]
-  assert abs(sum(s["acc_per_position"]) / 200 - correct_iti) < 0.5  # same model, same data
