@@ -125,8 +125,10 @@ def main(argv):
   if _DRY.value:
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
-      print(f"group {i}: {c.task} {c.model} depth {c.depth} d_state {c.d_state} "
-            f"({len(cfgs)} runs in one compiled program)", flush=True)
+      init = f" init {c.init_from_analytic:g}" if c.init_from_analytic >= 0 else ""
+      length = f" length {c.train_length}" if c.curriculum_start == c.train_length else ""
+      print(f"group {i}: {c.task} {c.model} depth {c.depth} d_model {c.d_model} d_state "
+            f"{c.d_state}{length}{init} ({len(cfgs)} runs in one compiled program)", flush=True)
       if budget:
         fit_to_memory([(cfgs, dirs)], budget, report)
       for d in dirs:
