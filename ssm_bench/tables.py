@@ -213,6 +213,13 @@ def markdown_table2(data: dict, compare: bool = False) -> str:
       known = [a for a in agree if a is not None]
       out += [f"Agree with the paper on extrapolates (>= {EXTRAPOLATES}) or not: "
               f"{sum(known)} of {len(known)} cells with both numbers.", ""]
+      differ = [(depth, g, m, e) for depth, t in by_depth.items() for g, row in t["rows"].items()
+                for m, e in row.items() if agrees_with_paper(e) is False]
+      if differ:
+        out += ["Cells that disagree (ours with runs reaching 100 / runs; the paper):", ""]
+        out += [f"- {g}, {m}, depth {depth}: ours {cell_with_rate(e)}, paper "
+                f"{cell(e['paper'] or 0)}, theory {'✓' if e.get('theory') else '✗'}"
+                for depth, g, m, e in differ] + [""]
   return "\n".join(out)
 
 

@@ -77,6 +77,8 @@ def test_compare_marks_disagreements_with_paper_and_theory(tmp_path):
   assert "120 (1/1) / ✘ / ✗ **≠paper beats theory one run**" in md
   assert "1000 (2/2) / 1000 / ✓ |" in md
   assert "Agree with the paper on extrapolates (>= 100) or not: 4 of 5 cells" in md
+  assert "- C2, mamba, depth 2: ours 120 (1/1), paper ✘, theory ✗" in md, md
+  assert md.count("\n- ") == 1, "a cell that agrees was listed as a disagreement"
 
 
 def run_tables(runs_dir, out):
