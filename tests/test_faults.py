@@ -25,7 +25,7 @@ FAULTS = ["after:1.0", "group_start:1", "chunk:1", "metrics:2", "checkpoint_save
           "checkpoint_done:1", "after:3.5", "chunk:3", "metrics:5", "checkpoint_save:2",
           "chunk:2", "checkpoint_done:2", "metrics:3", "eval:1", "summary_write:1",
           "summary_done:1", "group_start:2", "metrics:1", "checkpoint_save:3", "after:2.0",
-          "metrics:4", "chunk:4", "checkpoint_save:4", "after:4.5", "eval:2"]
+          "checkpoint_save:4", "eval:2"]
 
 
 def launch(workdir, env, fault=None):
