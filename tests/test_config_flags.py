@@ -51,16 +51,11 @@ def test_table2_cpu_covers_all_90_cells_each_in_one_protocol():
 
 
 def test_train_takes_the_presets_values_for_its_model():
-  import launch.train  # noqa: F401  (defines the flags)
-  from absl import flags
   from launch import config_flags
-  fv = flags.FLAGS
-  fv(["prog", "--preset=table2_cpu", "--model=simple_aussm", "--d_model=16"])
-  try:
-    values = config_flags.build(launch.train._FIELDS, "table2_cpu")
-  finally:
-    fv.unparse_flags()
+  # no command-line holders: the model and a width arrive as an entry point's own values
+  values = config_flags.build({}, "table2_cpu", model="simple_aussm", d_model=16)
   assert (values["d_model"], values["d_state"], values["steps"]) == (16, 32, 6000), values
+  assert config_flags.build({}, "table2_cpu")["d_state"] == 4, "mamba (the default) got another's"
 
 
 def test_near_solution_starts_aussm_from_its_construction_beside_a_default_init():
