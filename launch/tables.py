@@ -47,6 +47,33 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
           "offset": neighbours.offset_data(rs.good)}
 
 
+# The neighbouring papers' files: (data key, file, title, explanation, renderer).
+_NEIGHBOUR_FILES = [
+    ("illusion", "illusion.md",
+     "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)", "",
+     neighbours.illusion_markdown),
+    ("parity", "parity.md",
+     "# Parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1)",
+     "Training accuracy: on the last training batch (median over runs). At L: accuracy at "
+     "position L, the evaluation length, on each stream: the median over runs, then (runs "
+     f"above {neighbours.SOLVED} / runs); chance is 0.5. Adversarial: (0^k 1^m)^*.",
+     neighbours.parity_markdown),
+    ("near_solution", "near_solution.md",
+     "# AUSSM trained from near its S3 construction (paper 000, Sec. 6)",
+     "max_len per initialisation: the construction plus Gaussian noise of the given std on "
+     "every parameter, or the same network from a default initialisation.",
+     neighbours.near_solution_markdown),
+    ("offset", "offset.md", "# Offset prediction (paper 001, Sec. 5 and App. C)",
+     "Next-token accuracy (median over runs) at all positions and by kind of position: inside "
+     "an ISI (next is 1), its offset (the last ISI step, next is 0), onsets (the last ITI step, "
+     "next is 1: unpredictable before 40 zeros) and the rest of the ITI. Streams: the training "
+     "distribution (cycles), two ISIs with a longer-than-trained gap (two_isi), an ISI followed "
+     "at once by another (double_isi: the true next token after the first ISI is 1, so a model "
+     "that counts scores 0 there). Figures: example_offset_*.png.",
+     neighbours.offset_markdown),
+]
+
+
 def render(data: dict) -> dict:
   """File name -> text; deterministic for the same summaries."""
   rs = data["rs"]
@@ -65,33 +92,10 @@ def render(data: dict) -> dict:
   cmp += [tables.markdown_table2(data["table2"], compare=True)]
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
-  if data["illusion"]:
-    files["illusion.md"] = "\n".join([
-        "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)", "",
-        neighbours.illusion_markdown(data["illusion"])])
-  if data["parity"]:
-    files["parity.md"] = "\n".join([
-        "# Parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1)", "",
-        "Training accuracy: on the last training batch (median over runs). At L: accuracy at "
-        "position L, the evaluation length, on each stream: the median over runs, then (runs "
-        f"above {neighbours.SOLVED} / runs); chance is 0.5. Adversarial: (0^k 1^m)^*.", "",
-        neighbours.parity_markdown(data["parity"]), ""])
-  if data["near_solution"]:
-    files["near_solution.md"] = "\n".join([
-        "# AUSSM trained from near its S3 construction (paper 000, Sec. 6)", "",
-        "max_len per initialisation: the construction plus Gaussian noise of the given std on "
-        "every parameter, or the same network from a default initialisation.", "",
-        neighbours.near_solution_markdown(data["near_solution"])])
-  if data["offset"]:
-    files["offset.md"] = "\n".join([
-        "# Offset prediction (paper 001, Sec. 5 and App. C)", "",
-        "Next-token accuracy (median over runs) at all positions and by kind of position: inside "
-        "an ISI (next is 1), its offset (the last ISI step, next is 0), onsets (the last ITI step, "
-        "next is 1: unpredictable before 40 zeros) and the rest of the ITI. Streams: the training "
-        "distribution (cycles), two ISIs with a longer-than-trained gap (two_isi), an ISI followed "
-        "at once by another (double_isi: the true next token after the first ISI is 1, so a model "
-        "that counts scores 0 there). Figures: example_offset_*.png.", "",
-        neighbours.offset_markdown(data["offset"]), ""])
+  for key, name, title, intro, render_fn in _NEIGHBOUR_FILES:
+    if data[key]:
+      text = "\n".join([title, ""] + ([intro, ""] if intro else []) + [render_fn(data[key])])
+      files[name] = text.rstrip("\n") + "\n"
   return files
 
 
