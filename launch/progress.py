@@ -40,6 +40,14 @@ class Progress:
       self._last_line = time.time()
       print(f"  {self._group}: step {step}/{self._steps}", file=self.stream, flush=True)
 
+  def drop(self, groups: int, runs: int):
+    """Groups and runs the sweep will not train after all (a staged sweep's skipped runs)."""
+    self.total_groups -= groups
+    self.total_runs -= runs
+    if self.bars and groups:
+      self.group_bar.total = self.total_groups
+      self.group_bar.refresh()
+
   def group_done(self, runs: int):
     self.groups_done += 1
     self.runs_done += runs

@@ -82,6 +82,38 @@ def fit_to_memory(groups, budget_bytes: float, report=None):
   return out
 
 
+def stages(groups, stage_of=None):
+  """The groups in stage order, one list per stage (one list when the sweep has no stages)."""
+  if stage_of is None:
+    return [groups]
+  by_stage = collections.defaultdict(list)
+  for g in groups:
+    by_stage[stage_of(g[0][0])].append(g)
+  return [by_stage[k] for k in sorted(by_stage)]
+
+
+def prune(stage, all_groups, skip):
+  """The stage's groups without the runs skip(config, finished) rules out, where finished is
+  [(config, summary)] of every finished run of the sweep; returns (groups, runs dropped, groups
+  emptied)."""
+  from ssm_bench import runs
+  finished = []
+  for cfgs, dirs in all_groups:
+    for c, d in zip(cfgs, dirs):
+      s = runs.read_summary(d) or {}
+      if s.get("status") in runs.FINISHED:
+        finished.append((c, s))
+  kept, runs_dropped, groups_dropped = [], 0, 0
+  for cfgs, dirs in stage:
+    keep = [(c, d) for c, d in zip(cfgs, dirs) if not skip(c, finished)]
+    runs_dropped += len(cfgs) - len(keep)
+    if keep:
+      kept.append(([c for c, _ in keep], [d for _, d in keep]))
+    else:
+      groups_dropped += 1
+  return kept, runs_dropped, groups_dropped
+
+
 def memory_budget() -> float | None:
   """--memory_gb, else the accelerator's memory; None on CPU (groups stay whole)."""
   if _MEMORY.value:
@@ -136,6 +168,9 @@ def main(argv):
     fitted = f"; {len(fit_to_memory(groups, budget))} programs fit {budget / 2 ** 30:.1f} GiB" \
         if budget else ""
     print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
+    if sweeps.SWEEPS[_SWEEP.value].skip:
+      print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
+            "are skipped (at most the runs above)")
     return
   if budget:
     groups = fit_to_memory(groups, budget)
@@ -146,16 +181,24 @@ def main(argv):
   print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} groups; "
         f"{len(groups) - len(todo)} groups already finished", flush=True)
   t0 = time.time()
+  sweep = sweeps.SWEEPS[_SWEEP.value]
   bar = progress.Progress(len(todo), sum(len(c) for c, _ in todo), enabled=not _QUIET.value)
+  failures = skipped = 0
   try:
-    failures = executors.EXECUTORS[_EXECUTOR.value](
-        todo, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
+    for stage in stages(todo, sweep.stage):
+      if sweep.skip:
+        stage, runs_dropped, groups_dropped = prune(stage, groups, sweep.skip)
+        skipped += runs_dropped
+        bar.drop(groups_dropped, runs_dropped)
+      failures += executors.EXECUTORS[_EXECUTOR.value](
+          stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
   finally:
     bar.close()
   from ssm_bench import tables
-  print(f"finished in {time.time() - t0:.0f}s")
+  print(f"finished in {time.time() - t0:.0f}s"
+        + (f"; {skipped} runs not needed (a shallower stack solved them)" if skipped else ""))
   print(tables.sweep_table(workdir))
   if failures:
     print(f"{failures} groups failed; their runs are recorded with status 'failed'", file=sys.stderr)

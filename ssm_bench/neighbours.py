@@ -75,20 +75,32 @@ def _is_group(name: str) -> bool:
     return False
 
 
+ILLUSION_ACC = 0.9  # paper 002, Fig. 3: a depth "solves" a length above this accuracy
+
+
+def illusion_solved(summary) -> bool | None:
+  """Whether a fixed-length group run's held-out sequence accuracy (every position right) at its
+  training length exceeds ILLUSION_ACC (older summaries: per-position accuracy); None when the
+  run is not such a run or has no accuracy."""
+  c = summary["config"]
+  if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
+    return None
+  acc = summary.get("seq_acc_at_train_length", summary.get("acc_at_train_length"))
+  return None if acc is None else acc > ILLUSION_ACC
+
+
 def illusion_data(summaries) -> dict:
-  """{group: {model: {length: minimal depth whose sequence accuracy (every position right) at
-  the training length exceeds 0.9, or None}}} (older summaries: per-position accuracy)."""
+  """{group: {model: {length: minimal depth that solves the length (illusion_solved), or None
+  when none of the depths run does}}}."""
   out = {}
   for s in summaries:
+    solved = illusion_solved(s)
+    if solved is None:
+      continue
     c = s["config"]
-    if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
-      continue
-    acc = s.get("seq_acc_at_train_length", s.get("acc_at_train_length"))
-    if acc is None:
-      continue
     slot = out.setdefault(c["task"], {}).setdefault(c["model"], {})
     key = str(c["train_length"])
-    if acc > 0.9:
+    if solved:
       slot[key] = min(slot.get(key) or c["depth"], c["depth"])
     else:
       slot.setdefault(key, None)

@@ -10,6 +10,7 @@ from launch import executors
 from launch import progress
 from launch import sweep
 from launch import sweeps
+from ssm_bench import evaluation
 from ssm_bench import runs
 
 
@@ -127,3 +128,36 @@ def test_ray_executor_matches_local(tmp_path):
     assert b is not None, f"ray did not finish {name}"
     for key in ("status", "max_len", "acc_curve", "seq_acc_curve", "steps", "final_loss"):
       assert a[key] == b[key], f"{name}: {key} differs between executors"
+
+
+def _finish(cfg, run_dir, seq_acc):
+  curve = {str(n): 0.0 for n in evaluation.grid(cfg.eval_length)}
+  runs.rundir.write_summary(cfg, run_dir, {"status": "done", "max_len": 0, "steps": cfg.steps,
+                                           "acc_curve": curve, "seq_acc_curve": curve,
+                                           "seq_acc_at_train_length": seq_acc}, 1.0)
+  assert runs.is_finished(run_dir), "the fake summary is not a valid finished one"
+
+
+def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_path):
+  groups = sweep.plan("illusion", str(tmp_path), only=r"^A5-mamba-")
+  staged = sweep.stages(groups, sweeps.SWEEPS["illusion"].stage)
+  assert [{c.depth for cfgs, _ in s for c in cfgs} for s in staged] == [{1}, {2}, {3}, {4}]
+  lengths = sorted(c.train_length for cfgs, _ in staged[0] for c in cfgs)
+  by_length = {cfgs[0].train_length: (cfgs[0], dirs[0]) for cfgs, dirs in staged[0]}
+  (short_cfg, short_dir), (long_cfg, long_dir) = by_length[lengths[0]], by_length[lengths[-1]]
+  _finish(short_cfg, short_dir, 0.95)  # depth 1 solves the shortest length
+  _finish(long_cfg, long_dir, 0.5)  # and not the longest
+  kept, runs_dropped, groups_dropped = sweep.prune(staged[1], groups, sweeps.shallower_solved)
+  kept_lengths = sorted(cfgs[0].train_length for cfgs, _ in kept)
+  assert lengths[0] not in kept_lengths, "depth 2 trained although depth 1 solved the length"
+  assert lengths[-1] in kept_lengths, "depth 2 skipped although depth 1 failed the length"
+  assert (runs_dropped, groups_dropped) == (1, 1)
+  assert len(sweep.prune(staged[3], groups, sweeps.shallower_solved)[0]) == len(staged[3]) - 1
+  deep_long = next((c[0], d[0]) for c, d in staged[1] if c[0].train_length == lengths[-1])
+  _finish(*deep_long, 0.95)  # a deeper stack's success says nothing about a shallower one
+  assert sweep.prune(staged[0], groups, sweeps.shallower_solved)[1] == 0
+
+
+def test_unstaged_sweeps_run_as_one_stage():
+  groups = sweep.plan("tiny", "/tmp/unused")
+  assert sweep.stages(groups, sweeps.SWEEPS["tiny"].stage) == [groups]
