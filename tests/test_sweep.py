@@ -141,7 +141,7 @@ def _finish(cfg, run_dir, seq_acc):
 def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_path):
   groups = sweep.plan("illusion", str(tmp_path), only=r"^A5-mamba-")
   staged = sweep.stages(groups, sweeps.SWEEPS["illusion"].stage)
-  assert [{c.depth for cfgs, _ in s for c in cfgs} for s in staged] == [{1}, {2}, {3}, {4}]
+  assert [{c.depth for cfgs, _ in s for c in cfgs} for s in staged] == [{1}, {2}, {3}]
   lengths = sorted(c.train_length for cfgs, _ in staged[0] for c in cfgs)
   by_length = {cfgs[0].train_length: (cfgs[0], dirs[0]) for cfgs, dirs in staged[0]}
   (short_cfg, short_dir), (long_cfg, long_dir) = by_length[lengths[0]], by_length[lengths[-1]]
@@ -152,7 +152,7 @@ def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_pa
   assert lengths[0] not in kept_lengths, "depth 2 trained although depth 1 solved the length"
   assert lengths[-1] in kept_lengths, "depth 2 skipped although depth 1 failed the length"
   assert (runs_dropped, groups_dropped) == (1, 1)
-  assert len(sweep.prune(staged[3], groups, sweeps.shallower_solved)[0]) == len(staged[3]) - 1
+  assert len(sweep.prune(staged[2], groups, sweeps.shallower_solved)[0]) == len(staged[2]) - 1
   deep_long = next((c[0], d[0]) for c, d in staged[1] if c[0].train_length == lengths[-1])
   _finish(*deep_long, 0.95)  # a deeper stack's success says nothing about a shallower one
   assert sweep.prune(staged[0], groups, sweeps.shallower_solved)[1] == 0
