@@ -117,6 +117,16 @@ def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
   assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
 
 
+def test_progress_totals_shrink_when_a_staged_sweep_skips_runs():
+  import io
+  out = io.StringIO()
+  p = progress.Progress(3, 6, stream=out)
+  p.drop(1, 2)  # a stage found one group unnecessary
+  p.start_group("A5 ids4 x1", 2, 20)
+  p.group_done(2)
+  assert "[1/2 groups, 2/4 runs]" in out.getvalue(), out.getvalue()
+
+
 def test_ray_executor_matches_local(tmp_path):
   pytest.importorskip("ray")
   local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
