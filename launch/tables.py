@@ -50,7 +50,11 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
 # The neighbouring papers' files: (data key, file, title, explanation, renderer).
 _NEIGHBOUR_FILES = [
     ("illusion", "illusion.md",
-     "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)", "",
+     "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)",
+     "A cell is the minimal depth whose held-out sequence accuracy (every position right, at "
+     "the training length) exceeds 0.9; deeper stacks are not trained once a shallower one "
+     "solved the length. '> D (a)': no depth up to D did, the best reaching a. Figure: "
+     "illusion_depth.png.",
      neighbours.illusion_markdown),
     ("parity", "parity.md",
      "# Parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1)",
@@ -130,6 +134,7 @@ def main(argv):
     if _FIGURES.value:
       written += figures.write_curves(data["rs"], _OUT.value)
       written += figures.write_examples(data["rs"], _OUT.value)
+      written += figures.write_illusion(data["illusion"], _OUT.value)
   except OSError as e:
     raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "

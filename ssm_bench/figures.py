@@ -1,4 +1,5 @@
-"""PNG figures from run summaries: acc(L) per group, one line per model (best run per cell)."""
+"""PNG figures from run summaries: acc(L) per Table 2 group, one line per model (best run per
+cell); the neighbouring papers' offset examples and minimal depths."""
 from __future__ import annotations
 
 import os
@@ -24,30 +25,65 @@ def _save(fig, plt, out_dir, name):
 
 
 def write_curves(rs, out_dir: str) -> list[str]:
-  """One figure per (group, depth); returns the file names written ([] without matplotlib)."""
+  """One figure per (preset, group, depth) of Table 2 runs, so protocols never share a figure;
+  returns the file names written ([] without matplotlib)."""
+  from ssm_bench.tables import is_table2_run
   plt = _pyplot()
   if plt is None:
     return []
   best = {}
   for s in rs.good:
     c = s["config"]
-    key = (c["task"], c["depth"], c["model"])
+    if not is_table2_run(c):
+      continue
+    key = (c.get("preset") or "paper", c["task"], c["depth"], c["model"])
     if key not in best or s["max_len"] > best[key]["max_len"]:
       best[key] = s
   written = []
-  for task, depth in sorted({(k[0], k[1]) for k in best}):
+  for preset, task, depth in sorted({k[:3] for k in best}):
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for (t, d, model), s in sorted(best.items()):
-      if (t, d) != (task, depth):
+    for (p, t, d, model), s in sorted(best.items()):
+      if (p, t, d) != (preset, task, depth):
         continue
       xs = [int(L) for L in s["acc_curve"]]
       ax.plot(xs, list(s["acc_curve"].values()), label=f"{model} (max_len {s['max_len']})")
     ax.axhline(0.9, color="grey", lw=0.8, ls="--")
     ax.axvline(60, color="grey", lw=0.8, ls=":")
-    ax.set(xlabel="length L", ylabel="acc(L)", ylim=(0, 1.02), title=f"{task}, depth {depth}")
+    ax.set(xlabel="length L", ylabel="acc(L)", ylim=(0, 1.02),
+           title=f"{task}, depth {depth} (preset {preset})")
     ax.legend(fontsize=7)
-    written.append(_save(fig, plt, out_dir, f"acc_curve_{task}_depth{depth}.png"))
+    written.append(_save(fig, plt, out_dir, f"acc_curve_{preset}_{task}_depth{depth}.png"))
   return written
+
+
+def write_illusion(data: dict, out_dir: str) -> list[str]:
+  """Paper 002, Fig. 3: minimal depth against training length, one panel per group and one line
+  per model; a length no depth solved is drawn hollow one above the deepest stack tried."""
+  plt = _pyplot()
+  if plt is None or not data:
+    return []
+  fig, axes = plt.subplots(1, len(data), figsize=(4 * len(data), 3.2), squeeze=False)
+  top = max(cell["tried"] for by_model in data.values() for row in by_model.values()
+            for cell in row.values())
+  models = sorted({m for by_model in data.values() for m in by_model})
+  for ax, (group, by_model) in zip(axes[0], sorted(data.items())):
+    for model, row in sorted(by_model.items()):
+      i = models.index(model)
+      shift = 0.06 * (i - (len(models) - 1) / 2)  # keep overlapping lines apart
+      lengths = sorted(row, key=int)
+      xs = [int(L) for L in lengths]
+      ys = [(row[L]["depth"] or row[L]["tried"] + 1) + shift for L in lengths]
+      ax.plot(xs, ys, marker="o", color=f"C{i}", label=model)
+      hollow = [(x, y) for x, y, L in zip(xs, ys, lengths) if row[L]["depth"] is None]
+      if hollow:
+        ax.plot(*zip(*hollow), ls="none", marker="o", color="white", markeredgecolor=f"C{i}")
+    ax.set(xlabel="training length", ylabel="minimal depth", title=group,
+           xticks=sorted({int(L) for row in by_model.values() for L in row}),
+           yticks=range(1, top + 2), ylim=(0.5, top + 1.5),
+           yticklabels=[str(d) for d in range(1, top + 1)] + [f"> {top}"])
+  handles = [plt.Line2D([], [], marker="o", color=f"C{i}", label=m) for i, m in enumerate(models)]
+  axes[0, 0].legend(handles=handles, fontsize=7, loc="center right")
+  return [_save(fig, plt, out_dir, "illusion_depth.png")]
 
 
 def write_examples(rs, out_dir: str) -> list[str]:

@@ -90,32 +90,38 @@ def illusion_solved(summary) -> bool | None:
 
 
 def illusion_data(summaries) -> dict:
-  """{group: {model: {length: minimal depth that solves the length (illusion_solved), or None
-  when none of the depths run does}}}."""
+  """{group: {model: {length: {"depth": the minimal depth that solved the length
+  (illusion_solved) or None, "tried": the deepest stack run, "best": the best sequence
+  accuracy}}}}."""
   out = {}
   for s in summaries:
     solved = illusion_solved(s)
     if solved is None:
       continue
     c = s["config"]
-    slot = out.setdefault(c["task"], {}).setdefault(c["model"], {})
-    key = str(c["train_length"])
+    acc = s.get("seq_acc_at_train_length", s.get("acc_at_train_length"))
+    cell = out.setdefault(c["task"], {}).setdefault(c["model"], {}).setdefault(
+        str(c["train_length"]), {"depth": None, "tried": 0, "best": 0.0})
+    cell["tried"] = max(cell["tried"], c["depth"])
+    cell["best"] = max(cell["best"], acc)
     if solved:
-      slot[key] = min(slot.get(key) or c["depth"], c["depth"])
-    else:
-      slot.setdefault(key, None)
+      cell["depth"] = min(cell["depth"] or c["depth"], c["depth"])
   return out
 
 
 def illusion_markdown(data: dict) -> str:
   lines = []
-  for g, by_model in data.items():
+  for g, by_model in sorted(data.items()):
     lengths = sorted({int(L) for m in by_model.values() for L in m})
     lines += [f"**{g}**", "", "| model | " + " | ".join(map(str, lengths)) + " |",
               "|---|" + "---|" * len(lengths)]
     for m, row in sorted(by_model.items()):
-      lines.append(f"| {m} | " + " | ".join(
-          str(row.get(str(L))) if row.get(str(L)) else "–" for L in lengths) + " |")
+      cells = []
+      for L in lengths:
+        cell = row.get(str(L))
+        cells.append("·" if cell is None else str(cell["depth"]) if cell["depth"] else
+                     f"> {cell['tried']} ({cell['best']:.2f})")
+      lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines.append("")
   return "\n".join(lines)
 

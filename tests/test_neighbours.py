@@ -16,10 +16,13 @@ def test_illusion_table_takes_the_minimal_depth_per_length():
   s["acc_at_train_length"] = 0.2
   runs_.append(s)
   data = neighbours.illusion_data(runs_)
-  assert data == {"A5": {"mamba": {"10": 2, "20": None}}}
+  assert data == {"A5": {"mamba": {"10": {"depth": 2, "tried": 3, "best": 0.99},
+                                   "20": {"depth": None, "tried": 4, "best": 0.2}}}}
   runs_[1]["seq_acc_at_train_length"] = 0.6  # every position right in only 60% of sequences
   data = neighbours.illusion_data(runs_)
-  assert data == {"A5": {"mamba": {"10": 3, "20": None}}}, "per-position accuracy used, not sequence"
+  assert data["A5"]["mamba"]["10"]["depth"] == 3, "per-position accuracy used, not sequence"
+  table = neighbours.illusion_markdown(data)
+  assert "| mamba | 3 | > 4 (0.20) |" in table, table
 
 
 def _parity(model, depth, train_acc, uniform, adversarial, length=10000):
@@ -74,3 +77,23 @@ def test_offset_table_reports_each_stream_and_kind_of_position():
   table = neighbours.offset_markdown(data)
   assert "| s4d x1 | cycles | 2 | 0.750 | 0.900 | 0.900 | · | 1.000 |" in table, table
   assert "| s4d x1 | two_isi | 2 | 1.000 | 0.500 | 0.250 | 0.000 | 1.000 |" in table, table
+
+
+def test_curve_figures_keep_protocols_apart_and_leave_out_other_experiments(tmp_path):
+  from ssm_bench import figures
+  paper, cpu = fake_summary("C2", "mamba", 1, 60), fake_summary("C2", "mamba", 1, 1000)
+  cpu["config"]["preset"] = "cpu"
+  fixed = fake_summary("A5", "mamba", 1, 0)  # an illusion run: fixed length, not Table 2
+  fixed["config"].update(train_length=4, curriculum_start=4)
+  rs = tables.RunSet([paper, cpu, fixed], [])
+  names = figures.write_curves(rs, str(tmp_path))
+  assert names == ["acc_curve_cpu_C2_depth1.png", "acc_curve_paper_C2_depth1.png"], names
+
+
+def test_illusion_figure_is_written_from_the_table_data(tmp_path):
+  from ssm_bench import figures
+  data = {"A5": {"mamba": {"2": {"depth": 1, "tried": 1, "best": 0.95},
+                           "4": {"depth": None, "tried": 3, "best": 0.1}}}}
+  assert figures.write_illusion(data, str(tmp_path)) == ["illusion_depth.png"]
+  assert (tmp_path / "illusion_depth.png").stat().st_size > 1000
+  assert figures.write_illusion({}, str(tmp_path / "none")) == []
