@@ -190,8 +190,9 @@ def main(argv):
         stage, runs_dropped, groups_dropped = prune(stage, groups, sweep.skip)
         skipped += runs_dropped
         bar.drop(groups_dropped, runs_dropped)
-      failures += executors.EXECUTORS[_EXECUTOR.value](
-          stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
+      if stage:  # (a stage the skips emptied starts no executor)
+        failures += executors.EXECUTORS[_EXECUTOR.value](
+            stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
   finally:
