@@ -171,3 +171,17 @@ def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_pa
 def test_unstaged_sweeps_run_as_one_stage():
   groups = sweep.plan("tiny", "/tmp/unused")
   assert sweep.stages(groups, sweeps.SWEEPS["tiny"].stage) == [groups]
+
+
+def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_path):
+  args = ["--sweep=illusion", "--only=^A5-ids4-", "--config.train_length=2",
+          "--config.curriculum_start=2"]
+  groups = sweep.plan("illusion", str(tmp_path), only="^A5-ids4-",
+                      overrides={"train_length": 2, "curriculum_start": 2})
+  assert sorted(c[0].depth for c, _ in groups) == [1, 2, 3]
+  [(shallow, shallow_dir)] = [(c[0], d[0]) for c, d in groups if c[0].depth == 1]
+  _finish(shallow, shallow_dir, 0.95)
+  out = run_sweep(*args, f"--workdir={tmp_path}", "--quiet")
+  assert out.returncode == 0, out.stderr
+  assert "2 runs not needed" in out.stdout, out.stdout
+  assert os.listdir(tmp_path) == [os.path.basename(shallow_dir)], "a skipped depth was trained"
