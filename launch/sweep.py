@@ -199,7 +199,7 @@ def main(argv):
     bar.close()
   from ssm_bench import tables
   print(f"finished in {time.time() - t0:.0f}s"
-        + (f"; {skipped} runs not needed (a shallower stack solved them)" if skipped else ""))
+        + (f"; {skipped} runs not needed (an earlier stage made them unnecessary)" if skipped else ""))
   print(tables.sweep_table(workdir))
   if failures:
     print(f"{failures} groups failed; their runs are recorded with status 'failed'", file=sys.stderr)

@@ -78,14 +78,18 @@ def _is_group(name: str) -> bool:
 ILLUSION_ACC = 0.9  # paper 002, Fig. 3: a depth "solves" a length above this accuracy
 
 
-def illusion_solved(summary) -> bool | None:
-  """Whether a fixed-length group run's held-out sequence accuracy (every position right) at its
-  training length exceeds ILLUSION_ACC (older summaries: per-position accuracy); None when the
-  run is not such a run or has no accuracy."""
+def _illusion_acc(summary) -> float | None:
+  """A fixed-length group run's held-out sequence accuracy (every position right) at its training
+  length (older summaries: per-position accuracy); None for other runs or without one."""
   c = summary["config"]
   if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
     return None
-  acc = summary.get("seq_acc_at_train_length", summary.get("acc_at_train_length"))
+  return summary.get("seq_acc_at_train_length", summary.get("acc_at_train_length"))
+
+
+def illusion_solved(summary) -> bool | None:
+  """Whether the run's accuracy (_illusion_acc) exceeds ILLUSION_ACC; None when it has none."""
+  acc = _illusion_acc(summary)
   return None if acc is None else acc > ILLUSION_ACC
 
 
@@ -95,16 +99,15 @@ def illusion_data(summaries) -> dict:
   accuracy}}}}."""
   out = {}
   for s in summaries:
-    solved = illusion_solved(s)
-    if solved is None:
+    acc = _illusion_acc(s)
+    if acc is None:
       continue
     c = s["config"]
-    acc = s.get("seq_acc_at_train_length", s.get("acc_at_train_length"))
     cell = out.setdefault(c["task"], {}).setdefault(c["model"], {}).setdefault(
         str(c["train_length"]), {"depth": None, "tried": 0, "best": 0.0})
     cell["tried"] = max(cell["tried"], c["depth"])
     cell["best"] = max(cell["best"], acc)
-    if solved:
+    if illusion_solved(s):
       cell["depth"] = min(cell["depth"] or c["depth"], c["depth"])
   return out
 
