@@ -43,7 +43,9 @@ def _restore(dirs, state):
   import orbax.checkpoint as ocp
   managers = [rundir.checkpointer(d) for d in dirs]
   common = sorted(set.intersection(*(set(m.all_steps()) for m in managers)), reverse=True)
-  template = _take(state, 0)
+  # An abstract template: no eager op on the freshly initialised state (a group start once hung
+  # in the eager slice here, BUILD_NOTES "Known limits").
+  template = jax.eval_shape(lambda s: _take(s, 0), state)
   start, restored = 0, None
   for step in common:
     try:
