@@ -39,6 +39,11 @@ def run_main(main):
       return main(argv)
     except UsageError as e:
       fail(str(e))
+    except KeyboardInterrupt:
+      # Ctrl-C is how a sweep is stopped: finished runs and checkpoints are on disk already.
+      print("interrupted: finished runs and checkpoints are kept; the same command resumes",
+            file=sys.stderr)
+      sys.exit(130)
 
   app.run(wrapped, flags_parser=_parse_flags)
 

@@ -78,3 +78,20 @@ def test_bad_input_is_one_error_line_with_status_2(results, k):
   assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
   if entry in ("train", "sweep"):
     assert not os.path.exists(tmp / entry / "w" / "config.json"), "a refused run left files"
+
+
+def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
+  """Ctrl-C is how a long sweep is stopped: one line saying the same command resumes, no
+  traceback, exit 130 (128 + SIGINT)."""
+  import signal
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
+       "--config.steps=1000000"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  proc.stdout.readline()  # the plan line: main() is running and groups are next
+  proc.send_signal(signal.SIGINT)
+  _, err = proc.communicate(timeout=120)
+  lines = [l for l in err.splitlines() if l.strip()]
+  assert proc.returncode == 130, f"exit {proc.returncode}; stderr:\n{err[-1500:]}"
+  assert lines and lines[-1].startswith("interrupted:"), f"no interrupted line:\n{err[-1500:]}"
+  assert "Traceback" not in err, f"Ctrl-C printed a traceback:\n{err[-1500:]}"
