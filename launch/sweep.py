@@ -106,7 +106,7 @@ def prune(stage, all_groups, skip):
   kept, runs_dropped, groups_dropped = [], 0, 0
   for cfgs, dirs in stage:
     keep = [(c, d) for c, d in zip(cfgs, dirs) if not skip(c, finished)]
-    runs_dropped += len(cfgs) - len(keep)
+    runs_dropped += sum(not runs.is_finished(d) for c, d in zip(cfgs, dirs) if (c, d) not in keep)
     if keep:
       kept.append(([c for c, _ in keep], [d for _, d in keep]))
     else:
@@ -182,7 +182,8 @@ def main(argv):
         f"{len(groups) - len(todo)} groups already finished", flush=True)
   t0 = time.time()
   sweep = sweeps.SWEEPS[_SWEEP.value]
-  bar = progress.Progress(len(todo), sum(len(c) for c, _ in todo), enabled=not _QUIET.value)
+  bar = progress.Progress(len(todo), sum(not runs.is_finished(x) for _, d in todo for x in d),
+                         enabled=not _QUIET.value)
   failures = skipped = 0
   try:
     for stage in stages(todo, sweep.stage):

@@ -127,6 +127,17 @@ def test_progress_totals_shrink_when_a_staged_sweep_skips_runs():
   assert "[1/2 groups, 2/4 runs]" in out.getvalue(), out.getvalue()
 
 
+def test_progress_of_a_resumed_group_counts_only_the_runs_it_trains(tmp_path):
+  import io
+  groups = sweep.plan("tiny", str(tmp_path))
+  executors.local([([groups[0][0][0]], [groups[0][1][0]])])  # one run of the first group
+  out = io.StringIO()
+  bar = progress.Progress(2, 3, stream=out)
+  executors.local(groups, progress=bar)
+  assert "[1/2 groups, 1/3 runs]" in out.getvalue(), f"finished runs counted:\n{out.getvalue()}"
+  assert "[2/2 groups, 3/3 runs]" in out.getvalue(), out.getvalue()
+
+
 def test_ray_executor_matches_local(tmp_path):
   pytest.importorskip("ray")
   local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
