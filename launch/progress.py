@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
+from launch import watchdog
+
 
 class Progress:
   def __init__(self, groups: int, runs: int, enabled: bool = True, stream=None):
@@ -24,6 +26,7 @@ class Progress:
 
   def start_group(self, name: str, runs: int, steps: int):
     """Called before a group trains (local executor only)."""
+    watchdog.beat()
     if self.bars:
       from tqdm import tqdm
       if self.step_bar is not None:
@@ -34,6 +37,7 @@ class Progress:
 
   def step(self, step: int):
     """Steps done in the current group (a resumed group starts past 0)."""
+    watchdog.beat()
     if self.bars and self.step_bar is not None:
       self.step_bar.update(step - self.step_bar.n)
     elif self.enabled and time.time() - self._last_line > 30:  # a plain line twice a minute
@@ -49,6 +53,7 @@ class Progress:
       self.group_bar.refresh()
 
   def group_done(self, runs: int):
+    watchdog.beat()
     self.groups_done += 1
     self.runs_done += runs
     if not self.enabled:

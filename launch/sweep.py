@@ -22,6 +22,7 @@ from launch import config_flags
 from launch import executors
 from launch import progress
 from launch import sweeps
+from launch import watchdog
 from ssm_bench.config import PRESETS
 
 _SWEEP = flags.DEFINE_enum("sweep", "smoke", list(sweeps.SWEEPS), "Which sweep to run.")
@@ -40,6 +41,9 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
+_STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep when it makes no "
+                            "progress for this long (a hung program; BUILD_NOTES); 0: never.",
+                            lower_bound=0.0)
 
 
 def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None = None,
@@ -143,6 +147,9 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
+  if _EXECUTOR.value == "local" and _STALL.value and not _DRY.value and not watchdog.supervised():
+    # Before anything touches a device: the child, not this process, owns the accelerator.
+    watchdog.exit_like(watchdog.supervise(sys.argv[1:], _STALL.value))
   n_runs, n_groups = sum(len(g) for g, _ in groups), len(groups)
   budget = memory_budget()
 

@@ -2,12 +2,15 @@
 
 With SSM_BENCH_FAULT=<point>:<n> in the environment, the n-th time this process reaches
 `point(<point>)` it SIGKILLs itself: no handler, no flush, exactly what a preempted machine or an
-out-of-memory kill does. Unset (always, outside tests) a point costs one dictionary lookup.
+out-of-memory kill does. With <point>:<n>:hang it sleeps there for ever instead, as a program
+stuck in the XLA runtime does (what the sweep's watchdog is for). Unset (always, outside tests)
+a point costs one dictionary lookup.
 """
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 POINTS = ("group_start", "chunk", "metrics", "checkpoint_save", "checkpoint_done", "eval",
           "summary_write", "summary_done")
@@ -18,9 +21,11 @@ def point(name: str):
   spec = os.environ.get("SSM_BENCH_FAULT")
   if not spec:
     return
-  target, _, n = spec.rpartition(":")
+  target, n, *action = spec.split(":")
   if target != name:
     return
   _seen[name] = _seen.get(name, 0) + 1
   if _seen[name] == int(n):
+    while action == ["hang"]:
+      time.sleep(3600)
     os.kill(os.getpid(), signal.SIGKILL)

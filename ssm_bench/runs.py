@@ -115,34 +115,40 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
     progress(start)
   import orbax.checkpoint as ocp
   t_train = time.time()
-  for step in range(start + cfg.log_every, cfg.steps + 1, cfg.log_every):
-    state, m = chunk_many(state, hp)
-    m = jax.device_get(m)
-    faults.point("chunk")
-    now = time.time() - t0
-    for k, (d, w) in enumerate(zip(dirs, writers)):
-      row = {"step": step, "loss": float(m["loss"][k]), "acc": float(m["acc"][k]),
-             "length": int(m["length"][k]), "lr": float(m["lr"][k]), "wall_s": round(now, 3)}
-      rundir.append_metrics(d, row)
-      faults.point("metrics")
-      w.scalars(step, {"train/loss": row["loss"], "train/acc": row["acc"],
-                       "train/length": row["length"], "train/lr": row["lr"]})
-    if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-      for k, mgr in enumerate(managers):
-        mgr.save(step, args=ocp.args.StandardSave(_take(state, k)))
-        faults.point("checkpoint_save")
-      for mgr in managers:
-        mgr.wait_until_finished()
-      faults.point("checkpoint_done")
-    if log:
-      log(f"step {step:6d}  loss {float(m['loss'][0]):.4f}  acc {float(m['acc'][0]):.3f}  "
-          f"length {int(m['length'][0])}")
-    if progress:
-      progress(step)
-    if on_chunk:
-      on_chunk(step)
-    if bool(np.all(np.asarray(state["diverged_at"]) >= 0)):
-      break
+  try:
+    for step in range(start + cfg.log_every, cfg.steps + 1, cfg.log_every):
+      state, m = chunk_many(state, hp)
+      m = jax.device_get(m)
+      faults.point("chunk")
+      now = time.time() - t0
+      for k, (d, w) in enumerate(zip(dirs, writers)):
+        row = {"step": step, "loss": float(m["loss"][k]), "acc": float(m["acc"][k]),
+               "length": int(m["length"][k]), "lr": float(m["lr"][k]), "wall_s": round(now, 3)}
+        rundir.append_metrics(d, row)
+        faults.point("metrics")
+        w.scalars(step, {"train/loss": row["loss"], "train/acc": row["acc"],
+                         "train/length": row["length"], "train/lr": row["lr"]})
+      if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+        for k, mgr in enumerate(managers):
+          mgr.save(step, args=ocp.args.StandardSave(_take(state, k)))
+          faults.point("checkpoint_save")
+        for mgr in managers:
+          mgr.wait_until_finished()
+        faults.point("checkpoint_done")
+      if log:
+        log(f"step {step:6d}  loss {float(m['loss'][0]):.4f}  acc {float(m['acc'][0]):.3f}  "
+            f"length {int(m['length'][0])}")
+      if progress:
+        progress(step)
+      if on_chunk:
+        on_chunk(step)
+      if bool(np.all(np.asarray(state["diverged_at"]) >= 0)):
+        break
+  except KeyboardInterrupt:  # Ctrl-C: let a checkpoint save in flight finish, then stop cleanly
+    for mgr in managers:
+      mgr.wait_until_finished()
+      mgr.close()
+    raise
   train_s = time.time() - t_train
   for mgr in managers:
     mgr.wait_until_finished()

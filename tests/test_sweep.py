@@ -196,3 +196,22 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
   assert out.returncode == 0, out.stderr
   assert "2 runs not needed" in out.stdout, out.stdout
   assert os.listdir(tmp_path) == [os.path.basename(shallow_dir)], "a skipped depth was trained"
+
+
+def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
+  """A group that hangs (as the XLA CPU runtime did, BUILD_NOTES) is killed after --stall_s
+  without progress and the sweep relaunched; it resumes and finishes every run once."""
+  env = {**os.environ, "SSM_BENCH_FAULT": "group_start:2:hang"}
+  try:
+    out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=tiny",
+                          f"--workdir={tmp_path}", "--stall_s=10", "--quiet"],
+                         capture_output=True, text=True, env=env, timeout=150)
+  except subprocess.TimeoutExpired:
+    pytest.fail("the hung sweep was never restarted")
+  assert out.returncode == 0, f"exit {out.returncode}:\n{out.stderr[-2000:]}"
+  assert "no progress for 10s" in out.stderr, f"no restart reported:\n{out.stderr[-2000:]}"
+  dirs = [d for _, ds in sweep.plan("tiny", str(tmp_path)) for d in ds]
+  assert all(runs.read_summary(d)["status"] == "done" for d in dirs), "a run did not finish"
+  for d in dirs:
+    steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
+    assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"

@@ -1,0 +1,91 @@
+"""Restart a local sweep whose process stops making progress.
+
+A CPU sweep has hung at a group's start three times (BUILD_NOTES, "Known limits"): the XLA CPU
+runtime waiting on a futex for ever, at 0% CPU. No in-process timer can cancel a running XLA
+program, so the sweep runs as a child process that touches a heartbeat file at every progress
+event (a group starting, a chunk of steps, a group done). When the file is older than `stall_s`
+the child is killed and launched again with the same arguments; like any relaunch it skips the
+finished runs and resumes the others from their checkpoints.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ENV = "SSM_BENCH_HEARTBEAT"  # set in the child: the file it touches, and "do not supervise"
+
+
+def beat():
+  path = os.environ.get(ENV)
+  if path:
+    with open(path, "a"):
+      os.utime(path)
+
+
+def supervised() -> bool:
+  return ENV in os.environ
+
+
+def _die_with_parent():
+  """In the child: SIGKILL when the supervisor dies (Linux), so killing the sweep kills it all."""
+  try:
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    pass
+
+
+def exit_like(rc: int):
+  """Exit as the child did: killed by a signal, this process dies by the same signal (what a
+  caller of an unsupervised sweep would see); otherwise with its exit status."""
+  if rc < 0:
+    try:
+      signal.signal(-rc, signal.SIG_DFL)
+    except (OSError, ValueError):  # SIGKILL and SIGSTOP cannot be caught anyway
+      pass
+    os.kill(os.getpid(), -rc)
+  sys.exit(rc)
+
+
+def supervise(args: list[str], stall_s: float, restarts: int = 5) -> int:
+  """Run `python -m launch.sweep *args` until it exits; returns its exit status (negative: the
+  signal that killed it)."""
+  fd, path = tempfile.mkstemp(prefix="ssm-bench-heartbeat-")
+  os.close(fd)
+  env = {**os.environ, ENV: path}
+  poll = min(5.0, stall_s / 4)
+  try:
+    for attempt in range(restarts + 1):
+      os.utime(path)
+      child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args], env=env,
+                               preexec_fn=_die_with_parent)
+      while True:
+        try:
+          return child.wait(timeout=poll)
+        except subprocess.TimeoutExpired:
+          pass
+        except KeyboardInterrupt:
+          # A terminal's Ctrl-C reaches the child too and it reports it; a SIGINT sent to this
+          # process alone is passed on.
+          try:
+            return child.wait(timeout=3)
+          except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            return child.wait()
+        if time.time() - os.path.getmtime(path) > stall_s:
+          child.kill()
+          child.wait()
+          if attempt < restarts:
+            print(f"warning: the sweep made no progress for {stall_s:g}s (a hung program); "
+                  f"restarting it ({attempt + 1} of {restarts}), finished runs are kept",
+                  file=sys.stderr, flush=True)
+          break
+    print(f"error: the sweep stalled {restarts + 1} times; stopped (finished runs are kept)",
+          file=sys.stderr)
+    return 1
+  finally:
+    os.unlink(path)
