@@ -1,6 +1,6 @@
 """Restart a local sweep whose process stops making progress.
 
-A CPU sweep has hung at a group's start three times (BUILD_NOTES, "Known limits"): the XLA CPU
+A CPU sweep has hung at a group's start four times (BUILD_NOTES, "Known limits"): the XLA CPU
 runtime waiting on a futex for ever, at 0% CPU. No in-process timer can cancel a running XLA
 program, so the sweep runs as a child process that touches a heartbeat file at every progress
 event (a group starting, a chunk of steps, a group done). When the file is older than `stall_s`
