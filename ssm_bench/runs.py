@@ -7,8 +7,11 @@ latest checkpoint every unfinished run of it has.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import signal
 import sys
+import threading
 import time
 
 import jax
@@ -24,6 +27,23 @@ from ssm_bench.config import TrainConfig
 # The run-directory API, re-exported: callers think of these as properties of a run.
 from ssm_bench.rundir import (FINISHED, RunError, is_finished, read_json, read_summary,  # noqa: F401
                               run_name, validate_summary)
+
+
+@contextlib.contextmanager
+def _sigint_after():
+  """A Ctrl-C during a checkpoint save takes effect when the save is done: orbax's save threads
+  are not interruptible (it logs a failed save with a traceback otherwise)."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  got = []
+  old = signal.signal(signal.SIGINT, lambda *_: got.append(True))
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, old)
+    if got:
+      raise KeyboardInterrupt
 
 
 def _take(tree, k):
@@ -129,11 +149,12 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
         w.scalars(step, {"train/loss": row["loss"], "train/acc": row["acc"],
                          "train/length": row["length"], "train/lr": row["lr"]})
       if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-        for k, mgr in enumerate(managers):
-          mgr.save(step, args=ocp.args.StandardSave(_take(state, k)))
-          faults.point("checkpoint_save")
-        for mgr in managers:
-          mgr.wait_until_finished()
+        with _sigint_after():
+          for k, mgr in enumerate(managers):
+            mgr.save(step, args=ocp.args.StandardSave(_take(state, k)))
+            faults.point("checkpoint_save")
+          for mgr in managers:
+            mgr.wait_until_finished()
         faults.point("checkpoint_done")
       if log:
         log(f"step {step:6d}  loss {float(m['loss'][0]):.4f}  acc {float(m['acc'][0]):.3f}  "
@@ -150,9 +171,10 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
       mgr.close()
     raise
   train_s = time.time() - t_train
-  for mgr in managers:
-    mgr.wait_until_finished()
-    mgr.close()
+  with _sigint_after():
+    for mgr in managers:
+      mgr.wait_until_finished()
+      mgr.close()
   _evaluate_and_summarise(trainer, cfgs, dirs, writers, jax.device_get(
       {k: state[k] for k in ("step", "length", "diverged_at")}), state["params"], train_s, t0)
 
