@@ -19,7 +19,7 @@ def local(groups, progress=None, **_) -> int:
   from ssm_bench import runs
   failures = 0
   for cfgs, dirs in groups:
-    left = sum(not runs.is_finished(d) for d in dirs)  # a resumed group trains only these
+    left = runs.unfinished(dirs)  # a resumed group trains only these
     if progress:
       progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", left,
                            cfgs[0].steps)
@@ -72,11 +72,11 @@ def ray(groups, progress=None, gpus_per_group: float | None = None, address: str
   try:
     if gpus_per_group is None:
       gpus_per_group = 1.0 if ray_lib.cluster_resources().get("GPU", 0) > 0 else 0.0
+    from ssm_bench import runs
     task = ray_lib.remote(num_cpus=1, num_gpus=gpus_per_group)(_ray_group).options(
         runtime_env={"env_vars": worker_env(gpus_per_group)})
-    from ssm_bench import rundir
     pending = {task.remote([dataclasses.asdict(c) for c in cfgs], [os.path.abspath(d) for d in dirs]):
-               sum(not rundir.is_finished(d) for d in dirs) for cfgs, dirs in groups}
+               runs.unfinished(dirs) for cfgs, dirs in groups}
     failures = 0
     while pending:
       ready, _ = ray_lib.wait(list(pending), num_returns=1)

@@ -109,8 +109,9 @@ def prune(stage, all_groups, skip):
         finished.append((c, s))
   kept, runs_dropped, groups_dropped = [], 0, 0
   for cfgs, dirs in stage:
-    keep = [(c, d) for c, d in zip(cfgs, dirs) if not skip(c, finished)]
-    runs_dropped += sum(not runs.is_finished(d) for c, d in zip(cfgs, dirs) if (c, d) not in keep)
+    ruled_out = [skip(c, finished) for c in cfgs]
+    keep = [(c, d) for c, d, out in zip(cfgs, dirs, ruled_out) if not out]
+    runs_dropped += runs.unfinished(d for d, out in zip(dirs, ruled_out) if out)
     if keep:
       kept.append(([c for c, _ in keep], [d for _, d in keep]))
     else:
@@ -189,7 +190,7 @@ def main(argv):
         f"{len(groups) - len(todo)} groups already finished", flush=True)
   t0 = time.time()
   sweep = sweeps.SWEEPS[_SWEEP.value]
-  bar = progress.Progress(len(todo), sum(not runs.is_finished(x) for _, d in todo for x in d),
+  bar = progress.Progress(len(todo), sum(runs.unfinished(d) for _, d in todo),
                          enabled=not _QUIET.value)
   failures = skipped = 0
   try:

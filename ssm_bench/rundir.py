@@ -69,6 +69,11 @@ def is_finished(run_dir: str) -> bool:
   return (read_summary(run_dir) or {}).get("status") in FINISHED
 
 
+def unfinished(run_dirs) -> int:
+  """How many of these runs a launch would still train."""
+  return sum(not is_finished(d) for d in run_dirs)
+
+
 def write_json_atomic(path: str, obj, point: str | None = None):
   tmp = f"{path}.tmp-{os.getpid()}"
   with open(tmp, "w") as f:

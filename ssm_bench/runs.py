@@ -26,7 +26,7 @@ from ssm_bench import train
 from ssm_bench.config import TrainConfig
 # The run-directory API, re-exported: callers think of these as properties of a run.
 from ssm_bench.rundir import (FINISHED, RunError, is_finished, read_json, read_summary,  # noqa: F401
-                              run_name, validate_summary)
+                              run_name, unfinished, validate_summary)
 
 
 @contextlib.contextmanager
