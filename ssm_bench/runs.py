@@ -8,7 +8,6 @@ latest checkpoint every unfinished run of it has.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import signal
 import sys
 import threading

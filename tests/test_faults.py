@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -31,18 +32,41 @@ FAULTS = ["after:1.0", "group_start:1", "chunk:1", "metrics:2", "checkpoint_save
 def launch(workdir, env, fault=None):
   env = dict(env)
   delay = None
+  args = [*SWEEP, f"--workdir={workdir}"]
   if fault and fault.startswith("after:"):
-    delay = float(fault.split(":")[1])
-  elif fault:
-    env["SSM_BENCH_FAULT"] = fault
-  p = subprocess.Popen([sys.executable, "-m", "launch.sweep", *SWEEP, f"--workdir={workdir}"],
+    delay = float(fault.split(":")[1])  # kills the supervisor: its child must die with it
+  else:
+    # The in-process faults kill the sweep itself; the watchdog's supervisor process around it
+    # would only add a start-up per launch (it has its own tests in test_sweep.py).
+    args.append("--stall_s=0")
+    if fault:
+      env["SSM_BENCH_FAULT"] = fault
+  p = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
   try:
     out, err = p.communicate(timeout=delay or 300)
   except subprocess.TimeoutExpired:
     p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 5  # PDEATHSIG acts at once; the sweep itself needs longer
+    while sweeps_on(workdir):
+      assert time.time() < deadline, f"{fault}: the sweep went on after its supervisor was killed"
+      time.sleep(0.2)
     out, err = p.communicate()
   return p.returncode, out, err
+
+
+def sweeps_on(workdir) -> bool:
+  """Whether a process with this workdir on its command line is alive (Linux /proc)."""
+  needle = f"--workdir={workdir}".encode()
+  for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+      with open(cmdline, "rb") as f:
+        if needle in f.read():
+          return True
+    except OSError:  # gone meanwhile
+      pass
+  return False
 
 
 def table(workdir):
