@@ -45,6 +45,13 @@ def _sigint_after():
       raise KeyboardInterrupt
 
 
+def _close(managers):
+  """Wait for the checkpoint saves in flight, then release the managers' threads."""
+  for mgr in managers:
+    mgr.wait_until_finished()
+    mgr.close()
+
+
 def _take(tree, k):
   return jax.tree.map(lambda x: x[k], tree)
 
@@ -165,15 +172,11 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
       if bool(np.all(np.asarray(state["diverged_at"]) >= 0)):
         break
   except KeyboardInterrupt:  # Ctrl-C: let a checkpoint save in flight finish, then stop cleanly
-    for mgr in managers:
-      mgr.wait_until_finished()
-      mgr.close()
+    _close(managers)
     raise
   train_s = time.time() - t_train
   with _sigint_after():
-    for mgr in managers:
-      mgr.wait_until_finished()
-      mgr.close()
+    _close(managers)
   _evaluate_and_summarise(trainer, cfgs, dirs, writers, jax.device_get(
       {k: state[k] for k in ("step", "length", "diverged_at")}), state["params"], train_s, t0)
 
