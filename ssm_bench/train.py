@@ -147,10 +147,15 @@ class Trainer:
 
     With `donate`, chunk_many reuses the input state's device buffers for its output (the caller
     must not touch the state it passed in again): one copy of params and Adam moments, not two.
+
+    init_many initialises the runs one after another (`lax.map`, bit-identical to `vmap`): a
+    vmapped orthogonal init is a batched LAPACK QR, which jaxlib 0.10's CPU kernels split over
+    XLA's intra-op pool and then block on; two such QRs at once (rnn depth 2) hold both threads
+    of a 2-core pool and wait forever (BUILD_NOTES, Known limits). Unbatched, a QR runs inline.
     """
     if not hasattr(self, "_compiled"):
       self._compiled = {}
     if donate not in self._compiled:
-      self._compiled[donate] = (jax.jit(jax.vmap(self.init)), jax.jit(
+      self._compiled[donate] = (jax.jit(lambda hp: jax.lax.map(self.init, hp)), jax.jit(
           jax.vmap(self.chunk), donate_argnums=(0,) if donate else ()))
     return self._compiled[donate]

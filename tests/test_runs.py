@@ -1,6 +1,8 @@
 """Training runs end to end: files, resume, divergence, vmapped groups, TensorBoard."""
 import json
 import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -92,6 +94,42 @@ def test_train_many_equals_separate_runs():
       np.testing.assert_allclose(a[0], b[k], rtol=1e-5, atol=1e-6,
                                  err_msg=f"lr={cfg.lr}: vmapped run differs from a separate run")
   assert trainer.traces == 2, "one trace for K=3 and one for K=1"
+
+
+_INIT_MANY_LOOP = """
+import dataclasses, jax
+from ssm_bench import train
+from ssm_bench.config import TrainConfig
+cfg = TrainConfig(task="C2xC4", model="rnn", depth=2, d_model=64, d_state=64, train_length=16)
+init_many, _ = train.Trainer(cfg).compiled()
+hp = train.hparams([dataclasses.replace(cfg, seed=s) for s in range(4)])
+for _ in range(50):
+  jax.block_until_ready(init_many(hp))
+print("ok")
+"""
+
+
+def test_group_init_of_two_rnn_layers_does_not_deadlock_on_two_cores():
+  """Two batched LAPACK QRs at once (a vmapped orthogonal init, rnn depth 2) deadlocked jaxlib
+  0.10's 2-thread CPU pool within a few calls; the group init must run them unbatched."""
+  cpus = sorted(os.sched_getaffinity(0))[:2]  # the pool is sized from the affinity: 2, as CI
+  try:
+    out = subprocess.run([sys.executable, "-c", _INIT_MANY_LOOP], capture_output=True, text=True,
+                         timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+  except subprocess.TimeoutExpired:
+    pytest.fail("init_many of a 4-run rnn depth-2 group hung (batched QR deadlock in XLA's pool)")
+  assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_group_init_gives_each_run_its_own_init_bit_for_bit():
+  cfgs = [TINY.replace(model="rnn", depth=2, seed=s) for s in range(3)]
+  trainer = train.Trainer(cfgs[0])
+  init_many, _ = trainer.compiled()
+  group = init_many(train.hparams(cfgs))
+  for k, cfg in enumerate(cfgs):
+    alone = jax.jit(trainer.init)(jax.tree.map(lambda x: x[0], train.hparams([cfg])))
+    for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(group)):
+      np.testing.assert_array_equal(a, b[k], err_msg=f"seed {cfg.seed}: group init differs")
 
 
 def test_curriculum_doubles_after_patience_and_caps_at_train_length():
