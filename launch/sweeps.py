@@ -176,7 +176,7 @@ TABLE2_CPU = {"mamba": dict(lr=(3e-3, 3e-2), seed=(0,)),
 
 
 def table2_cpu(base: TrainConfig) -> list[TrainConfig]:
-  """Every Table 2 cell (9 groups x 5 models x depth 1, 2) at CPU scale: 252 runs, resumable
+  """Every Table 2 cell (9 groups x 5 models x depth 1, 2) at CPU scale: 288 runs, resumable
   across sessions. Each model takes its preset values (for the table2_cpu preset: wider and
   longer rnn and simple_aussm) and its grid from TABLE2_CPU."""
   out = []
