@@ -9,6 +9,9 @@ import sys
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
+INTERRUPTED = "interrupted: finished runs and checkpoints are kept; the same command resumes"
+
+
 class UsageError(Exception):
   """Bad input from the command line: printed as one line, exit status 2."""
 
@@ -41,8 +44,7 @@ def run_main(main):
       fail(str(e))
     except KeyboardInterrupt:
       # Ctrl-C is how a sweep is stopped: finished runs and checkpoints are on disk already.
-      print("interrupted: finished runs and checkpoints are kept; the same command resumes",
-            file=sys.stderr)
+      print(INTERRUPTED, file=sys.stderr)
       sys.exit(130)
 
   app.run(wrapped, flags_parser=_parse_flags)

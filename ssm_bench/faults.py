@@ -3,13 +3,16 @@
 With SSM_BENCH_FAULT=<point>:<n> in the environment, the n-th time this process reaches
 `point(<point>)` it SIGKILLs itself: no handler, no flush, exactly what a preempted machine or an
 out-of-memory kill does. With <point>:<n>:hang it sleeps there for ever instead, as a program
-stuck in the XLA runtime does (what the sweep's watchdog is for). Unset (always, outside tests)
+stuck in the XLA runtime does (what the sweep's watchdog is for); <point>:<n>:deaf also ignores
+SIGINT and says so on stderr, as a process whose Ctrl-C got lost (what the watchdog's stop
+escalation is for). Unset (always, outside tests)
 a point costs one dictionary lookup.
 """
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 POINTS = ("group_start", "chunk", "metrics", "checkpoint_save", "checkpoint_done", "eval",
@@ -26,6 +29,10 @@ def point(name: str):
     return
   _seen[name] = _seen.get(name, 0) + 1
   if _seen[name] == int(n):
+    if action == ["deaf"]:
+      signal.signal(signal.SIGINT, signal.SIG_IGN)
+      print(f"fault {name}: ignoring SIGINT, hanging", file=sys.stderr, flush=True)
+      action = ["hang"]
     while action == ["hang"]:
       time.sleep(3600)
     os.kill(os.getpid(), signal.SIGKILL)

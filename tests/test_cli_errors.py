@@ -80,17 +80,41 @@ def test_bad_input_is_one_error_line_with_status_2(results, k):
     assert not os.path.exists(tmp / entry / "w" / "config.json"), "a refused run left files"
 
 
-def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
-  """Ctrl-C is how a long sweep is stopped: one line saying the same command resumes, no
-  traceback, exit 130 (128 + SIGINT)."""
+def _interrupted_sweep(tmp_path, env=None, wait_for_stderr=None):
+  """A long sweep sent one SIGINT after its plan line (and a stderr line containing
+  `wait_for_stderr`, if given); (process, stderr)."""
   import signal
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
   proc.stdout.readline()  # the plan line: main() is running and groups are next
+  seen = []
+  while wait_for_stderr:
+    seen.append(proc.stderr.readline())
+    if not seen[-1] or wait_for_stderr in seen[-1]:  # end of output, or the line
+      break
   proc.send_signal(signal.SIGINT)
   _, err = proc.communicate(timeout=120)
+  return proc, "".join(seen) + err
+
+
+def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
+  """Ctrl-C is how a long sweep is stopped: one line saying the same command resumes, no
+  traceback, exit 130 (128 + SIGINT)."""
+  proc, err = _interrupted_sweep(tmp_path)
+  _assert_interrupted(proc, err)
+
+
+def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
+  """A sweep process that never acts on its SIGINT (a library swallowed it; seen once in CI) is
+  killed by its supervisor after the grace period, which still ends with the one line and 130."""
+  env = {**os.environ, "SSM_BENCH_FAULT": "group_start:1:deaf", "SSM_BENCH_STOP_GRACE_S": "5"}
+  proc, err = _interrupted_sweep(tmp_path, env, wait_for_stderr="ignoring SIGINT")
+  _assert_interrupted(proc, err)
+
+
+def _assert_interrupted(proc, err):
   lines = [l for l in err.splitlines() if l.strip()]
   assert proc.returncode == 130, f"exit {proc.returncode}; stderr:\n{err[-1500:]}"
   assert lines and lines[-1].startswith("interrupted:"), f"no interrupted line:\n{err[-1500:]}"
