@@ -87,7 +87,10 @@ def _interrupted_sweep(tmp_path, env=None, wait_for_stderr=None):
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+      # Start as a shell would, with SIGINT at its default: a process that inherits SIGINT
+      # ignored keeps it ignored (Python's rule), and the test worker's disposition is not ours.
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   proc.stdout.readline()  # the plan line: main() is running and groups are next
   seen = []
   while wait_for_stderr:
