@@ -110,7 +110,7 @@ def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
 
 
 def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
-  """A sweep process that never acts on its SIGINT (a library swallowed it; seen once in CI) is
+  """A sweep process that never acts on its SIGINT (its cause in CI is not known) is
   killed by its supervisor after the grace period, which still ends with the one line and 130."""
   env = {**os.environ, "SSM_BENCH_FAULT": "group_start:1:deaf", "SSM_BENCH_STOP_GRACE_S": "5"}
   proc, err = _interrupted_sweep(tmp_path, env, wait_for_stderr="ignoring SIGINT")
