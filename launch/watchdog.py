@@ -58,8 +58,8 @@ def exit_like(rc: int):
 def _stop(child) -> int:
   """Ctrl-C reached this process. A terminal's Ctrl-C reaches the child too and it stops cleanly
   (status 130); a SIGINT sent to this process alone is passed on. A child still running
-  STOP_GRACE_S later never acted on its SIGINT (BUILD_NOTES, "A Ctrl-C that got lost") and is killed,
-  which a sweep survives like any kill: finished runs and checkpoints are kept."""
+  STOP_GRACE_S later never acted on its SIGINT (BUILD_NOTES, "A Ctrl-C that got lost") and is
+  killed, which a sweep survives like any kill: finished runs and checkpoints are kept."""
   try:
     return child.wait(timeout=3)
   except subprocess.TimeoutExpired:
