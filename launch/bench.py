@@ -42,12 +42,15 @@ _D_STATE = flags.DEFINE_integer("d_state", None, "State size for the step timing
 _REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions (median reported).", lower_bound=1)
 _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval", "sampling"],
                               "Which benchmarks to run; also 'projection' (device-hours of "
-                              "table2 and table2_lite; minutes on a CPU).")
+                              "table2 and table2_lite; minutes on a CPU) and 'tiles' (the fused "
+                              "kernel's tile sizes; GPU only).")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
+_METHODS = flags.DEFINE_list("methods", [], "step, train_many: only these scan methods (default: "
+                             "every method the model has here).")
 
 
 def sizes() -> dict:
@@ -132,19 +135,27 @@ def bench_step(model_names, reps, methods=None):
       init, chunk = trainer.compiled(donate=False)  # timed() calls it on the same state again
       hp = train.hparams([cfg])
       state = init(hp)
-      compile_s, run_s, _, mem = timed(chunk, state, hp, reps=reps)
+      try:
+        compile_s, run_s, _, mem = timed(chunk, state, hp, reps=reps)
+      except Exception as e:  # out of memory or a kernel that does not compile: a result
+        per_method[method] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+        print(f"step: {name} {method}: {per_method[method]['error']}", flush=True)
+        continue
       grads = _reference_grads(trainer, state)
       ref = ref or grads
       err = _relative_error(grads, ref)
       per_method[method] = {"compile_s": round(compile_s, 3), "step_ms": round(run_s * 1e3, 2),
                             "grad_rel_err": float(f"{err:.2e}"), "matches_reference": err <= 1e-3,
                             **mem}
-    fastest = min(per_method, key=lambda k: per_method[k]["step_ms"])
-    default = scan.resolve("auto") if scan.resolve("auto") in per_method else "sequential"
-    ratio = per_method[default]["step_ms"] / per_method[fastest]["step_ms"]
+      print(f"step: {name} {method}: {run_s * 1e3:.2f} ms, grad error {err:.1e}", flush=True)
+    ran = {k: v for k, v in per_method.items() if "step_ms" in v}
+    fastest = min(ran, key=lambda k: ran[k]["step_ms"]) if ran else None
+    default = scan.resolve("auto") if scan.resolve("auto") in ran else "sequential"
+    ratio = (ran[default]["step_ms"] / ran[fastest]["step_ms"]) if default in ran else float("nan")
     rows.append({"model": name, "methods": per_method, "fastest": fastest, "default": default,
                  "default_over_fastest": round(ratio, 3),
-                 "all_match": all(v["matches_reference"] for v in per_method.values())})
+                 "all_match": bool(ran) and all(v.get("matches_reference") for v in
+                                                per_method.values())})
   return rows
 
 
@@ -184,6 +195,52 @@ def bench_scan(reps):
   return {"shape": [b, t, d, n], "bandwidth_GBps": round(bandwidth / 1e9, 2), "methods": rows}
 
 
+def _aussm_factors(b, t, d, n, key=0):
+  k = jax.random.split(jax.random.PRNGKey(key), 5)
+  c = lambda kk, shape: jax.lax.complex(jax.random.normal(kk, shape),
+                                        jax.random.normal(jax.random.fold_in(kk, 1), shape)) * 0.1
+  return scan.Factors("aussm", x=jax.random.normal(k[0], (b, t, d)), B=c(k[1], (d, n)),
+                      C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)),
+                      theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0, maxval=3.0))
+
+
+TILES = {"negmamba": [(bd, ch, w) for bd in (8, 16, 32) for ch in (8, 16) for w in (2, 4, 8)],
+         "aussm": [(bd, ch, w) for bd in (4, 8, 16) for ch in (8,) for w in (2, 4, 8)]}
+
+
+def bench_tiles(reps, k: int = 27, tiles=None, need_gpu: bool = True):
+  """The fused kernel's tiles (channels per program, chunk, warps): the scan's forward +
+  backward per run with k runs under vmap, each tile checked against the associative scan.
+  Off a GPU (need_gpu=False, tests) the kernel runs in interpret mode: checks, not timings."""
+  if need_gpu and jax.default_backend() != "gpu":
+    raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
+  from ssm_bench.scan import pallas
+  z = sizes()
+  make = {"negmamba": _negmamba_factors, "aussm": _aussm_factors}
+  rows = []
+  for family, family_tiles in (tiles or TILES).items():
+    f = jax.tree.map(lambda *v: jnp.stack(v), *[make[family](z["batch"], z["length"],
+                                                             z["d_model"], z["d_state"], key=i)
+                                                for i in range(k)])
+    grad = lambda fn: jax.jit(jax.vmap(jax.grad(lambda f: jnp.sum(jnp.sin(fn(f))))))
+    want = jax.tree.leaves(grad(lambda f: scan.diagonal_scan(f, "associative"))(f))
+    for bd, ch, w in family_tiles:
+      g = grad(lambda f, bd=bd, ch=ch, w=w: pallas.scan(f, block_d=bd, chunk=ch, num_warps=w))
+      try:
+        _, run_s, got, _ = timed(g, f, reps=reps)
+      except Exception as e:  # a tile Triton cannot compile (registers): a result
+        rows.append({"family": family, "tile": [bd, ch, w], "error": type(e).__name__})
+        continue
+      err = max(float(jnp.linalg.norm(a - r) / jnp.linalg.norm(r))
+                for a, r in zip(jax.tree.leaves(got), want))
+      rows.append({"family": family, "tile": [bd, ch, w], "ms_per_run": round(run_s / k * 1e3, 4),
+                   "rel_err": float(f"{err:.2e}"), "matches_reference": err <= 1e-4})
+      print(f"tiles: {family} {bd}x{ch}x{w}: {rows[-1]['ms_per_run']} ms per run, error {err:.1e}",
+            flush=True)
+  return {"k": k, "defaults": {"block_d": pallas.BLOCK_D, "chunk": pallas.CHUNK,
+                               "num_warps": pallas.NUM_WARPS}, "rows": rows}
+
+
 def _numpy_negmamba(f):
   h, ys = f.h0, []
   for s in range(f.x.shape[1]):
@@ -193,7 +250,8 @@ def _numpy_negmamba(f):
   return np.stack(ys, 1)
 
 
-def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None):
+def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None,
+                     ks=(1, 9, 27)):
   """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
   with the compiled program's memory."""
   base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
@@ -205,7 +263,7 @@ def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmam
     trainer = train.Trainer(cfg0)
     init, chunk = trainer.compiled(donate=False)
     rows, single, alone = [], None, None
-    for k in (1, 9, 27):
+    for k in ks:
       cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
       hp = train.hparams(cfgs)
       state = init(hp)
@@ -269,7 +327,7 @@ def bench_sampling(reps):
           "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 d_state 4"}
 
 
-def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None):
+def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None, models=None):
   """Device-hours of whole sweeps from measured step times of each distinct program shape.
 
   A shape is a group's config with the task left out (the task only sets the vocabulary); one
@@ -282,7 +340,8 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None)
   for name in sweep_names:
     groups = {}
     for c in sweeps.expand(name, PRESETS[sweeps.SWEEPS[name].preset]):
-      groups.setdefault(c.shape_key(), []).append(c)
+      if models is None or c.model in models:  # --models narrows a long projection
+        groups.setdefault(c.shape_key(), []).append(c)
     seconds, compile_total = 0.0, 0.0
     for cfgs in groups.values():
       probe = cfgs[0].replace(task="C2", log_every=1, steps=1, checkpoint_every=1)
@@ -299,6 +358,9 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None)
           timings[key] = (float("nan"), float("nan"))
           print(f"projection: {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
                 f"{type(e).__name__}", flush=True)
+        print(f"projection: {name} {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
+              f"{timings[key][0] * 1e3:.3f} ms per step, compile {timings[key][1]:.1f} s",
+              flush=True)
       step_s, compile_s = timings[key]
       seconds += cfgs[0].steps * step_s * len(cfgs) / k
       compile_total += compile_s
@@ -308,6 +370,7 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None)
                  "device_hours": round((seconds + compile_total) / 3600, 2),
                  "device_seconds": round(seconds + compile_total, 2)}
   return {"k_sample": k_sample, "device": jax.devices()[0].device_kind, "sweeps": out,
+          "models": sorted(models) if models is not None else "all",
           "shapes_timed": len(timings)}
 
 
@@ -318,23 +381,41 @@ def render(section: str, result) -> str:
              "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
              "|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
     for r in result:
-      cells = [(f"{r['methods'][m]['step_ms']:.1f} ({r['methods'][m].get('estimate_MB', '?')} MB)"
+      cells = [("error" if "error" in r["methods"][m] else
+                f"{r['methods'][m]['step_ms']:.2f} ({r['methods'][m].get('estimate_MB', '?')} MB)"
                 + ("*" if m == r["default"] else "")) if m in r["methods"] else "–"
                for m in METHOD_COLUMNS]
       lines.append(f"| {r['model']} | " + " | ".join(cells)
                    + f" | {r['default_over_fastest']:.2f} | {r['all_match']} |")
     return "\n".join(lines)
   if section == "train_many":
-    lines = [f"train_many ({result['config']}): ms per run-step at K = 1, 9, 27 (MB)"]
-    for m, rows in result["methods"].items():
-      lines.append(f"  {m}: " + ", ".join(
-          f"K={r['K']} {r['ms_per_run_step']:.2f} ({r.get('estimate_MB', '?')} MB)" if "error" not in r
-          else f"K={r['K']} {r['error'][:40]}" for r in rows))
+    lines = []
+    for one in result:
+      lines.append(f"train_many ({one['config']}): ms per run-step per group size K (MB)")
+      for m, rows in one["methods"].items():
+        lines.append(f"  {m}: " + ", ".join(
+            f"K={r['K']} {r['ms_per_run_step']:.3f} ({r.get('estimate_MB', '?')} MB)"
+            if "error" not in r else f"K={r['K']} {r['error'][:60]}" for r in rows))
     return "\n".join(lines)
   return f"{section} {json.dumps(result, indent=1)}"
 
 
 METHOD_COLUMNS = [m for m in scan.METHODS if m != "auto"]
+
+
+_TM_MODELS = flags.DEFINE_list("train_many_models", ["negmamba"], "train_many: the models to time "
+                                "at K = 1, 9, 27 runs per program.")
+
+
+_TM_K = flags.DEFINE_list("train_many_k", ["1", "9", "27"], "train_many: the group sizes K; K = 1 "
+                          "comes first (the runs alone that the groups are checked against).")
+_PROJ_SWEEPS = flags.DEFINE_list("projection_sweeps", ["table2", "table2_lite"],
+                                 "projection: the sweeps to project.")
+
+
+def _methods(model: str):
+  """The model's methods here, narrowed to --methods when given."""
+  return [m for m in methods_for(model) if not _METHODS.value or m in _METHODS.value] or None
 
 
 def main(argv):
@@ -346,10 +427,15 @@ def main(argv):
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value,
          "sizes": sizes()}
-  benches = {"step": lambda: bench_step(names, _REPS.value), "scan": lambda: bench_scan(_REPS.value),
-             "train_many": lambda: bench_train_many(_REPS.value),
+  benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None), "scan": lambda: bench_scan(_REPS.value),
+             "train_many": lambda: [bench_train_many(_REPS.value, model=n, methods=_methods(n),
+                                                     ks=[int(k) for k in _TM_K.value])
+                                    for n in _TM_MODELS.value],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
-             "projection": lambda: bench_projection(_REPS.value, k_sample=_K_SAMPLE.value)}
+             "tiles": lambda: bench_tiles(_REPS.value),
+             "projection": lambda: bench_projection(
+                 _REPS.value, _PROJ_SWEEPS.value, k_sample=_K_SAMPLE.value,
+                 models=set(names) if flags.FLAGS["models"].present else None)}
   for section in _SECTIONS.value:
     if section not in benches:
       raise common.UsageError(f"unknown section {section!r}; choose from {', '.join(benches)}")

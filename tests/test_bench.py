@@ -2,7 +2,10 @@
 from absl import flags
 import pytest
 
+import jax
+
 from launch import bench
+from launch import common
 from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
 
@@ -66,3 +69,24 @@ def test_projection_sums_measured_step_times_over_a_sweep():
   assert out["shapes_timed"] == 2 and tiny["device_seconds"] > 0
   assert tiny["device_hours"] == pytest.approx(tiny["train_hours"] + tiny["compile_hours"], abs=0.01)
   assert tiny["device_seconds"] == pytest.approx(3600 * tiny["device_hours"], abs=40)
+
+
+def test_projection_narrowed_to_models_counts_only_their_groups():
+  out = bench.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1, models={"negmamba"})
+  assert (out["sweeps"]["tiny"]["runs"], out["sweeps"]["tiny"]["groups"]) == (2, 1), out
+
+
+def test_tiles_section_checks_each_tile_and_needs_a_gpu(monkeypatch):
+  tiles = {"negmamba": [(4, 8, 2)], "aussm": [(4, 8, 4)]}
+  out = bench.bench_tiles(reps=1, k=2, tiles=tiles, need_gpu=False)  # interpret mode
+  assert [(r["family"], r["tile"]) for r in out["rows"]] == [("negmamba", [4, 8, 2]),
+                                                            ("aussm", [4, 8, 4])]
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  from ssm_bench.scan import pallas
+  real = pallas.scan
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * 1.01)
+  out = bench.bench_tiles(reps=1, k=2, tiles=tiles, need_gpu=False)
+  assert not any(r["matches_reference"] for r in out["rows"]), "a 1% error passed the check"
+  if jax.default_backend() != "gpu":
+    with pytest.raises(common.UsageError, match="needs a GPU"):
+      bench.bench_tiles(reps=1)

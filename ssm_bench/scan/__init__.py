@@ -22,7 +22,7 @@ from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas")
 # Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend.
-AUTO = {"cpu": "sequential", "gpu": "associative", "tpu": "associative"}
+AUTO = {"cpu": "sequential", "gpu": "pallas", "tpu": "associative"}
 
 
 def default_method() -> str:

@@ -9,8 +9,9 @@ adjoint recurrence g_{t-1} = a_t g_t + dy_{t-1} C_{t-1} through them. It never d
 
 Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton also wants
 power-of-two block sizes, so time, channels and state are padded (x = 0, B = C = h0 = 0), which
-changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow). Block sizes
-are first guesses, untuned.
+changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow). Tiles: a
+sweep on an H100 (BUILD_NOTES, Performance) picked 16 channels per program for the real family
+and chunks of 8 steps; the complex families keep 8 channels (not swept).
 """
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ from jax.experimental import pallas as pl
 
 from ssm_bench.scan import factors as F
 
-BLOCK_D = 8
+# Tiles measured on an H100 (BUILD_NOTES, Performance): the real family runs fastest with 16
+# channels per program; the complex ones keep 8 (twice the registers per state; untuned).
+BLOCK_D = {"real": 16, "phase": 8, "const": 8}
 CHUNK = 8
 NUM_WARPS = 4
 
@@ -195,7 +198,7 @@ def _fused(static, *ins):
 
 
 def _forward(static, *ins):
-  kind, neg, chunk, bd, interpret = static
+  kind, neg, chunk, bd, warps, interpret = static
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
   names = _names(kind)
@@ -209,15 +212,15 @@ def _forward(static, *ins):
   res = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, D // bd),
                        in_specs=[_spec(n, T, bd, N) for n in names],
                        out_specs=[o[1] for o in outs], interpret=interpret,
-                       **_compiler_params(interpret))(*ins)
+                       **_compiler_params(interpret, warps))(*ins)
   return res[0], tuple(res[1:])
 
 
-def _compiler_params(interpret):
+def _compiler_params(interpret, num_warps):
   if interpret:
     return {}
   from jax.experimental.pallas import triton as pltriton
-  return {"compiler_params": pltriton.CompilerParams(num_warps=NUM_WARPS, num_stages=1)}
+  return {"compiler_params": pltriton.CompilerParams(num_warps=num_warps, num_stages=1)}
 
 
 def _fused_fwd(static, *ins):
@@ -226,7 +229,7 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, res, dy):
-  kind, neg, chunk, bd, interpret = static
+  kind, neg, chunk, bd, warps, interpret = static
   ins, hb = res
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
@@ -252,7 +255,7 @@ def _fused_bwd(static, res, dy):
                      in_specs=[_spec(n, T, bd, N) for n in names]
                      + [pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j))] + hb_specs,
                      out_specs=[o[1] for o in outs], interpret=interpret,
-                     **_compiler_params(interpret))(*ins, dy, *hb)
+                     **_compiler_params(interpret, warps))(*ins, dy, *hb)
   if kind == "real":
     dx, ddt, dlam, dB, dC, dh0 = g
     return dx, ddt, dlam.sum(0), dB.sum(2), dC.sum(2), dh0
@@ -274,26 +277,27 @@ def _pad(v, axes_to):
   return jnp.pad(v, widths) if any(w for _, w in widths) else v
 
 
-def scan(f: F.Factors, block_d: int = BLOCK_D, chunk: int = CHUNK, interpret: bool | None = None):
+def scan(f: F.Factors, block_d: int | None = None, chunk: int | None = None,
+         num_warps: int | None = None, interpret: bool | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference."""
+  chunk = chunk or CHUNK
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
   N = f.h0.shape[-1]
   Tp = max(_pow2(T), chunk)
-  bd = min(block_d, _pow2(D))
+  kind = {"mamba": "real", "negmamba": "real", "aussm": "phase", "s4d": "const"}[f.family]
+  bd = min(block_d or BLOCK_D[kind], _pow2(D))
   Dp, Np = -(-D // bd) * bd, _pow2(N)
   per_td = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Dp))
   per_tn = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Np))
   per_dn = lambda v: _pad(v.astype(jnp.float32), (Dp, Np))
   h0 = lambda v: _pad(v.astype(jnp.float32), (None, Dp, Np))
-  if f.family in ("mamba", "negmamba"):
-    kind = "real"
+  if kind == "real":
     ins = (per_td(f.x), per_td(f.dt), per_dn(f.lam), per_tn(f.B), per_tn(f.C), h0(f.h0))
   else:
-    kind = "phase" if f.family == "aussm" else "const"
     trans = ((per_tn(f.theta),) if kind == "phase" else (per_dn(f.a.real), per_dn(f.a.imag)))
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
                                      per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "negmamba", chunk, bd, interpret)
+  static = (kind, f.family == "negmamba", chunk, bd, num_warps or NUM_WARPS, interpret)
   return _fused(static, *ins)[:, :T, :D]
