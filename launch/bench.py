@@ -3,6 +3,9 @@
   python -m launch.bench                      # the cell for this backend (CPU: a small one)
   python -m launch.bench --cell=paper         # batch 256, length 60, d_model 128, d_state 64
   python -m launch.bench --json --models=mamba,negmamba --reps=5
+  python -m launch.bench --cell=paper --sections=train_many --train_many_models=mamba,aussm \
+      --methods=pallas --train_many_k=1,27     # per-run cost of a 27-run group (GPU)
+  python -m launch.bench --cell=paper --sections=tiles      # the fused kernel's tiles (GPU)
 
 Each timing: compile measured separately, one warm-up, then the median of --reps runs. Every
 variant is first checked against a reference (the sequential scan, a float64 NumPy loop,
@@ -421,13 +424,21 @@ def _methods(model: str):
 def main(argv):
   del argv
   names = [n for n in _MODELS.value.split(",") if n]
-  unknown = [n for n in names if n not in models.LAYERS]
-  if unknown:
-    raise common.UsageError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(models.LAYERS)}")
+  from launch import sweeps
+  for flag, given, valid in (("models", names, models.LAYERS),
+                             ("train_many_models", _TM_MODELS.value, models.LAYERS),
+                             ("methods", _METHODS.value, METHOD_COLUMNS),
+                             ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS),
+                             ("train_many_k", _TM_K.value, [str(k) for k in range(1, 1000)])):
+    unknown = [v for v in given if v not in valid]
+    if unknown:
+      choices = "positive integers" if flag == "train_many_k" else ", ".join(valid)
+      raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from {choices}")
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value,
          "sizes": sizes()}
-  benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None), "scan": lambda: bench_scan(_REPS.value),
+  benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None),
+             "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: [bench_train_many(_REPS.value, model=n, methods=_methods(n),
                                                      ks=[int(k) for k in _TM_K.value])
                                     for n in _TM_MODELS.value],

@@ -42,6 +42,9 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("tables", ["--format=xml"], "markdown"),
     ("bench", ["--models=mambo"], "choose from"),
     ("bench", ["--sections=nope"], "choose from"),
+    ("bench", ["--methods=palas"], "choose from sequential"),
+    ("bench", ["--train_many_k=0"], "positive integers"),
+    ("bench", ["--projection_sweeps=table3"], "choose from table2"),
 ]
 
 
