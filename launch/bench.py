@@ -3,8 +3,8 @@
   python -m launch.bench                      # the cell for this backend (CPU: a small one)
   python -m launch.bench --cell=paper         # batch 256, length 60, d_model 128, d_state 64
   python -m launch.bench --json --models=mamba,negmamba --reps=5
-  python -m launch.bench --cell=paper --sections=train_many --train_many_models=mamba,aussm \
-      --methods=pallas --train_many_k=1,27     # per-run cost of a 27-run group (GPU)
+  python -m launch.bench --cell=paper --sections=train_many --methods=pallas --train_many_k=1,27
+                                              # per-run cost of a 27-run group (GPU)
   python -m launch.bench --cell=paper --sections=tiles      # the fused kernel's tiles (GPU)
 
 Each timing: compile measured separately, one warm-up, then the median of --reps runs. Every
