@@ -277,12 +277,15 @@ def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmam
         continue
       per_run = run_s / k / cfg0.log_every
       alone = alone or res  # K = 1 comes first: run 0 trained alone
-      same = all(np.allclose(np.asarray(a)[0], np.asarray(b)[0], rtol=1e-4, atol=1e-6)
-                 for a, b in zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(res["params"])))
+      pairs = [(np.asarray(a)[0], np.asarray(b)[0]) for a, b in
+               zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(res["params"]))]
+      same = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+      # how far apart, so a mismatch reads as rounding (1e-6) or as a wrong program (1)
+      diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in pairs)
       single = single or per_run
       rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
                    "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                   "matches_separate": bool(same), **mem})
+                   "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"), **mem})
     out[method] = rows
   return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
                     f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}

@@ -49,6 +49,8 @@ def test_train_many_matches_separate_runs():
   for method, rows in out["methods"].items():
     assert [r["K"] for r in rows] == [1, 9, 27], method
     assert all(r["matches_separate"] for r in rows), (method, rows)
+    assert rows[0]["max_rel_diff"] == 0.0, "run 0 alone differs from itself"
+    assert all(r["max_rel_diff"] < 1e-4 for r in rows), (method, rows)
     assert all(r["estimate_MB"] > 0 for r in rows), "no memory estimate"
 
 
