@@ -163,6 +163,12 @@ def main(argv):
             flush=True)
 
   if _DRY.value:
+    if budget and any(c.scan_method == "auto" for cfgs, _ in groups for c in cfgs):
+      # the estimate is of the program this backend would run: plan another backend's method
+      import jax
+      from ssm_bench import scan
+      print(f"memory estimates use this backend's scan method ({scan.resolve('auto')} on "
+            f"{jax.default_backend()}); to plan for a GPU add --config.scan_method=pallas")
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
       init = f" init {c.init_from_analytic:g}" if c.init_from_analytic >= 0 else ""
@@ -173,8 +179,9 @@ def main(argv):
         fit_to_memory([(cfgs, dirs)], budget, report)
       for d in dirs:
         print(f"    {os.path.basename(d)}")
-    fitted = f"; {len(fit_to_memory(groups, budget))} programs fit {budget / 2 ** 30:.1f} GiB" \
-        if budget else ""
+    n_fit = len(fit_to_memory(groups, budget)) if budget else 0
+    fitted = (f"; {n_fit} program{'s' if n_fit != 1 else ''} fit{'' if n_fit != 1 else 's'} "
+              f"{budget / 2 ** 30:.1f} GiB") if budget else ""
     print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
     if sweeps.SWEEPS[_SWEEP.value].skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
