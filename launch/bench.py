@@ -420,8 +420,8 @@ _PROJ_SWEEPS = flags.DEFINE_list("projection_sweeps", ["table2", "table2_lite"],
 
 
 def _methods(model: str):
-  """The model's methods here, narrowed to --methods when given."""
-  return [m for m in methods_for(model) if not _METHODS.value or m in _METHODS.value] or None
+  """The model's methods here, narrowed to --methods when given (possibly to none)."""
+  return [m for m in methods_for(model) if not _METHODS.value or m in _METHODS.value]
 
 
 def main(argv):
@@ -431,12 +431,14 @@ def main(argv):
   for flag, given, valid in (("models", names, models.LAYERS),
                              ("train_many_models", _TM_MODELS.value, models.LAYERS),
                              ("methods", _METHODS.value, METHOD_COLUMNS),
-                             ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS),
-                             ("train_many_k", _TM_K.value, [str(k) for k in range(1, 1000)])):
+                             ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS)):
     unknown = [v for v in given if v not in valid]
     if unknown:
-      choices = "positive integers" if flag == "train_many_k" else ", ".join(valid)
-      raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from {choices}")
+      raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from "
+                              f"{', '.join(valid)}")
+  bad_k = [k for k in _TM_K.value if not (k.isdigit() and int(k) >= 1)]
+  if bad_k:
+    raise common.UsageError(f"--train_many_k: {', '.join(bad_k)}; choose from positive integers")
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value,
          "sizes": sizes()}
@@ -444,7 +446,7 @@ def main(argv):
              "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: [bench_train_many(_REPS.value, model=n, methods=_methods(n),
                                                      ks=[int(k) for k in _TM_K.value])
-                                    for n in _TM_MODELS.value],
+                                    for n in _TM_MODELS.value if _methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles(_REPS.value),
              "projection": lambda: bench_projection(

@@ -179,9 +179,11 @@ def main(argv):
         fit_to_memory([(cfgs, dirs)], budget, report)
       for d in dirs:
         print(f"    {os.path.basename(d)}")
-    n_fit = len(fit_to_memory(groups, budget)) if budget else 0
-    fitted = (f"; {n_fit} program{'s' if n_fit != 1 else ''} fit{'' if n_fit != 1 else 's'} "
-              f"{budget / 2 ** 30:.1f} GiB") if budget else ""
+    fitted = ""
+    if budget:
+      n_fit = len(fit_to_memory(groups, budget))
+      verb = "1 program fits" if n_fit == 1 else f"{n_fit} programs fit"
+      fitted = f"; {verb} {budget / 2 ** 30:.1f} GiB"
     print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
     if sweeps.SWEEPS[_SWEEP.value].skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
