@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 
 from absl import flags
@@ -25,7 +24,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from launch import bench_tiles
 from launch import common
+from launch.timing import timed
 from ssm_bench import evaluation
 from ssm_bench import models
 from ssm_bench import scan
@@ -73,35 +74,6 @@ def methods_for(model: str) -> tuple:
     return scan.REFERENCE
   fused = ("chunked", "pallas") if jax.default_backend() == "gpu" else ("chunked",)
   return scan.REFERENCE + fused
-
-
-def memory(compiled) -> dict:
-  """XLA's estimate of the compiled program's device memory, and the measured peak if any."""
-  out = {}
-  try:
-    m = compiled.memory_analysis()
-    out["estimate_MB"] = round((m.argument_size_in_bytes + m.output_size_in_bytes
-                                + m.temp_size_in_bytes - m.alias_size_in_bytes) / 2 ** 20, 1)
-  except Exception:  # a backend without the analysis
-    pass
-  stats = jax.devices()[0].memory_stats() or {}
-  if "peak_bytes_in_use" in stats:
-    out["peak_MB"] = round(stats["peak_bytes_in_use"] / 2 ** 20, 1)
-  return out
-
-
-def timed(fn, *args, reps: int):
-  """(compile seconds, median run seconds, output, memory): fn is jitted, compiled once here."""
-  t = time.perf_counter()
-  compiled = fn.lower(*args).compile()
-  compile_s = time.perf_counter() - t
-  out = jax.block_until_ready(compiled(*args))  # warm-up
-  times = []
-  for _ in range(reps):
-    t = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    times.append(time.perf_counter() - t)
-  return compile_s, statistics.median(times), out, memory(compiled)
 
 
 def step_config(model: str, method: str, **kw) -> TrainConfig:
@@ -162,22 +134,13 @@ def bench_step(model_names, reps, methods=None):
   return rows
 
 
-def _negmamba_factors(b, t, d, n, key=0):
-  k = jax.random.split(jax.random.PRNGKey(key), 5)
-  return scan.Factors(
-      "negmamba", x=jax.random.normal(k[0], (b, t, d)), B=jax.random.normal(k[1], (b, t, n)),
-      C=jax.random.normal(k[2], (b, t, n)), h0=jnp.full((b, d, n), n ** -0.5),
-      dt=jax.nn.softplus(jax.random.normal(k[3], (b, t, d)) - 1), lam=-jnp.broadcast_to(
-          jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
-
-
 def bench_scan(reps):
   """The scan alone (negmamba factors, forward + backward) against the physical floor: the bytes
   a fused layer must move (x, dt, B, C in; y out; and their gradients) over the bandwidth of an
   elementwise pass. The values are checked against a float64 NumPy loop on the first row."""
   z = sizes()
   b, t, d, n = z["batch"], z["length"], z["d_model"], z["d_state"]
-  f = _negmamba_factors(b, t, d, n)
+  f = bench_tiles.random_factors("negmamba", b, t, d, n)
   big = jnp.ones((b, t, d, max(n, 16)), jnp.float32)
   _, copy_s, _, _ = timed(jax.jit(lambda x: x * 1.0001 + 1.0), big, reps=reps)
   bandwidth = 2 * big.size * 4 / copy_s  # read + write
@@ -196,52 +159,6 @@ def bench_scan(reps):
                  "rel_err_vs_float64": float(f"{err:.2e}"), "matches_reference": err <= 1e-4,
                  **mem})
   return {"shape": [b, t, d, n], "bandwidth_GBps": round(bandwidth / 1e9, 2), "methods": rows}
-
-
-def _aussm_factors(b, t, d, n, key=0):
-  k = jax.random.split(jax.random.PRNGKey(key), 5)
-  c = lambda kk, shape: jax.lax.complex(jax.random.normal(kk, shape),
-                                        jax.random.normal(jax.random.fold_in(kk, 1), shape)) * 0.1
-  return scan.Factors("aussm", x=jax.random.normal(k[0], (b, t, d)), B=c(k[1], (d, n)),
-                      C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)),
-                      theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0, maxval=3.0))
-
-
-TILES = {"negmamba": [(bd, ch, w) for bd in (8, 16, 32) for ch in (8, 16) for w in (2, 4, 8)],
-         "aussm": [(bd, ch, w) for bd in (4, 8, 16) for ch in (8,) for w in (2, 4, 8)]}
-
-
-def bench_tiles(reps, k: int = 27, tiles=None, need_gpu: bool = True):
-  """The fused kernel's tiles (channels per program, chunk, warps): the scan's forward +
-  backward per run with k runs under vmap, each tile checked against the associative scan.
-  Off a GPU (need_gpu=False, tests) the kernel runs in interpret mode: checks, not timings."""
-  if need_gpu and jax.default_backend() != "gpu":
-    raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
-  from ssm_bench.scan import pallas
-  z = sizes()
-  make = {"negmamba": _negmamba_factors, "aussm": _aussm_factors}
-  rows = []
-  for family, family_tiles in (tiles or TILES).items():
-    f = jax.tree.map(lambda *v: jnp.stack(v), *[make[family](z["batch"], z["length"],
-                                                             z["d_model"], z["d_state"], key=i)
-                                                for i in range(k)])
-    grad = lambda fn: jax.jit(jax.vmap(jax.grad(lambda f: jnp.sum(jnp.sin(fn(f))))))
-    want = jax.tree.leaves(grad(lambda f: scan.diagonal_scan(f, "associative"))(f))
-    for bd, ch, w in family_tiles:
-      g = grad(lambda f, bd=bd, ch=ch, w=w: pallas.scan(f, block_d=bd, chunk=ch, num_warps=w))
-      try:
-        _, run_s, got, _ = timed(g, f, reps=reps)
-      except Exception as e:  # a tile Triton cannot compile (registers): a result
-        rows.append({"family": family, "tile": [bd, ch, w], "error": type(e).__name__})
-        continue
-      err = max(float(jnp.linalg.norm(a - r) / jnp.linalg.norm(r))
-                for a, r in zip(jax.tree.leaves(got), want))
-      rows.append({"family": family, "tile": [bd, ch, w], "ms_per_run": round(run_s / k * 1e3, 4),
-                   "rel_err": float(f"{err:.2e}"), "matches_reference": err <= 1e-4})
-      print(f"tiles: {family} {bd}x{ch}x{w}: {rows[-1]['ms_per_run']} ms per run, error {err:.1e}",
-            flush=True)
-  return {"k": k, "defaults": {"block_d": pallas.BLOCK_D, "chunk": pallas.CHUNK,
-                               "num_warps": pallas.NUM_WARPS}, "rows": rows}
 
 
 def _numpy_negmamba(f):
@@ -382,6 +299,8 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None,
 
 def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
+  if section == "tiles":
+    return bench_tiles.render(result)
   if section == "step":
     lines = ["step (ms per training step; MB: XLA estimate; * = default)",
              "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
@@ -448,7 +367,7 @@ def main(argv):
                                                      ks=[int(k) for k in _TM_K.value])
                                     for n in _TM_MODELS.value if _methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
-             "tiles": lambda: bench_tiles(_REPS.value),
+             "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "projection": lambda: bench_projection(
                  _REPS.value, _PROJ_SWEEPS.value, k_sample=_K_SAMPLE.value,
                  models=set(names) if flags.FLAGS["models"].present else None)}

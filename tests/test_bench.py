@@ -78,17 +78,25 @@ def test_projection_narrowed_to_models_counts_only_their_groups():
   assert (out["sweeps"]["tiny"]["runs"], out["sweeps"]["tiny"]["groups"]) == (2, 1), out
 
 
-def test_tiles_section_checks_each_tile_and_needs_a_gpu(monkeypatch):
-  tiles = {"negmamba": [(4, 8, 2)], "aussm": [(4, 8, 4)]}
-  out = bench.bench_tiles(reps=1, k=2, tiles=tiles, need_gpu=False)  # interpret mode
-  assert [(r["family"], r["tile"]) for r in out["rows"]] == [("negmamba", [4, 8, 2]),
-                                                            ("aussm", [4, 8, 4])]
-  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monkeypatch):
+  from launch import bench_tiles
   from ssm_bench.scan import pallas
+  grid = {"forward": [(4, 2), (8, 1)], "backward": [(4, 1)], "chunk": (8,)}
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("mamba", "negmamba", "s4d", "rnn"),
+                                grid=grid, need_gpu=False)  # interpret mode
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      ("real", "forward", [4, 2]), ("real", "forward", [8, 1]), ("real", "backward", [4, 1]),
+      ("const", "forward", [4, 2]), ("const", "forward", [8, 1]), ("const", "backward", [4, 1])]
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]
+  assert "best real: FORWARD" in bench_tiles.render(out)
   real = pallas.scan
   monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * 1.01)
-  out = bench.bench_tiles(reps=1, k=2, tiles=tiles, need_gpu=False)
+  out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("aussm",), grid=grid,
+                                need_gpu=False)
   assert not any(r["matches_reference"] for r in out["rows"]), "a 1% error passed the check"
+  assert out["best"] == {}, "a tile that does not match the reference was called best"
   if jax.default_backend() != "gpu":
     with pytest.raises(common.UsageError, match="needs a GPU"):
-      bench.bench_tiles(reps=1)
+      bench_tiles.bench_tiles(reps=1, sizes=tiny)

@@ -172,6 +172,40 @@ def test_diagonal_scan_matches_float64_loop(method, family, length):
 
 
 @pytest.mark.parametrize("family", scan.FAMILIES)
+def test_pallas_forward_and_backward_tiles_are_independent(family):
+  """Any power-of-two tile per kernel and any chunk give the reference's values and gradients,
+  also when the backward's channel block differs from the forward's (padding to the larger)."""
+  from ssm_bench.scan import pallas
+  f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
+  w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
+  value_and_grad = lambda fn: jax.value_and_grad(lambda f: jnp.sum(w * fn(f)))(f)
+  want = value_and_grad(lambda f: scan.diagonal_scan(f, "sequential"))
+  for kw in (dict(forward=(8, 1), backward=(2, 2), chunk=4),
+             dict(forward=(2, 4), backward=(8, 1), chunk=16)):
+    got = value_and_grad(lambda f: pallas.scan(f, **kw))
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+      np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-5,
+                                 err_msg=f"{family}, tiles {kw}: differs from the reference")
+  for bad in (dict(forward=(3, 4)), dict(backward=(4, 3)), dict(chunk=6)):
+    with pytest.raises(ValueError, match="power of two"):
+      pallas.scan(f, **bad)
+  # each kernel is launched with its own tile: grid (batch, channel blocks) and warps
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas.scan(
+      f, forward=(8, 1), backward=(2, 2), interpret=False))))(f)
+  launched = [(e.params["grid_mapping"].grid, e.params["compiler_params"].num_warps)
+              for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+  assert launched == [((2, 1), 1), ((2, 4), 2)], f"{family}: kernels launched as {launched}"
+
+
+def _equations(jaxpr):
+  """Every equation of a jaxpr, nested ones (custom_vjp, pjit) included."""
+  for e in jaxpr.eqns:
+    yield e
+    for sub in jax.extend.core.jaxprs_in_params(e.params):
+      yield from _equations(sub)
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
 def test_pallas_kernel_lowers_for_cuda(family):
   """The Triton lowering runs on CPU: an unsupported primitive fails here, not on the GPU."""
   from ssm_bench.scan import pallas

@@ -9,9 +9,14 @@ adjoint recurrence g_{t-1} = a_t g_t + dy_{t-1} C_{t-1} through them. It never d
 
 Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton also wants
 power-of-two block sizes, so time, channels and state are padded (x = 0, B = C = h0 = 0), which
-changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow). Tiles: a
-sweep on an H100 (BUILD_NOTES, Performance) picked 16 channels per program for the real family
-and chunks of 8 steps; the complex families keep 8 channels (not swept).
+changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow).
+
+Tiles: the forward and backward kernels take their own (channels per program, warps), since the
+backward holds chunk + 1 states per program and may want a smaller tile than the forward; the
+chunk (steps between saved states) is shared by the two. A sweep on an H100 (BUILD_NOTES,
+Performance) picked 16 channels and 4 warps for the real family and chunks of 8 steps, timed
+with the same tile in both kernels; the complex families keep 8 channels (not swept yet).
+`launch.bench --sections=tiles` sweeps the two kernels separately.
 """
 from __future__ import annotations
 
@@ -23,11 +28,13 @@ from jax.experimental import pallas as pl
 
 from ssm_bench.scan import factors as F
 
-# Tiles measured on an H100 (BUILD_NOTES, Performance): the real family runs fastest with 16
-# channels per program; the complex ones keep 8 (twice the registers per state; untuned).
-BLOCK_D = {"real": 16, "phase": 8, "const": 8}
-CHUNK = 8
-NUM_WARPS = 4
+# (channels per program, warps) per kernel and kind, measured on an H100 (BUILD_NOTES,
+# Performance): the real family runs fastest with 16 channels; the complex ones keep 8 (twice the
+# registers per state; untuned). The backward tiles were swept only together with the forward's.
+FORWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
+BACKWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
+CHUNK = {"real": 8, "phase": 8, "const": 8}  # steps between saved states, per kind
+KINDS = {"mamba": "real", "negmamba": "real", "aussm": "phase", "s4d": "const"}
 
 
 def _pow2(n: int) -> int:
@@ -198,7 +205,7 @@ def _fused(static, *ins):
 
 
 def _forward(static, *ins):
-  kind, neg, chunk, bd, warps, interpret = static
+  kind, neg, chunk, (bd, warps), _, interpret = static
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
   names = _names(kind)
@@ -229,7 +236,7 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, res, dy):
-  kind, neg, chunk, bd, warps, interpret = static
+  kind, neg, chunk, _, (bd, warps), interpret = static
   ins, hb = res
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
@@ -277,17 +284,34 @@ def _pad(v, axes_to):
   return jnp.pad(v, widths) if any(w for _, w in widths) else v
 
 
-def scan(f: F.Factors, block_d: int | None = None, chunk: int | None = None,
-         num_warps: int | None = None, interpret: bool | None = None):
-  """y (b, t, d) of the factored recurrence, fused; same contract as the reference."""
-  chunk = chunk or CHUNK
+def _check_pow2(name, v):
+  if v < 1 or v & (v - 1):
+    raise ValueError(f"pallas tile: {name} must be a power of two, got {v}")
+
+
+def _tile(tile, default, D):
+  bd, warps = tile or default
+  _check_pow2("channels per program", bd)
+  _check_pow2("warps", warps)
+  return min(bd, _pow2(D)), warps
+
+
+def scan(f: F.Factors, forward: tuple[int, int] | None = None,
+         backward: tuple[int, int] | None = None, chunk: int | None = None,
+         interpret: bool | None = None):
+  """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
+  `forward` / `backward`: (channels per program, warps) of each kernel; `chunk`: steps between
+  the states the forward saves for the backward; None: the measured defaults above."""
+  kind = KINDS[f.family]
+  chunk = chunk or CHUNK[kind]
+  _check_pow2("chunk", chunk)
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
   N = f.h0.shape[-1]
   Tp = max(_pow2(T), chunk)
-  kind = {"mamba": "real", "negmamba": "real", "aussm": "phase", "s4d": "const"}[f.family]
-  bd = min(block_d or BLOCK_D[kind], _pow2(D))
+  fwd, bwd = _tile(forward, FORWARD[kind], D), _tile(backward, BACKWARD[kind], D)
+  bd = max(fwd[0], bwd[0])  # both powers of two: a multiple of either
   Dp, Np = -(-D // bd) * bd, _pow2(N)
   per_td = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Dp))
   per_tn = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Np))
@@ -299,5 +323,5 @@ def scan(f: F.Factors, block_d: int | None = None, chunk: int | None = None,
     trans = ((per_tn(f.theta),) if kind == "phase" else (per_dn(f.a.real), per_dn(f.a.imag)))
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
                                      per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "negmamba", chunk, bd, num_warps or NUM_WARPS, interpret)
+  static = (kind, f.family == "negmamba", chunk, fwd, bwd, interpret)
   return _fused(static, *ins)[:, :T, :D]

@@ -1,0 +1,134 @@
+"""The fused kernel's tiles, swept on the GPU: `python -m launch.bench --sections=tiles`.
+
+Two passes per kernel kind (real: mamba/negmamba, phase: aussm, const: s4d), k runs under vmap
+(the table2 regime): first the forward kernel alone over (channels per program, warps); then,
+with the fastest forward tile fixed, forward + backward over the backward kernel's (channels,
+warps) and the chunk (steps between saved states, shared by both kernels). The backward keeps
+chunk + 1 states per program in registers, so its best tile need not be the forward's. Every
+tile is checked against the associative scan (values, then gradients); only tiles that match
+can be best. The result ends with the tiles to write into `pallas.FORWARD`, `pallas.BACKWARD`
+and `pallas.CHUNK`.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from launch import common
+from launch.timing import timed
+from ssm_bench import scan
+
+GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
+        "backward": [(bd, w) for bd in (4, 8, 16) for w in (1, 2, 4)],
+        "chunk": (4, 8)}
+# The model whose factors stand for each kind (mamba's are negmamba's with a positive a_t).
+REPRESENTATIVE = {"real": "negmamba", "phase": "aussm", "const": "s4d"}
+
+
+def random_factors(model: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
+  """Factors of the model's family with the value ranges its layer produces."""
+  k = jax.random.split(jax.random.PRNGKey(key), 6)
+  c = lambda kk, shape: jax.lax.complex(jax.random.normal(kk, shape),
+                                        jax.random.normal(jax.random.fold_in(kk, 1), shape)) * 0.1
+  x = jax.random.normal(k[0], (b, t, d))
+  if model in ("mamba", "negmamba"):
+    return scan.Factors(
+        model, x=x, B=jax.random.normal(k[1], (b, t, n)), C=jax.random.normal(k[2], (b, t, n)),
+        h0=jnp.full((b, d, n), n ** -0.5),
+        dt=jax.nn.softplus(jax.random.normal(k[3], (b, t, d)) - 1),
+        lam=-jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
+  common_ = dict(x=x, B=c(k[1], (d, n)), C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)))
+  if model == "aussm":
+    return scan.Factors("aussm", theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0,
+                                                          maxval=3.0), **common_)
+  if model == "s4d":
+    radius = jax.random.uniform(k[4], (d, n), minval=0.5, maxval=0.999)
+    angle = jax.random.uniform(k[5], (d, n), minval=-3.0, maxval=3.0)
+    return scan.Factors("s4d", a=radius * jnp.exp(1j * angle), **common_)
+  raise ValueError(f"no factors for {model!r}; choose one of {', '.join(scan.FAMILIES)}")
+
+
+def _rel_err(got, want) -> float:
+  return max(float(jnp.linalg.norm(a - r) / jnp.linalg.norm(r))
+             for a, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
+
+
+def _time(fn, f, reps, k, row):
+  """Times fn on f (k runs), fills row; (ms per run, output) or (None, None) if it failed."""
+  try:
+    _, run_s, out, _ = timed(fn, f, reps=reps)
+  except Exception as e:  # a tile Triton cannot compile (registers, shared memory): a result
+    row["error"] = f"{type(e).__name__}: {str(e)[:120]}"
+    return None, None
+  row["ms_per_run"] = round(run_s / k * 1e3, 4)
+  return row["ms_per_run"], out
+
+
+def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4d"), grid=None,
+                need_gpu: bool = True):
+  """Rows per (kind, kernel, tile) and the best tiles per kind. Off a GPU (need_gpu=False,
+  tests) the kernel runs in interpret mode: checks, not timings."""
+  if need_gpu and jax.default_backend() != "gpu":
+    raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
+  from ssm_bench.scan import pallas
+  grid = grid or GRID
+  kinds = list(dict.fromkeys(pallas.KINDS[m] for m in models if m in pallas.KINDS))
+  z = sizes
+  rows, best = [], {}
+  for kind in kinds:
+    model = REPRESENTATIVE[kind]
+    f = jax.tree.map(lambda *v: jnp.stack(v), *[
+        random_factors(model, z["batch"], z["length"], z["d_model"], z["d_state"], key=i)
+        for i in range(k)])
+    reference = lambda f: scan.diagonal_scan(f, "associative")
+    fwd = lambda fn: jax.jit(jax.vmap(fn))
+    grad = lambda fn: jax.jit(jax.vmap(jax.grad(lambda f: jnp.sum(jnp.sin(fn(f))))))
+    fused = lambda **kw: (lambda f: pallas.scan(f, **kw))
+    want_y, want_g = fwd(reference)(f), grad(reference)(f)
+    timings = {"forward": {}, "backward": {}}
+    for tile in grid["forward"]:
+      row = {"kind": kind, "kernel": "forward", "tile": list(tile), "chunk": pallas.CHUNK[kind]}
+      ms, y = _time(fwd(fused(forward=tile)), f, reps, k, row)
+      if ms is not None:
+        row["rel_err"] = float(f"{_rel_err(y, want_y):.2e}")
+        row["matches_reference"] = row["rel_err"] <= 1e-4
+        if row["matches_reference"]:
+          timings["forward"][tuple(tile)] = ms
+      rows.append(row)
+      print(f"tiles: {kind} forward {tile}: {row.get('ms_per_run', row.get('error'))}", flush=True)
+    best_fwd = min(timings["forward"], key=timings["forward"].get, default=pallas.FORWARD[kind])
+    for chunk in grid["chunk"]:
+      for tile in grid["backward"]:
+        row = {"kind": kind, "kernel": "backward", "tile": list(tile), "chunk": chunk,
+               "forward_tile": list(best_fwd)}
+        ms, g = _time(grad(fused(forward=best_fwd, backward=tile, chunk=chunk)), f, reps, k, row)
+        if ms is not None:
+          row["rel_err"] = float(f"{_rel_err(g, want_g):.2e}")
+          row["matches_reference"] = row["rel_err"] <= 1e-4
+          if row["matches_reference"]:
+            timings["backward"][(tuple(tile), chunk)] = ms
+        rows.append(row)
+        print(f"tiles: {kind} forward+backward {tile} chunk {chunk}: "
+              f"{row.get('ms_per_run', row.get('error'))}", flush=True)
+    if timings["backward"]:
+      (best_bwd, best_chunk) = min(timings["backward"], key=timings["backward"].get)
+      best[kind] = {"forward": list(best_fwd), "backward": list(best_bwd), "chunk": best_chunk,
+                    "fwd_bwd_ms_per_run": timings["backward"][(best_bwd, best_chunk)]}
+  return {"k": k, "sizes": dict(z), "defaults": {"forward": pallas.FORWARD,
+                                                 "backward": pallas.BACKWARD,
+                                                 "chunk": pallas.CHUNK},
+          "rows": rows, "best": best}
+
+
+def render(result: dict) -> str:
+  lines = [f"tiles (ms per run, {result['k']} runs under vmap; tile = channels per program, warps)"]
+  for r in result["rows"]:
+    what = r.get("ms_per_run", r.get("error"))
+    ok = "" if r.get("matches_reference", True) else f"  MISMATCH {r['rel_err']}"
+    lines.append(f"  {r['kind']:5s} {r['kernel']:8s} {tuple(r['tile'])} chunk {r['chunk']}: "
+                 f"{what}{ok}")
+  for kind, b in result["best"].items():
+    lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
+                 f"CHUNK {b['chunk']} ({b['fwd_bwd_ms_per_run']} ms per run, forward + backward)")
+  return "\n".join(lines)
+
