@@ -14,8 +14,14 @@ ACTIVATIONS = ("gelu", "relu", "silu", "tanh", "identity")
 INITIAL_STATES = ("ones", "zeros", "learned")
 DECODERS = ("mlp", "linear")
 SCHEDULES = ("constant", "cosine", "cosine_restarts")
+# jax's names for float32 matmul and conv arithmetic; "default" leaves jax's setting, which is
+# the backend's choice unless JAX_DEFAULT_MATMUL_PRECISION is set (true float32 on CPU, TF32 on
+# recent NVIDIA GPUs, one bfloat16 pass on TPU).
+MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
 # The traced hyperparameters: runs that differ only in these train together under vmap.
 TRACED_FIELDS = ("lr", "schedule", "seed")
+# How a network is computed, not which network: a run set from a construction keeps its own.
+NUMERICS_FIELDS = ("scan_method", "matmul_precision")
 
 
 def _scan_methods():
@@ -25,7 +31,8 @@ def _scan_methods():
 
 # field -> allowed values; checked for every config and offered as flag choices.
 CHOICES = {"norm": NORMS, "activation": ACTIVATIONS, "initial_state": INITIAL_STATES,
-           "decoder": DECODERS, "schedule": SCHEDULES, "scan_method": _scan_methods}
+           "decoder": DECODERS, "schedule": SCHEDULES, "scan_method": _scan_methods,
+           "matmul_precision": MATMUL_PRECISIONS}
 
 
 def choices(field: str):
@@ -51,6 +58,7 @@ class ArchConfig:
   d_model: int = 128
   d_state: int = 64
   scan_method: str = "auto"
+  matmul_precision: str = "default"  # arithmetic of every matmul and conv (MATMUL_PRECISIONS)
   norm: str = "layernorm"  # pre-norm inside each block and before the decoder head
   activation: str = "gelu"  # the nonlinearity between a layer and its output projection
   initial_state: str = "ones"  # ones: unit-norm constant h0 (paper Sec. 6)

@@ -4,9 +4,11 @@ Block (paper Sec. 6): x <- x + out(act(layer(norm(x)))); embedding in, MLP decod
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from ssm_bench.config import ModelConfig
@@ -51,13 +53,18 @@ class StateTracker(nn.Module):
   @nn.compact
   def __call__(self, tokens):
     cfg = self.cfg
-    act = ACTIVATIONS[cfg.activation]
-    x = nn.Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
-    for i, name in enumerate(cfg.layers):
-      y = LAYERS[name](cfg, name=f"layer{i}")(_norm(cfg.norm, f"norm{i}")(x))
-      x = x + nn.Dense(cfg.d_model, name=f"out{i}")(act(y))
-    x = _norm(cfg.norm, "norm_f")(x)
-    if cfg.decoder == "linear":
-      return nn.Dense(cfg.num_classes, name="head_out")(x)
-    hidden = nn.Dense(cfg.decoder_hidden or cfg.d_model, name="head_hidden")(x)
-    return nn.Dense(cfg.num_classes, name="head_out")(nn.relu(hidden))
+    # Applies while the network is traced, so every matmul and conv of training and evaluation
+    # is computed at the config's precision, whatever jit or vmap wraps the call; "default"
+    # leaves jax's own setting (JAX_DEFAULT_MATMUL_PRECISION, recorded in each summary).
+    with (contextlib.nullcontext() if cfg.matmul_precision == "default"
+          else jax.default_matmul_precision(cfg.matmul_precision)):
+      act = ACTIVATIONS[cfg.activation]
+      x = nn.Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
+      for i, name in enumerate(cfg.layers):
+        y = LAYERS[name](cfg, name=f"layer{i}")(_norm(cfg.norm, f"norm{i}")(x))
+        x = x + nn.Dense(cfg.d_model, name=f"out{i}")(act(y))
+      x = _norm(cfg.norm, "norm_f")(x)
+      if cfg.decoder == "linear":
+        return nn.Dense(cfg.num_classes, name="head_out")(x)
+      hidden = nn.Dense(cfg.decoder_hidden or cfg.d_model, name="head_hidden")(x)
+      return nn.Dense(cfg.num_classes, name="head_out")(nn.relu(hidden))

@@ -110,6 +110,8 @@ def environment() -> dict:
                        "flax": flax.__version__, "optax": optax.__version__,
                        "orbax_checkpoint": orbax.checkpoint.__version__, "numpy": np.__version__},
           "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+          # what a config's matmul_precision "default" defers to (None: the backend's choice)
+          "jax_matmul_precision": jax.config.jax_default_matmul_precision,
           "git_revision": rev}
 
 

@@ -16,7 +16,7 @@ import os
 from ssm_bench import neighbours
 from ssm_bench import runs
 from ssm_bench import theory
-from ssm_bench.config import TrainConfig, preset_values
+from ssm_bench.config import NUMERICS_FIELDS, TrainConfig, preset_values
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
 from tasks import groups
 
@@ -86,7 +86,7 @@ def _rows(summaries, preferred):
 
 # Config fields a Table 2 cell ranges over (its grid, seeds and the scan implementation); every
 # other field is the protocol, and a cell only ever pools runs of one protocol.
-CELL_FIELDS = ("task", "model", "depth", "d_state", "lr", "schedule", "seed", "scan_method")
+CELL_FIELDS = ("task", "model", "depth", "d_state", "lr", "schedule", "seed") + NUMERICS_FIELDS
 
 
 def is_table2_run(config: dict) -> bool:

@@ -16,7 +16,8 @@ import optax
 
 from ssm_bench import analytic
 from ssm_bench import models
-from ssm_bench.config import SCHEDULES, ConfigError, ModelConfig, TrainConfig, arch_fields
+from ssm_bench.config import (NUMERICS_FIELDS, SCHEDULES, ConfigError, ModelConfig, TrainConfig,
+                              arch_fields)
 from tasks import registry
 
 RESTART_CYCLES = 4  # cosine_restarts: this many equal cosine cycles over the run
@@ -36,7 +37,11 @@ def analytic_config(cfg: TrainConfig) -> TrainConfig:
   layers = mcfg.layers
   model = layers[0] if len(set(layers)) == 1 else ",".join(layers)
   return cfg.replace(model=model, depth=len(layers),
-                     **{**arch_fields(mcfg), "scan_method": cfg.scan_method})
+                     **{**arch_fields(mcfg), **_numerics(cfg)})
+
+
+def _numerics(cfg) -> dict:
+  return {f: getattr(cfg, f) for f in NUMERICS_FIELDS}
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
@@ -50,7 +55,7 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
     if diff:
       raise ConfigError(f"with init_from_analytic the network is the {cfg.task} construction; "
                         f"its config must say so: {', '.join(diff)}")
-    return dataclasses.replace(mcfg, scan_method=cfg.scan_method)
+    return dataclasses.replace(mcfg, **_numerics(cfg))
   task = registry.get_task(cfg.task)
   return ModelConfig(layers=models.parse_layers(cfg.model, cfg.depth), vocab_size=task.vocab_size,
                      num_classes=task.num_classes, **arch_fields(cfg))

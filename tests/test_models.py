@@ -95,3 +95,46 @@ def test_complex_parameters_are_stored_as_real_arrays():
 def test_bad_config_field_names_the_choices():
   with pytest.raises(ValueError, match="layernorm, rmsnorm, none"):
     ModelConfig(norm="batchnorm")
+
+
+def _precisions(jaxpr):
+  """(primitive, precision) of every dot and conv in a jaxpr, nested jaxprs included."""
+  out = []
+  for e in jaxpr.eqns:
+    if e.primitive.name in ("dot_general", "conv_general_dilated"):
+      out.append((e.primitive.name, e.params["precision"]))
+    for sub in jax.extend.core.jaxprs_in_params(e.params):
+      out += _precisions(sub)
+  return out
+
+
+HIGHEST, DEFAULT = (jax.lax.Precision.HIGHEST,) * 2, (jax.lax.Precision.DEFAULT,) * 2
+
+
+@pytest.mark.parametrize("precision,jax_setting,want", [
+    ("default", None, None), ("float32", None, HIGHEST),
+    ("default", "float32", HIGHEST),  # "default" defers to JAX_DEFAULT_MATMUL_PRECISION
+    ("bfloat16", "float32", DEFAULT)])  # an explicit field wins over it
+def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, jax_setting, want):
+  """The config's matmul_precision is traced into every dot and conv of a vmapped training
+  chunk (mamba's conv included), so a GPU run computes what its config records; the jax
+  setting that "default" defers to is recorded in each summary's environment."""
+  from ssm_bench import rundir
+  from ssm_bench import train
+  from ssm_bench.config import PRESETS, TrainConfig
+  cfg = TrainConfig(task="C2", model="mamba", **{**PRESETS["tiny"], "conv_kernel": 4}).replace(
+      matmul_precision=precision)
+  before = jax.config.jax_default_matmul_precision
+  jax.config.update("jax_default_matmul_precision", jax_setting)
+  try:
+    trainer = train.Trainer(cfg)
+    init, chunk = trainer.compiled(donate=False)
+    hp = train.hparams([cfg, cfg.replace(seed=1)])
+    found = _precisions(jax.make_jaxpr(chunk)(init(hp), hp).jaxpr)
+    recorded = rundir.environment()["jax_matmul_precision"]
+  finally:
+    jax.config.update("jax_default_matmul_precision", before)
+  names = {name for name, _ in found}
+  assert len(found) >= 8 and names == {"dot_general", "conv_general_dilated"}, found
+  assert {p for _, p in found} == {want}, f"{precision}: traced with {set(found)}"
+  assert recorded == jax_setting, f"summary records jax's setting as {recorded!r}"
