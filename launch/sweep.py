@@ -62,9 +62,10 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
     cfgs = [c for c in cfgs if pattern.search(runs.run_name(c))]
     if not cfgs:
       raise common.UsageError(f"--only={only!r} matches none of the {sweep} sweep's run names")
+  stage = sweeps.SWEEPS[sweep].stage or (lambda c: 0)
   groups = collections.OrderedDict()
-  for c in cfgs:
-    groups.setdefault(c.shape_key(), []).append(c)
+  for c in cfgs:  # a group never spans stages (a stage may split a shape group by seed)
+    groups.setdefault((stage(c), c.shape_key()), []).append(c)
   return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
 
 

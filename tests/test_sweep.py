@@ -179,6 +179,41 @@ def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_pa
   assert sweep.prune(staged[0], groups, sweeps.shallower_solved)[1] == 0
 
 
+def _finish_with(cfg, run_dir, max_len, status="done"):
+  curve = {str(n): 0.0 for n in evaluation.grid(cfg.eval_length)}
+  runs.rundir.write_summary(cfg, run_dir, {"status": status, "max_len": max_len,
+                                           "steps": cfg.steps, "acc_curve": curve,
+                                           "seq_acc_curve": curve}, 1.0)
+
+
+def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_path):
+  """Stage 2 of table2_cpu: the extra seeds train for a cell where exactly one first-stage run
+  extrapolates, never where none or several do; extra seeds form their own groups."""
+  groups = sweep.plan("table2_cpu", str(tmp_path), only=r"^(C2-rnn-L[12]|C6-rnn-L1)-")
+  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
+  assert {c.seed for cfgs, _ in first for c in cfgs} == {0, 1, 2, 3}
+  assert {c.seed for cfgs, _ in second for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
+  cell = {(cfgs[0].task, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
+  for key, max_lens in (((("C2", 1), (1000, 0, 20, 0))), (("C2", 2), (1000, 120, 0, 0)),
+                        (("C6", 1), (80, 0, 0, 0))):  # one, two and no runs extrapolate
+    for c, d, max_len in zip(*cell[key], max_lens):
+      _finish_with(c, d, max_len)
+  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)
+  assert [(cfgs[0].task, cfgs[0].depth, len(cfgs)) for cfgs, _ in kept] == [("C2", 1, 4)], kept
+  assert (runs_dropped, groups_dropped) == (8, 2)
+  c, d = cell[("C2", 2)][0][1], cell[("C2", 2)][1][1]  # C2 depth 2's second success diverged
+  _finish_with(c, d, 120, status="diverged")
+  kept = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)[0]
+  assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "a diverged run counted as a success"
+  [(extra, extra_dirs)] = [(cfgs, dirs) for cfgs, dirs in kept if cfgs[0].depth == 1]
+  for c, d in zip(extra, extra_dirs):  # the extra seeds' own successes do not change the rule
+    _finish_with(c, d, 1000)
+  kept = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)[0]
+  assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "second-stage runs were counted"
+  assert not any(sweeps.verdict_not_on_one_run(c, []) for cfgs, _ in first for c in cfgs), (
+      "a first-stage run was skipped")
+
+
 def test_unstaged_sweeps_run_as_one_stage():
   groups = sweep.plan("tiny", "/tmp/unused")
   assert sweep.stages(groups, sweeps.SWEEPS["tiny"].stage) == [groups]
