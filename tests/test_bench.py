@@ -87,6 +87,7 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
                                 grid=grid, need_gpu=False)  # interpret mode
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("real", "forward", [4, 2]), ("real", "forward", [8, 1]), ("real", "backward", [4, 1]),
+      ("real", "backward+join", [4, 1]),  # the real kind's best, reductions joined
       ("const", "forward", [4, 2]), ("const", "forward", [8, 1]), ("const", "backward", [4, 1])]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]

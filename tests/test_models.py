@@ -1,5 +1,6 @@
 """Each model builds, runs, trains one step, and its transitions lie where the theory says."""
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import optax

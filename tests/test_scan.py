@@ -5,6 +5,7 @@ every family) against the factored recurrence in float64 and its finite-differen
 """
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -181,7 +182,7 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   value_and_grad = lambda fn: jax.value_and_grad(lambda f: jnp.sum(w * fn(f)))(f)
   want = value_and_grad(lambda f: scan.diagonal_scan(f, "sequential"))
   for kw in (dict(forward=(8, 1), backward=(2, 2), chunk=4),
-             dict(forward=(2, 4), backward=(8, 1), chunk=16)):
+             dict(forward=(2, 4), backward=(8, 1), chunk=16, join=True)):
     got = value_and_grad(lambda f: pallas.scan(f, **kw))
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
       np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-5,
@@ -195,6 +196,22 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   launched = [(e.params["grid_mapping"].grid, e.params["compiler_params"].num_warps)
               for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
   assert launched == [((2, 1), 1), ((2, 4), 2)], f"{family}: kernels launched as {launched}"
+
+
+@pytest.mark.parametrize("family", ["mamba", "negmamba"])
+def test_pallas_joined_reductions_halve_the_real_backwards_reductions(family):
+  """join=True pairs the real backward's four reductions per step (dx, ddt over the state; dB,
+  dC over channels) into two; its values and gradients are checked in the tiles test above."""
+  from ssm_bench.scan import pallas
+  f = to_factors(family, factored_inputs(family, 37, d=8, n=3))
+  counts = {}
+  for join in (False, True):
+    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas.scan(
+        f, chunk=8, join=join, interpret=False))))(f)
+    calls = [e for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+    counts[join] = [sum(e.primitive.name == "reduce_sum" for e in _equations(c.params["jaxpr"]))
+                    for c in calls]
+  assert counts == {False: [8, 32], True: [8, 16]}, f"reductions (forward, backward): {counts}"
 
 
 def _equations(jaxpr):
@@ -212,6 +229,8 @@ def test_pallas_kernel_lowers_for_cuda(family):
   f = to_factors(family, factored_inputs(family, 60, b=2, d=16, n=4))
   loss = lambda f: jnp.sum(pallas.scan(f, interpret=False) ** 2)
   stacked = jax.tree.map(lambda x: jnp.stack([x, x]), f)  # a vmapped group of two runs
-  for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked)):
+  joined = lambda f: jnp.sum(pallas.scan(f, join=True, interpret=False) ** 2)
+  for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked),
+                   (jax.grad(joined), f)):
     lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"

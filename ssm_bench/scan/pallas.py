@@ -34,6 +34,9 @@ from ssm_bench.scan import factors as F
 FORWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
 BACKWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
 CHUNK = {"real": 8, "phase": 8, "const": 8}  # steps between saved states, per kind
+# The real family's backward makes four reductions per step; joined, two (`_sum_pair`). Off
+# until a GPU measures it (launch.bench --sections=tiles times both); same numbers either way.
+JOIN_REDUCTIONS = False
 KINDS = {"mamba": "real", "negmamba": "real", "aussm": "phase", "s4d": "const"}
 
 
@@ -110,7 +113,14 @@ def _forward_kernel(*refs, kind, neg, chunk, n_chunks):
   jax.lax.fori_loop(0, n_chunks, body, h0)
 
 
-def _backward_kernel(*refs, kind, neg, chunk, n_chunks):
+def _sum_pair(a, b, axis):
+  """(sum a, sum b) over `axis` as one reduction of the pair stacked on a last axis of 2: one
+  round of cross-thread exchange (and, over channels, one barrier) instead of two."""
+  lo, hi = jnp.split(jnp.sum(jnp.stack([a, b], axis=-1), axis=axis), 2, axis=-1)
+  return lo[..., 0], hi[..., 0]
+
+
+def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False):
   names = _names(kind)
   n_in = len(names)
   r = dict(zip(names, refs))
@@ -149,13 +159,17 @@ def _backward_kernel(*refs, kind, neg, chunk, n_chunks):
         Bt, Ct = r["B"][t, :][None, :], r["C"][t, :][None, :]
         (gr,) = g
         gr = gr + dy * Ct
-        dx_ref[t, :] = jnp.sum(gr * Bt, axis=1)
-        dB_ref[t, :] = jnp.sum(gr * x, axis=0)
-        dC_ref[t, :] = jnp.sum(dy * h[0], axis=0)
-        da = gr * prev[0]
         dt, e = extra
+        da = gr * prev[0]
         de = (2.0 * da if neg else da) * e
-        ddt_ref[t, :] = jnp.sum(de * s.lam, axis=1)
+        # four reductions per step, two over the state (dx, ddt) and two over channels (dB, dC)
+        over_n, over_d = (gr * Bt, de * s.lam), (gr * x, dy * h[0])
+        if join:
+          dx_ref[t, :], ddt_ref[t, :] = _sum_pair(*over_n, axis=1)
+          dB_ref[t, :], dC_ref[t, :] = _sum_pair(*over_d, axis=0)
+        else:
+          dx_ref[t, :], ddt_ref[t, :] = (jnp.sum(v, axis=1) for v in over_n)
+          dB_ref[t, :], dC_ref[t, :] = (jnp.sum(v, axis=0) for v in over_d)
         acc[0] = acc[0] + de * dt[:, None]
         g = (ar * gr,)
         continue
@@ -205,7 +219,7 @@ def _fused(static, *ins):
 
 
 def _forward(static, *ins):
-  kind, neg, chunk, (bd, warps), _, interpret = static
+  kind, neg, chunk, (bd, warps), _, _, interpret = static
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
   names = _names(kind)
@@ -236,7 +250,7 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, res, dy):
-  kind, neg, chunk, _, (bd, warps), interpret = static
+  kind, neg, chunk, _, (bd, warps), join, interpret = static
   ins, hb = res
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
@@ -257,7 +271,8 @@ def _fused_bwd(static, res, dy):
   else:
     outs = [per_td] + [per_dn] * 8
   hb_specs = [pl.BlockSpec((None, n_chunks, bd, N), lambda i, j: (i, 0, j, 0))] * len(hb)
-  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks)
+  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks,
+                             join=join)
   g = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
                      in_specs=[_spec(n, T, bd, N) for n in names]
                      + [pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j))] + hb_specs,
@@ -298,10 +313,11 @@ def _tile(tile, default, D):
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, chunk: int | None = None,
-         interpret: bool | None = None):
+         join: bool | None = None, interpret: bool | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
   `forward` / `backward`: (channels per program, warps) of each kernel; `chunk`: steps between
-  the states the forward saves for the backward; None: the measured defaults above."""
+  the states the forward saves for the backward; `join`: pair the real backward's reductions;
+  None: the defaults above."""
   kind = KINDS[f.family]
   chunk = chunk or CHUNK[kind]
   _check_pow2("chunk", chunk)
@@ -323,5 +339,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     trans = ((per_tn(f.theta),) if kind == "phase" else (per_dn(f.a.real), per_dn(f.a.imag)))
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
                                      per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "negmamba", chunk, fwd, bwd, interpret)
+  join = JOIN_REDUCTIONS if join is None else join
+  static = (kind, f.family == "negmamba", chunk, fwd, bwd, bool(join), interpret)
   return _fused(static, *ins)[:, :T, :D]
