@@ -5,6 +5,7 @@ import pytest
 import jax
 
 from launch import bench
+from launch import bench_projection
 from launch import common
 from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
@@ -65,7 +66,7 @@ def test_sampling_section_runs():
 
 
 def test_projection_sums_measured_step_times_over_a_sweep():
-  out = bench.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1)
+  out = bench_projection.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1)
   tiny = out["sweeps"]["tiny"]
   assert (tiny["runs"], tiny["groups"]) == (4, 2)
   assert out["shapes_timed"] == 2 and tiny["device_seconds"] > 0
@@ -74,7 +75,7 @@ def test_projection_sums_measured_step_times_over_a_sweep():
 
 
 def test_projection_narrowed_to_models_counts_only_their_groups():
-  out = bench.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1, models={"negmamba"})
+  out = bench_projection.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1, models={"negmamba"})
   assert (out["sweeps"]["tiny"]["runs"], out["sweeps"]["tiny"]["groups"]) == (2, 1), out
 
 
