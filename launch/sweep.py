@@ -120,6 +120,11 @@ def prune(stage, all_groups, skip):
   return kept, runs_dropped, groups_dropped
 
 
+def finished_count(groups) -> int:
+  from ssm_bench import runs
+  return sum(runs.is_finished(d) for _, dirs in groups for d in dirs)
+
+
 def memory_budget() -> float | None:
   """--memory_gb, else the accelerator's memory; None on CPU (groups stay whole)."""
   if _MEMORY.value:
@@ -186,9 +191,14 @@ def main(argv):
       verb = "1 program fits" if n_fit == 1 else f"{n_fit} programs fit"
       fitted = f"; {verb} {budget / 2 ** 30:.1f} GiB"
     print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
-    if sweeps.SWEEPS[_SWEEP.value].skip:
+    sweep = sweeps.SWEEPS[_SWEEP.value]
+    if sweep.skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
             "are skipped (at most the runs above)")
+      for i, stage in enumerate(stages(groups, sweep.stage)):
+        kept = sum(len(c) for c, _ in prune(stage, groups, sweep.skip)[0])
+        print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
+              f"by the {finished_count(groups)} run(s) finished so far")
     return
   if budget:
     groups = fit_to_memory(groups, budget)

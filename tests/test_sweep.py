@@ -227,6 +227,11 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
   assert sorted(c[0].depth for c, _ in groups) == [1, 2, 3]
   [(shallow, shallow_dir)] = [(c[0], d[0]) for c, d in groups if c[0].depth == 1]
   _finish(shallow, shallow_dir, 0.95)
+  dry = run_sweep(*args, f"--workdir={tmp_path}", "--dry_run")
+  assert dry.returncode == 0, dry.stderr
+  for line in ("stage 1: 1 run(s), 1 of them wanted by the 1 run(s) finished so far",
+               "stage 2: 1 run(s), 0 of them", "stage 3: 1 run(s), 0 of them"):
+    assert line in dry.stdout, f"missing {line!r} in the dry run:\n{dry.stdout}"
   out = run_sweep(*args, f"--workdir={tmp_path}", "--quiet")
   assert out.returncode == 0, out.stderr
   assert "2 runs not needed" in out.stdout, out.stdout
