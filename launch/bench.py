@@ -55,7 +55,8 @@ _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per tim
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many: only these scan methods (default: "
-                             "every method the model has here).")
+                             "step times every method the model has here, train_many the one "
+                             "auto picks).")
 
 
 def sizes() -> dict:
@@ -286,8 +287,17 @@ _TM_MODELS = flags.DEFINE_list("train_many_models", ["negmamba"], "train_many: t
                                 "at K = 1, 9, 27 runs per program.")
 
 
-_TM_K = flags.DEFINE_list("train_many_k", ["1", "9", "27"], "train_many: the group sizes K; K = 1 "
-                          "comes first (the runs alone that the groups are checked against).")
+_TM_K = flags.DEFINE_list("train_many_k", [], "train_many: the group sizes K (default 1, 9, 27; "
+                          "1, 9 on CPU); K = 1 comes first (the runs alone that the groups are "
+                          "checked against).")
+
+
+def train_many_ks() -> list[int]:
+  """--train_many_k, else 1, 9, 27; on a CPU 1, 9: 27 runs of the CPU cell compile for minutes
+  and cost 17x the per-run time of 9 there (BUILD_NOTES), so the default bench would not end in
+  a few minutes."""
+  given = _TM_K.value or (["1", "9"] if jax.default_backend() == "cpu" else ["1", "9", "27"])
+  return [int(k) for k in given]
 _PROJ_SWEEPS = flags.DEFINE_list("projection_sweeps", ["table2", "table2_lite"],
                                  "projection: the sweeps to project.")
 
@@ -295,6 +305,15 @@ _PROJ_SWEEPS = flags.DEFINE_list("projection_sweeps", ["table2", "table2_lite"],
 def _methods(model: str):
   """The model's methods here, narrowed to --methods when given (possibly to none)."""
   return [m for m in methods_for(model) if not _METHODS.value or m in _METHODS.value]
+
+
+def _train_many_methods(model: str):
+  """--methods when given, else the one method `auto` runs for the model here: 27 runs through
+  every method is minutes of compilation on a CPU (associative alone took more than 5)."""
+  if _METHODS.value:
+    return _methods(model)
+  auto = scan.resolve("auto")
+  return [auto if auto in methods_for(model) else methods_for(model)[0]]
 
 
 def main(argv):
@@ -317,9 +336,10 @@ def main(argv):
          "sizes": sizes()}
   benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None),
              "scan": lambda: bench_scan(_REPS.value),
-             "train_many": lambda: [bench_train_many(_REPS.value, model=n, methods=_methods(n),
-                                                     ks=[int(k) for k in _TM_K.value])
-                                    for n in _TM_MODELS.value if _methods(n)],
+             "train_many": lambda: [bench_train_many(_REPS.value, model=n,
+                                                     methods=_train_many_methods(n),
+                                                     ks=train_many_ks())
+                                    for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "projection": lambda: bench_projection.bench_projection(
