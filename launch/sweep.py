@@ -195,10 +195,11 @@ def main(argv):
     if sweep.skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
             "are skipped (at most the runs above)")
+      n_finished = finished_count(groups)
       for i, stage in enumerate(stages(groups, sweep.stage)):
         kept = sum(len(c) for c, _ in prune(stage, groups, sweep.skip)[0])
         print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
-              f"by the {finished_count(groups)} run(s) finished so far")
+              f"by the {n_finished} run(s) finished so far")
     return
   if budget:
     groups = fit_to_memory(groups, budget)

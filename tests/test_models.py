@@ -1,11 +1,11 @@
 """Each model builds, runs, trains one step, and its transitions lie where the theory says."""
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 
+from jaxpr_walk import equations
 from ssm_bench import models
 from ssm_bench import scan
 from ssm_bench.config import ModelConfig
@@ -100,13 +100,8 @@ def test_bad_config_field_names_the_choices():
 
 def _precisions(jaxpr):
   """(primitive, precision) of every dot and conv in a jaxpr, nested jaxprs included."""
-  out = []
-  for e in jaxpr.eqns:
-    if e.primitive.name in ("dot_general", "conv_general_dilated"):
-      out.append((e.primitive.name, e.params["precision"]))
-    for sub in jax.extend.core.jaxprs_in_params(e.params):
-      out += _precisions(sub)
-  return out
+  return [(e.primitive.name, e.params["precision"]) for e in equations(jaxpr)
+          if e.primitive.name in ("dot_general", "conv_general_dilated")]
 
 
 HIGHEST, DEFAULT = (jax.lax.Precision.HIGHEST,) * 2, (jax.lax.Precision.DEFAULT,) * 2

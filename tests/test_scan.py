@@ -5,11 +5,11 @@ every family) against the factored recurrence in float64 and its finite-differen
 """
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxpr_walk import equations
 from ssm_bench import scan
 
 METHODS = list(scan.REFERENCE)
@@ -194,7 +194,7 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas.scan(
       f, forward=(8, 1), backward=(2, 2), interpret=False))))(f)
   launched = [(e.params["grid_mapping"].grid, e.params["compiler_params"].num_warps)
-              for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+              for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
   assert launched == [((2, 1), 1), ((2, 4), 2)], f"{family}: kernels launched as {launched}"
 
 
@@ -208,18 +208,11 @@ def test_pallas_joined_reductions_halve_the_real_backwards_reductions(family):
   for join in (False, True):
     jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas.scan(
         f, chunk=8, join=join, interpret=False))))(f)
-    calls = [e for e in _equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
-    counts[join] = [sum(e.primitive.name == "reduce_sum" for e in _equations(c.params["jaxpr"]))
+    calls = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+    counts[join] = [sum(e.primitive.name == "reduce_sum" for e in equations(c.params["jaxpr"]))
                     for c in calls]
   assert counts == {False: [8, 32], True: [8, 16]}, f"reductions (forward, backward): {counts}"
 
-
-def _equations(jaxpr):
-  """Every equation of a jaxpr, nested ones (custom_vjp, pjit) included."""
-  for e in jaxpr.eqns:
-    yield e
-    for sub in jax.extend.core.jaxprs_in_params(e.params):
-      yield from _equations(sub)
 
 
 @pytest.mark.parametrize("family", scan.FAMILIES)
