@@ -20,6 +20,10 @@ def test_table2_grid_and_groups():
   assert len(groups) == 9 * 5 * 2 * 3, "one compiled group per (group, model, depth, d_state)"
   assert all(len(c) == 27 for c, _ in groups), "lr x schedule x seed train together"
   assert all(len({x.shape_key() for x in c}) == 1 for c, _ in groups)
+  runs = [c for cs, _ in groups for c in cs]
+  assert sorted({c.lr for c in runs}) == [1e-4, 1e-3, 1e-2], "one lr per decade, 1e-4 to 1e-2"
+  assert {c.conv_kernel for c in runs} == {0}, "the protocol trains without the Mamba conv"
+  assert {c.steps for c in runs} == {20000}
 
 
 @pytest.mark.parametrize("name", list(sweeps.SWEEPS))
