@@ -7,7 +7,8 @@
                                               # per-run cost of a 27-run group (GPU)
   python -m launch.bench --cell=paper --sections=tiles      # the fused kernel's tiles (GPU)
 
-Each timing: compile measured separately, one warm-up, then the median of --reps runs. Every
+Each timing: compile measured separately, one warm-up, then the median of --reps runs; the
+methods of one model's step are timed in turn within each repetition, so their ratio is fair. Every
 variant is first checked against a reference (the sequential scan, a float64 NumPy loop,
 separate runs, per-length evaluation) and the check's result is part of the output. Memory is
 XLA's own estimate for the compiled program (`memory_analysis`, any backend) and, where the
@@ -15,6 +16,7 @@ device reports it, the measured peak. Writes results/bench/<backend>.json.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -27,6 +29,8 @@ import numpy as np
 from launch import bench_projection
 from launch import bench_tiles
 from launch import common
+from launch.timing import interleaved
+from launch.timing import prepare
 from launch.timing import timed
 from ssm_bench import evaluation
 from ssm_bench import models
@@ -102,18 +106,19 @@ def _relative_error(got, ref) -> float:
 
 def bench_step(model_names, reps, methods=None):
   """One training step (forward, backward, update) per model and scan method; gradients of
-  every method checked against the sequential scan's (relative L2 error <= 1e-3)."""
+  every method checked against the sequential scan's (relative L2 error <= 1e-3). A model's
+  methods are compiled first and then timed in turn, repetition by repetition (interleaved)."""
   rows = []
   for name in model_names:
-    per_method, ref = {}, None
+    per_method, ref, calls = {}, None, {}
     for method in [m for m in methods_for(name) if m in (methods or methods_for(name))]:
       cfg = step_config(name, method)
       trainer = train.Trainer(cfg)
-      init, chunk = trainer.compiled(donate=False)  # timed() calls it on the same state again
+      init, chunk = trainer.compiled(donate=False)  # timing calls it on the same state again
       hp = train.hparams([cfg])
       state = init(hp)
       try:
-        compile_s, run_s, _, mem = timed(chunk, state, hp, reps=reps)
+        compiled, compile_s, _, mem = prepare(chunk, state, hp)
       except Exception as e:  # out of memory or a kernel that does not compile: a result
         per_method[method] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         print(f"step: {name} {method}: {per_method[method]['error']}", flush=True)
@@ -121,13 +126,17 @@ def bench_step(model_names, reps, methods=None):
       grads = _reference_grads(trainer, state)
       ref = ref or grads
       err = _relative_error(grads, ref)
-      per_method[method] = {"compile_s": round(compile_s, 3), "step_ms": round(run_s * 1e3, 2),
-                            "grad_rel_err": float(f"{err:.2e}"), "matches_reference": err <= 1e-3,
-                            **mem}
-      print(f"step: {name} {method}: {run_s * 1e3:.2f} ms, grad error {err:.1e}", flush=True)
+      per_method[method] = {"compile_s": round(compile_s, 3), "grad_rel_err": float(f"{err:.2e}"),
+                            "matches_reference": err <= 1e-3, **mem}
+      calls[method] = functools.partial(compiled, state, hp)
+    for method, run_s in zip(calls, interleaved(list(calls.values()), reps)):
+      per_method[method]["step_ms"] = round(run_s * 1e3, 2)
+      print(f"step: {name} {method}: {run_s * 1e3:.2f} ms, grad error "
+            f"{per_method[method]['grad_rel_err']:.1e}", flush=True)
     ran = {k: v for k, v in per_method.items() if "step_ms" in v}
     fastest = min(ran, key=lambda k: ran[k]["step_ms"]) if ran else None
-    default = scan.resolve("auto") if scan.resolve("auto") in ran else "sequential"
+    auto = scan.resolve("auto", name)
+    default = auto if auto in ran else "sequential"
     ratio = (ran[default]["step_ms"] / ran[fastest]["step_ms"]) if default in ran else float("nan")
     rows.append({"model": name, "methods": per_method, "fastest": fastest, "default": default,
                  "default_over_fastest": round(ratio, 3),
@@ -312,7 +321,7 @@ def _train_many_methods(model: str):
   every method is minutes of compilation on a CPU (associative alone took more than 5)."""
   if _METHODS.value:
     return _methods(model)
-  auto = scan.resolve("auto")
+  auto = scan.resolve("auto", model)
   return [auto if auto in methods_for(model) else methods_for(model)[0]]
 
 

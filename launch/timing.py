@@ -22,15 +22,31 @@ def memory(compiled) -> dict:
   return out
 
 
-def timed(fn, *args, reps: int):
-  """(compile seconds, median run seconds, output, memory): fn is jitted, compiled once here."""
+def prepare(fn, *args):
+  """(compiled program, compile seconds, warm-up output, memory) of jitted fn on args."""
   t = time.perf_counter()
   compiled = fn.lower(*args).compile()
   compile_s = time.perf_counter() - t
   out = jax.block_until_ready(compiled(*args))  # warm-up
-  times = []
+  return compiled, compile_s, out, memory(compiled)
+
+
+def interleaved(calls, reps: int) -> list[float]:
+  """Median seconds of each zero-argument call, timed in turn within every repetition, so a
+  change in the machine's speed during the measurement (another process, clocks) falls on every
+  call alike and their ratios hold (timed one after the other, 5 reps each, two CPU methods of
+  equal speed read 1.0 to 1.3 apart on this project's 2-core machine)."""
+  times = [[] for _ in calls]
   for _ in range(reps):
-    t = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    times.append(time.perf_counter() - t)
-  return compile_s, statistics.median(times), out, memory(compiled)
+    for ts, call in zip(times, calls):
+      t = time.perf_counter()
+      jax.block_until_ready(call())
+      ts.append(time.perf_counter() - t)
+  return [statistics.median(ts) for ts in times]
+
+
+def timed(fn, *args, reps: int):
+  """(compile seconds, median run seconds, output, memory): fn is jitted, compiled once here."""
+  compiled, compile_s, out, mem = prepare(fn, *args)
+  (run_s,) = interleaved([lambda: compiled(*args)], reps)
+  return compile_s, run_s, out, mem
