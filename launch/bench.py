@@ -135,8 +135,7 @@ def bench_step(model_names, reps, methods=None):
             f"{per_method[method]['grad_rel_err']:.1e}", flush=True)
     ran = {k: v for k, v in per_method.items() if "step_ms" in v}
     fastest = min(ran, key=lambda k: ran[k]["step_ms"]) if ran else None
-    auto = scan.resolve("auto", name)
-    default = auto if auto in ran else "sequential"
+    default = scan.resolve("auto") if scan.resolve("auto") in ran else "sequential"
     ratio = (ran[default]["step_ms"] / ran[fastest]["step_ms"]) if default in ran else float("nan")
     rows.append({"model": name, "methods": per_method, "fastest": fastest, "default": default,
                  "default_over_fastest": round(ratio, 3),
@@ -321,7 +320,7 @@ def _train_many_methods(model: str):
   every method is minutes of compilation on a CPU (associative alone took more than 5)."""
   if _METHODS.value:
     return _methods(model)
-  auto = scan.resolve("auto", model)
+  auto = scan.resolve("auto")
   return [auto if auto in methods_for(model) else methods_for(model)[0]]
 
 

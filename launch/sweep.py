@@ -173,9 +173,8 @@ def main(argv):
       # the estimate is of the program this backend would run: plan another backend's method
       import jax
       from ssm_bench import scan
-      auto = ", ".join(f"{f} {scan.resolve('auto', f)}" for f in scan.FAMILIES)
-      print(f"memory estimates use the scan methods auto picks on {jax.default_backend()} "
-            f"({auto}); to plan for a GPU add --config.scan_method=pallas")
+      print(f"memory estimates use this backend's scan method ({scan.resolve('auto')} on "
+            f"{jax.default_backend()}); to plan for a GPU add --config.scan_method=pallas")
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
       init = f" init {c.init_from_analytic:g}" if c.init_from_analytic >= 0 else ""

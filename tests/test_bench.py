@@ -107,7 +107,7 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
 def test_train_many_defaults_keep_the_cpu_bench_short():
   """With no --methods and no --train_many_k, train_many times the method auto picks, at
   K = 1, 9 on a CPU (27 CPU-cell runs compile for minutes) and 1, 9, 27 elsewhere."""
-  assert bench._train_many_methods("negmamba") == [scan.resolve("auto", "negmamba")]
+  assert bench._train_many_methods("negmamba") == [scan.resolve("auto")]
   assert bench._train_many_methods("rnn") == ["sequential"]
   want = [1, 9] if jax.default_backend() == "cpu" else [1, 9, 27]
   assert bench.train_many_ks() == want

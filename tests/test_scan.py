@@ -100,14 +100,8 @@ def test_matrix_scan_matches_loop(method):
   np.testing.assert_allclose(np.asarray(got), np.stack(want, 1), rtol=1e-4, atol=1e-4)
 
 
-def test_auto_runs_the_measured_method_per_family_and_unknown_method_fails():
-  backend = jax.default_backend()
-  assert scan.resolve("auto") == scan.AUTO[backend]
-  for family in scan.FAMILIES:
-    want = scan.AUTO_FAMILY.get((backend, family), scan.AUTO[backend])
-    f = to_factors(family, factored_inputs(family, 7))
-    traced = lambda m: str(jax.make_jaxpr(lambda f: scan.diagonal_scan(f, m))(f))
-    assert traced("auto") == traced(want), f"{family}: auto does not run {want}"
+def test_auto_picks_the_measured_method_and_unknown_method_fails():
+  assert scan.resolve("auto") == scan.AUTO[jax.default_backend()]
   with pytest.raises(ValueError, match="sequential, associative, chunked, pallas"):
     scan.resolve("banana")
 

@@ -21,23 +21,18 @@ from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas")
-# Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend, and per
-# family where it differs (on CPU the chunked scan beats the sequential one for the real family
-# by 2-25% and halves its memory; for the complex families it is 1.4-3x slower).
+# Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend.
 AUTO = {"cpu": "sequential", "gpu": "pallas", "tpu": "associative"}
-AUTO_FAMILY = {("cpu", "mamba"): "chunked", ("cpu", "negmamba"): "chunked"}
 
 
-def default_method(family: str | None = None) -> str:
-  """What `auto` runs on this backend, for a diagonal family or (None) any other recurrence."""
-  backend = jax.default_backend()
-  return AUTO_FAMILY.get((backend, family)) or AUTO.get(backend, "associative")
+def default_method() -> str:
+  return AUTO.get(jax.default_backend(), "associative")
 
 
-def resolve(method: str, family: str | None = None) -> str:
+def resolve(method: str) -> str:
   if method not in METHODS:
     raise ValueError(f"unknown scan method {method!r}; choose one of {', '.join(METHODS)}")
-  return default_method(family) if method == "auto" else method
+  return default_method() if method == "auto" else method
 
 
 def _reference_method(method: str) -> str:
@@ -48,7 +43,7 @@ def _reference_method(method: str) -> str:
 
 def diagonal_scan(f: Factors, method: str = "auto"):
   """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe."""
-  method = resolve(method, f.family)
+  method = resolve(method)
   if method == "chunked":
     return chunked.scan(f)
   if method == "pallas":
