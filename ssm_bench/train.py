@@ -168,8 +168,8 @@ class Trainer:
 
 def _over_runs(fn):
   """fn vmapped over the leading (run) axis of its arguments, except for a group of one run,
-  which runs fn itself: on a CPU the vmapped program of one run took 1.2-3.7x the time per step
-  of the same run unbatched (BUILD_NOTES, "A group of one")."""
+  which runs fn itself: on a CPU the vmapped program of one run took 1.1-3.8x the time per step
+  of the same run unbatched (BUILD_NOTES, "Interleaved timings, and a group of one")."""
   def many(*args):
     if jax.tree.leaves(args)[0].shape[0] != 1:
       return jax.vmap(fn)(*args)

@@ -97,7 +97,7 @@ def test_train_many_equals_separate_runs():
 
 
 def test_a_group_of_one_runs_the_unbatched_program():
-  """K = 1 must not be a vmapped program of one run (on CPU 1.2-3.8x slower per step): its
+  """K = 1 must not be a vmapped program of one run (on CPU 1.1-3.8x slower per step): its
   chunk is the plain run's own program, with the same numbers bit for bit."""
   cfg = TINY.replace(model="negmamba")
   trainer = train.Trainer(cfg)
