@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 # jax logs its search for TPU/GPU plugins at INFO, which absl would print on every CPU start.
@@ -45,7 +46,11 @@ def run_main(main):
     except KeyboardInterrupt:
       # Ctrl-C is how a sweep is stopped: finished runs and checkpoints are on disk already.
       print(INTERRUPTED, file=sys.stderr)
-      sys.exit(130)
+      sys.stdout.flush()
+      sys.stderr.flush()
+      # Exit without the interpreter's teardown: with XLA's threads still busy (a Ctrl-C during
+      # compilation) it crashed with SIGSEGV after the line above in 3 of 8 tries here.
+      os._exit(130)
 
   app.run(wrapped, flags_parser=_parse_flags)
 
@@ -53,7 +58,6 @@ def run_main(main):
 def enable_compilation_cache():
   """Persist compiled programs across processes: a relaunched sweep or a resumed run skips
   recompiling its shape groups. SSM_BENCH_CACHE=off turns it off; any other value is the path."""
-  import os
   path = os.environ.get("SSM_BENCH_CACHE", os.path.expanduser("~/.cache/ssm-bench/xla"))
   if path == "off":
     return

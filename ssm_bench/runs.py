@@ -173,6 +173,8 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
         break
   except KeyboardInterrupt:  # Ctrl-C: let a checkpoint save in flight finish, then stop cleanly
     _close(managers)
+    for w in writers:  # the entry point exits without teardown: flush the event files now
+      w.close()
     raise
   train_s = time.time() - t_train
   with _sigint_after():
