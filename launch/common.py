@@ -49,7 +49,7 @@ def run_main(main):
       sys.stdout.flush()
       sys.stderr.flush()
       # Exit without the interpreter's teardown: with XLA's threads still busy (a Ctrl-C during
-      # compilation) it crashed with SIGSEGV after the line above in 3 of 8 tries here.
+      # compilation) it crashed with SIGSEGV after the line above in 4 of 8 tries here.
       os._exit(130)
 
   app.run(wrapped, flags_parser=_parse_flags)
