@@ -33,7 +33,6 @@ from launch.timing import interleaved
 from launch.timing import prepare
 from launch.timing import timed
 from ssm_bench import evaluation
-from ssm_bench import models
 from ssm_bench import scan
 from ssm_bench import train
 from ssm_bench.config import PRESETS, TrainConfig
@@ -43,7 +42,10 @@ CELLS = {"paper": dict(batch=256, length=60, d_model=128, d_state=64),
          "cpu": dict(batch=64, length=60, d_model=32, d_state=16)}
 _CELL = flags.DEFINE_enum("cell", None, list(CELLS), "Sizes to time (default: cpu on CPU, "
                           "paper elsewhere); --batch etc. override single sizes.")
-_MODELS = flags.DEFINE_string("models", ",".join(models.LAYERS), "Comma list of models to time.")
+_MODELS = flags.DEFINE_string("models", None, "Comma list of models to time (default: the "
+                              "built-in layers).")
+_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers, to time a plugin's "
+                               "layer (--plugins=examples.rotation --models=rotation).")
 _BATCH = flags.DEFINE_integer("batch", None, "Batch size for the step timings.", lower_bound=1)
 _LENGTH = flags.DEFINE_integer("length", None, "Sequence length for the step timings.", lower_bound=1)
 _D_MODEL = flags.DEFINE_integer("d_model", None, "Width for the step timings.", lower_bound=1)
@@ -74,9 +76,11 @@ def sizes() -> dict:
 def methods_for(model: str) -> tuple:
   """The scan methods a model's layer can use here: rnn has one program; the fused kernel is
   timed only on a GPU (elsewhere it runs in interpret mode, correct but not a timing)."""
-  if model == "rnn":
+  from ssm_bench import registry
+  spec = registry.get(model)
+  if not spec.uses_scan_method:  # one program whatever the method
     return ("sequential",)
-  if model not in scan.FAMILIES:
+  if spec.scan_family is None:  # only the reference methods apply
     return scan.REFERENCE
   fused = ("chunked", "pallas") if jax.default_backend() == "gpu" else ("chunked",)
   return scan.REFERENCE + fused
@@ -150,7 +154,7 @@ def bench_scan(reps):
   elementwise pass. The values are checked against a float64 NumPy loop on the first row."""
   z = sizes()
   b, t, d, n = z["batch"], z["length"], z["d_model"], z["d_state"]
-  f = bench_tiles.random_factors("negmamba", b, t, d, n)
+  f = bench_tiles.random_factors("signed_decay", b, t, d, n)
   big = jnp.ones((b, t, d, max(n, 16)), jnp.float32)
   _, copy_s, _, _ = timed(jax.jit(lambda x: x * 1.0001 + 1.0), big, reps=reps)
   bandwidth = 2 * big.size * 4 / copy_s  # read + write
@@ -326,10 +330,16 @@ def _train_many_methods(model: str):
 
 def main(argv):
   del argv
-  names = [n for n in _MODELS.value.split(",") if n]
   from launch import sweeps
-  for flag, given, valid in (("models", names, models.LAYERS),
-                             ("train_many_models", _TM_MODELS.value, models.LAYERS),
+  from ssm_bench import plugins, registry
+  try:
+    plugins.load(_PLUGINS.value)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  builtin = [s.name for s in registry.specs() if s.builtin]
+  names = [n for n in (_MODELS.value or ",".join(builtin)).split(",") if n]
+  for flag, given, valid in (("models", names, registry.names()),
+                             ("train_many_models", _TM_MODELS.value, registry.names()),
                              ("methods", _METHODS.value, METHOD_COLUMNS),
                              ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS)):
     unknown = [v for v in given if v not in valid]

@@ -22,31 +22,41 @@ from ssm_bench import scan
 GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
         "backward": [(bd, w) for bd in (4, 8, 16) for w in (1, 2, 4)],
         "chunk": (4, 8)}
-# The model whose factors stand for each kind (mamba's are negmamba's with a positive a_t).
-REPRESENTATIVE = {"real": "negmamba", "phase": "aussm", "const": "s4d"}
+# The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
+REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
 
-def random_factors(model: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
-  """Factors of the model's family with the value ranges its layer produces."""
+def family_of(model: str) -> str:
+  """The scan family a registered layer hands diagonal_scan (ValueError if it has none)."""
+  from ssm_bench import registry
+  family = registry.get(model).scan_family
+  if family is None:
+    raise ValueError(f"{model!r} has no scan family; layers with one: "
+                     + ", ".join(s.name for s in registry.specs() if s.scan_family))
+  return family
+
+
+def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
+  """Factors of a scan family with the value ranges its layers produce."""
   k = jax.random.split(jax.random.PRNGKey(key), 6)
   c = lambda kk, shape: jax.lax.complex(jax.random.normal(kk, shape),
                                         jax.random.normal(jax.random.fold_in(kk, 1), shape)) * 0.1
   x = jax.random.normal(k[0], (b, t, d))
-  if model in ("mamba", "negmamba"):
+  if family in ("decay", "signed_decay"):
     return scan.Factors(
-        model, x=x, B=jax.random.normal(k[1], (b, t, n)), C=jax.random.normal(k[2], (b, t, n)),
+        family, x=x, B=jax.random.normal(k[1], (b, t, n)), C=jax.random.normal(k[2], (b, t, n)),
         h0=jnp.full((b, d, n), n ** -0.5),
         dt=jax.nn.softplus(jax.random.normal(k[3], (b, t, d)) - 1),
         lam=-jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
   common_ = dict(x=x, B=c(k[1], (d, n)), C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)))
-  if model == "aussm":
-    return scan.Factors("aussm", theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0,
+  if family == "rotation":
+    return scan.Factors("rotation", theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0,
                                                           maxval=3.0), **common_)
-  if model == "s4d":
+  if family == "constant":
     radius = jax.random.uniform(k[4], (d, n), minval=0.5, maxval=0.999)
     angle = jax.random.uniform(k[5], (d, n), minval=-3.0, maxval=3.0)
-    return scan.Factors("s4d", a=radius * jnp.exp(1j * angle), **common_)
-  raise ValueError(f"no factors for {model!r}; choose one of {', '.join(scan.FAMILIES)}")
+    return scan.Factors("constant", a=radius * jnp.exp(1j * angle), **common_)
+  raise ValueError(f"no factors for {family!r}; choose one of {', '.join(scan.FAMILIES)}")
 
 
 def _rel_err(got, want) -> float:
@@ -73,13 +83,13 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   grid = grid or GRID
-  kinds = list(dict.fromkeys(pallas.KINDS[m] for m in models if m in pallas.KINDS))
+  kinds = list(dict.fromkeys(pallas.KINDS[family_of(m)] for m in models))
   z = sizes
   rows, best = [], {}
   for kind in kinds:
-    model = REPRESENTATIVE[kind]
+    family = REPRESENTATIVE[kind]
     f = jax.tree.map(lambda *v: jnp.stack(v), *[
-        random_factors(model, z["batch"], z["length"], z["d_model"], z["d_state"], key=i)
+        random_factors(family, z["batch"], z["length"], z["d_model"], z["d_state"], key=i)
         for i in range(k)])
     reference = lambda f: scan.diagonal_scan(f, "associative")
     fwd = lambda fn: jax.jit(jax.vmap(fn))

@@ -38,7 +38,10 @@ def worker_env(gpus_per_group: float) -> dict:
   """Environment of a Ray worker, set before it imports jax (hence runtime_env, not os.environ).
   A worker with a share of a GPU preallocates that share of its memory (JAX's default BFC
   allocator; the platform allocator is documented as very slow); a CPU worker hides the GPUs."""
-  env = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+  # The driver's directory first on the path: a plugin module found from here (python -m puts
+  # the current directory on sys.path) is found by the worker too.
+  path = [os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+  env = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": os.pathsep.join(path)}
   if gpus_per_group > 0:
     env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 * min(gpus_per_group, 1.0):.3f}"
   else:

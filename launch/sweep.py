@@ -41,6 +41,9 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
+_PLUGINS = flags.DEFINE_string("plugins", None, "Modules that register layers (examples.rotation, "
+                               "mypkg.layers:register); recorded in every run's config "
+                               "(same as --config.plugins).")
 _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep when it makes no "
                             "progress for this long (a hung program; BUILD_NOTES); 0: never.",
                             lower_bound=0.0)
@@ -49,7 +52,11 @@ _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep 
 def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None = None,
          overrides: dict | None = None):
   """[(configs, run dirs)] per shape group, in grid order."""
-  from ssm_bench import runs
+  from ssm_bench import plugins, runs
+  try:  # before the grid: a plugin layer's records (its preset values) must be known to it
+    plugins.load((overrides or {}).get("plugins", ""))
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
   try:
     cfgs = sweeps.expand(sweep, PRESETS[preset or sweeps.SWEEPS[sweep].preset], overrides)
   except ValueError as e:  # a --config. value the grid cannot take
@@ -62,11 +69,30 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
     cfgs = [c for c in cfgs if pattern.search(runs.run_name(c))]
     if not cfgs:
       raise common.UsageError(f"--only={only!r} matches none of the {sweep} sweep's run names")
+  check_layers(cfgs)
   stage = sweeps.SWEEPS[sweep].stage or (lambda c: 0)
   groups = collections.OrderedDict()
   for c in cfgs:  # a group never spans stages (a stage may split a shape group by seed)
     groups.setdefault((stage(c), c.shape_key()), []).append(c)
   return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
+
+
+def check_layers(cfgs):
+  """Every plugin loads, and every distinct network of the sweep that has a plugin layer or
+  layer kwargs builds with the right shapes: one line before any run directory exists."""
+  from ssm_bench import models, plugins, registry, train
+  seen = set()
+  try:
+    for c in cfgs:
+      plugins.load(c.plugins)
+      layers = models.parse_layers(c.model, c.depth)
+      key = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state, c.task)
+      if key in seen or (not c.layer_kwargs and all(registry.get(n).builtin for n in layers)):
+        continue
+      seen.add(key)
+      models.check(train.model_config(c))
+  except ValueError as e:  # PluginError, LayerError, ConfigError
+    raise common.UsageError(str(e)) from None
 
 
 def fit_to_memory(groups, budget_bytes: float, report=None):
@@ -120,6 +146,15 @@ def prune(stage, all_groups, skip):
   return kept, runs_dropped, groups_dropped
 
 
+def whole_sweep(groups, overrides):
+  """The groups a stage's skip rule consults: every run of the sweep in this workdir, also those
+  --only leaves out (a depth-2 launch skips what finished depth-1 runs made unnecessary)."""
+  if not _ONLY.value:
+    return groups
+  workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
+  return plan(_SWEEP.value, workdir, None, _PRESET.value, overrides)
+
+
 def finished_count(groups) -> int:
   from ssm_bench import runs
   return sum(runs.is_finished(d) for _, dirs in groups for d in dirs)
@@ -151,6 +186,10 @@ def main(argv):
   workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
   try:
     overrides = config_flags.overrides(_FIELDS)
+    if _PLUGINS.value is not None:
+      if overrides.get("plugins", _PLUGINS.value) != _PLUGINS.value:
+        raise ValueError("--plugins and --config.plugins differ; use one")
+      overrides["plugins"] = _PLUGINS.value
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
@@ -197,7 +236,7 @@ def main(argv):
             "are skipped (at most the runs above)")
       n_finished = finished_count(groups)
       for i, stage in enumerate(stages(groups, sweep.stage)):
-        kept = sum(len(c) for c, _ in prune(stage, groups, sweep.skip)[0])
+        kept = sum(len(c) for c, _ in prune(stage, whole_sweep(groups, overrides), sweep.skip)[0])
         print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
               f"by the {n_finished} run(s) finished so far")
     return
@@ -211,13 +250,14 @@ def main(argv):
         f"{len(groups) - len(todo)} groups already finished", flush=True)
   t0 = time.time()
   sweep = sweeps.SWEEPS[_SWEEP.value]
+  whole = whole_sweep(groups, overrides) if sweep.skip else groups
   bar = progress.Progress(len(todo), sum(runs.unfinished(d) for _, d in todo),
                          enabled=not _QUIET.value)
   failures = skipped = 0
   try:
     for stage in stages(todo, sweep.stage):
       if sweep.skip:
-        stage, runs_dropped, groups_dropped = prune(stage, groups, sweep.skip)
+        stage, runs_dropped, groups_dropped = prune(stage, whole, sweep.skip)
         skipped += runs_dropped
         bar.drop(groups_dropped, runs_dropped)
       if stage:  # (a stage the skips emptied starts no executor)

@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 
 from ssm_bench import config
+from ssm_bench import registry
 from ssm_bench import train
 from ssm_bench.config import SCHEDULES, TrainConfig
 from ssm_bench.neighbours import NEAR_SOLUTION, illusion_solved
@@ -195,7 +196,7 @@ def table2_cpu(base: TrainConfig) -> list[TrainConfig]:
   out = []
   for g, depth, m in itertools.product(TABLE2_GROUPS, TABLE2_DEPTHS, TABLE2_MODELS):
     cell = base.replace(task=g, depth=depth, model=m,
-                        **config.MODEL_PRESETS.get(base.preset, {}).get(m, {}))
+                        **registry.preset_values(base.preset, m))
     out += _grid(cell, **TABLE2_CPU[m])
     out += _grid(cell, lr=TABLE2_CPU[m]["lr"], seed=TABLE2_CPU_MORE_SEEDS)
   return out
@@ -221,6 +222,38 @@ def tiny(base: TrainConfig) -> list[TrainConfig]:
   return _grid(base.replace(task="C2"), model=("mamba", "negmamba"), lr=(1e-3, 3e-3), seed=(0,))
 
 
+# The state-tracking profile (SPEC 7): groups that separate the transition classes - C2 (a sign),
+# C3 (a rotation), C2xC2, C6, the non-Abelian 2-groups D4 and Q8 (two signed layers suffice), S3
+# and A4 (derived length 2), S4 (3) and A5 (not solvable) - at depths 1-3, for any one layer.
+PROFILE_GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
+PROFILE_DEPTHS = (1, 2, 3)
+# Per protocol: learning rates and seeds. At CPU scale the two rates of the smoke row (BUILD_NOTES:
+# negmamba needs a high peak rate, aussm stalls at the high one); on a GPU, table2_lite's.
+PROFILE_GRID = {"profile_cpu": dict(lr=(3e-3, 3e-2), seed=(0,)),
+                "profile_tiny": dict(lr=(1e-3,), seed=(0,)),
+                "profile": dict(lr=(1e-3, 1e-2), seed=(0, 1))}
+
+
+def profile(base: TrainConfig) -> list[TrainConfig]:
+  """One model (base.model, e.g. --config.model=lru with --config.plugins=...) over the profile's
+  groups and depths, with the layer's own values for the protocol from its registry record.
+  Staged by depth: a deeper stack is not trained once a shallower one of the same group
+  extrapolated (shallower_extrapolated)."""
+  preset = base.preset if base.preset in PROFILE_GRID else config.PROFILE_PRESETS["cpu"]
+  base = base.replace(preset=preset, **registry.preset_values(preset, base.model))
+  return [c for g, depth in itertools.product(PROFILE_GROUPS, PROFILE_DEPTHS)
+          for c in _grid(base.replace(task=g, depth=depth), **PROFILE_GRID[preset])]
+
+
+def shallower_extrapolated(cfg: TrainConfig, finished) -> bool:
+  """The profile's skip rule: some finished run of the same group and model (any lr, schedule,
+  seed) at a smaller depth reached max_len >= 100."""
+  return any(c.depth < cfg.depth and c.task == cfg.task and s.get("status") == "done"
+             and s.get("max_len", 0) >= EXTRAPOLATES
+             and c.replace(depth=cfg.depth, lr=cfg.lr, schedule=cfg.schedule, seed=cfg.seed) == cfg
+             for c, s in finished)
+
+
 @dataclasses.dataclass(frozen=True)
 class Sweep:
   grid: callable  # base config -> list of configs
@@ -238,13 +271,16 @@ SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "p
           "table2_cpu": Sweep(table2_cpu, "table2_cpu", stage=more_seeds_stage,
                               skip=verdict_not_on_one_run), "smoke": Sweep(smoke, "cpu"),
           "smoke_p": Sweep(smoke_p, "cpu"),
+          "profile": Sweep(profile, "profile_cpu", stage=lambda c: c.depth,
+                           skip=shallower_extrapolated),
           "tiny": Sweep(tiny, "tiny")}
 
 
 def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[TrainConfig]:
   """The sweep's configs on a base built from `base_values`, each then given `overrides`;
   duplicates (an override that collapses a grid axis) are kept once, in grid order."""
-  cfgs = SWEEPS[name].grid(TrainConfig(**base_values))
+  # the overrides reach the base too, so a grid sees the model (and plugins) it is asked about
+  cfgs = SWEEPS[name].grid(TrainConfig(**{**base_values, **(overrides or {})}))
   if overrides:
     cfgs = [c.replace(**overrides) for c in cfgs]
   return list(dict.fromkeys(cfgs))

@@ -12,7 +12,9 @@ from absl import flags
 from launch import common
 from ssm_bench import figures
 from ssm_bench import neighbours
+from ssm_bench import plugins
 from ssm_bench import tables
+from ssm_bench import tracking_profile
 
 _RUNS = flags.DEFINE_string("runs", "results/runs", "Directory of run directories.")
 _OUT = flags.DEFINE_string("out", None, "Where to write the tables and figures.")
@@ -20,6 +22,8 @@ _FORMAT = flags.DEFINE_enum("format", "files", ["files", "json", "markdown"],
                             "files: write under --out; json/markdown: print to stdout.")
 _PAPER = flags.DEFINE_string("paper", None, "Paper Table 2 JSON (default results/paper_table2.json).")
 _FIGURES = flags.DEFINE_bool("figures", True, "Also write PNG figures (needs matplotlib).")
+_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers, beyond those the runs "
+                               "recorded (a layer no plugin registers shows its theory as ?).")
 
 
 def default_paper_path() -> str:
@@ -40,7 +44,13 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
     except (OSError, ValueError) as e:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
-  return {"runs_dir": runs_dir, "rs": rs, "paper": paper,
+  try:
+    plugins.load(_PLUGINS.value)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  unloaded = tables.load_plugins(rs.good + rs.diverged)
+  return {"unloaded_plugins": unloaded,
+          "profile": tracking_profile.profile_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
           "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good),
           "parity": neighbours.parity_data(rs.good),
           "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
@@ -96,6 +106,10 @@ def render(data: dict) -> dict:
   cmp += [tables.markdown_table2(data["table2"], compare=True)]
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
+  if data["profile"]:
+    lines = ["# State-tracking profiles (SPEC 7)", "", tracking_profile.INTRO, ""]
+    lines += [f"Not loaded (theory shown as ?): {why}" for why in data["unloaded_plugins"]]
+    files["profile.md"] = "\n".join(lines + [tracking_profile.markdown(data["profile"])]).rstrip("\n") + "\n"
   for key, name, title, intro, render_fn in _NEIGHBOUR_FILES:
     if data[key]:
       text = "\n".join([title, ""] + ([intro, ""] if intro else []) + [render_fn(data[key])])
@@ -112,6 +126,10 @@ def as_json(data: dict) -> dict:
               "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
               for (task, stack, length), by_noise in data["near_solution"].items()},
           "offset": data["offset"], "runs_done": len(rs.good),
+          "profile": [{**{k: v for k, v in p.items() if k != "cells"},
+                       "cells": {g: {str(d): e for d, e in row.items()}
+                                 for g, row in p["cells"].items()}}
+                      for p in data["profile"].values()],
           "problems": [{"run": n, "reason": r} for n, r in rs.problems]}
 
 
@@ -135,6 +153,7 @@ def main(argv):
       written += figures.write_curves(data["rs"], _OUT.value)
       written += figures.write_examples(data["rs"], _OUT.value)
       written += figures.write_illusion(data["illusion"], _OUT.value)
+      written += figures.write_profiles(data["profile"], _OUT.value)
   except OSError as e:
     raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "

@@ -16,13 +16,17 @@ from absl import flags
 from launch import common
 from launch import config_flags
 from ssm_bench import models
+from ssm_bench import plugins
+from ssm_bench import registry
 from ssm_bench import runs
 from ssm_bench.config import PRESETS, TrainConfig
-from tasks import registry
+from tasks import registry as tasks
 
 _FIELDS = config_flags.define(short=True, help={
-    "task": registry.GRAMMAR,
-    "model": "A layer name (" + ", ".join(models.LAYERS) + ") or a comma list for a hybrid stack."})
+    "task": tasks.GRAMMAR,
+    "model": "A layer name (" + ", ".join(registry.names()) + ", or a plugin's) or a comma list "
+             "for a hybrid stack.",
+    "plugins": "Modules that register layers (examples.rotation, mypkg.layers:register)."})
 _LAYERS = flags.DEFINE_string("layers", None, "Alias of --model for hybrid lists (s4d,mamba).")
 _PRESET = flags.DEFINE_enum("preset", "paper", list(PRESETS), "Base values; flags override them.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (default: runs/<run name>).")
@@ -36,10 +40,11 @@ def config_from_flags() -> TrainConfig:
     values.setdefault("model", TrainConfig.model)
     if "," in values["model"]:
       values["depth"] = len(values["model"].split(","))
-    if problem := registry.validate(values["task"]):
+    if problem := tasks.validate(values["task"]):
       raise common.UsageError(problem)
-    models.parse_layers(values["model"])
     cfg = TrainConfig(**values)
+    plugins.load(cfg.plugins)
+    models.parse_layers(cfg.model)
     if cfg.init_from_analytic >= 0:
       from ssm_bench import analytic, train
       built = train.analytic_config(cfg)
@@ -50,6 +55,8 @@ def config_from_flags() -> TrainConfig:
                          f"pass --model={layers} with --init_from_analytic (the task has "
                          f"constructions from: {', '.join(others)})")
       cfg = built  # the recorded config describes the network that is trained
+    from ssm_bench import train
+    models.check(train.model_config(cfg))  # kwargs and output shapes, before any run directory
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None
   return cfg

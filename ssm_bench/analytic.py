@@ -13,7 +13,10 @@ layers, so sign/phase features pass through the blocks unchanged.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+from typing import Callable
 
 import flax
 import jax
@@ -275,8 +278,8 @@ def modcount(m: int, d_model: int = 0, d_state: int = 4):
   lay["lambda_log_neg_re"][:] = -200.0  # exp(-200) underflows: Re Lambda = 0 exactly
   lay["lambda_im"][:] = 2 * np.pi / m
   root_n = math.sqrt(n) / 2  # y = 2 Re(C h), h0 = 1 / sqrt(n)
-  for c, (re, im) in zip(range(1, 5), [(1, 0), (-1, 0), (0, -1), (0, 1)]):
-    lay["C_re"][c, 0], lay["C_im"][c, 0] = re * root_n, im * root_n
+  for c, (real, imag) in zip(range(1, 5), [(1, 0), (-1, 0), (0, -1), (0, 1)]):
+    lay["C_re"][c, 0], lay["C_im"][c, 0] = real * root_n, imag * root_n
     p["out0"]["kernel"][c, c] = 1.0
     p["head_hidden"]["kernel"][c, c] = 1.0
   ang = 2 * np.pi * np.arange(m) / m
@@ -285,22 +288,53 @@ def modcount(m: int, d_model: int = 0, d_state: int = 4):
   return cfg, _finish({"params": p})
 
 
+@dataclasses.dataclass(frozen=True)
+class Construction:
+  """Weights set by hand for the tasks `applies` accepts; a layer's registry record lists its own."""
+  description: str
+  applies: Callable[[str], bool]  # task name -> whether this construction tracks it
+  build: Callable[[str, int, int], tuple]  # (task, d_model, d_state) -> (ModelConfig, params)
+
+
+def _abelian_group(task_name: str) -> bool:
+  try:
+    return groups.get_group(task_name).is_abelian
+  except groups.GroupError:
+    return False
+
+
+ABELIAN = Construction("any Abelian group in one layer: a rotation per character "
+                       "(paper 000, Theorem 4.1)", _abelian_group,
+                       lambda task, dm, ds: abelian(task, dm, ds))
+S3_CASCADE = Construction("S3 in two layers: the sign, then a +-2pi/3 rotation (paper 000, "
+                          "Sec. 5.3, App. B)", lambda task: task in ("S3", "D3"),
+                          lambda task, dm, ds: s3(dm, max(ds, 4)))
+S3_AUSSM = Construction("S3 in two full AUSSM layers, input term off (paper 000, Sec. 6)",
+                        lambda task: task in ("S3", "D3"),
+                        lambda task, dm, ds: s3_aussm(dm, max(ds, 4)))
+PARITY = Construction("parity in one layer: a(1) = -1, a(0) = 1", lambda task: task == "parity",
+                      lambda task, dm, ds: parity(dm, max(ds, 4)))
+MODCOUNT = Construction("modcount<m> in one layer: a = exp(2 pi i / m)",
+                        lambda task: re.fullmatch(r"modcount\d+", task) is not None,
+                        lambda task, dm, ds: modcount(registry.get_task(task).num_classes, dm,
+                                                      max(ds, 4)))
+
+
 def _constructions(task_name: str) -> dict:
-  """model name -> builder(d_model, d_state) of the task's constructions, default first;
-  NoConstruction says why a task has none."""
-  if task_name == "parity":
-    return {"negmamba": lambda dm, ds: parity(dm, max(ds, 4))}
-  if task_name.startswith("modcount"):
-    m = registry.get_task(task_name).num_classes
-    return {"s4d": lambda dm, ds: modcount(m, dm, max(ds, 4))}
+  """layer name -> builder(d_model, d_state) of the task's constructions, from the layer
+  registry in registration order (the default first); NoConstruction says why there is none."""
+  from ssm_bench import registry as layer_registry
+  registry.get_task(task_name)  # an unknown task is a TaskError, not "no construction"
+  options = {}
+  for spec in layer_registry.specs():
+    for c in spec.constructions:
+      if spec.name not in options and c.applies(task_name):
+        options[spec.name] = (lambda c: lambda dm, ds: c.build(task_name, dm, ds))(c)
+  if options:
+    return options
   g = registry.get_task(task_name).group
-  if g is None or task_name.endswith("-gen"):
+  if g is None or task_name.endswith("-gen") or g.is_abelian:
     raise NoConstruction(f"no analytic construction for task {task_name!r}")
-  if g.is_abelian:
-    return {"simple_aussm": lambda dm, ds: abelian(task_name, dm, ds)}
-  if g.order == 6 and g.derived_length == 2 and task_name in ("S3", "D3"):
-    return {"simple_aussm": lambda dm, ds: s3(dm, max(ds, 4)),
-            "aussm": lambda dm, ds: s3_aussm(dm, max(ds, 4))}
   if not g.is_solvable:
     raise NoConstruction(f"{task_name} is not solvable: no stack of diagonal (DCD) layers can "
                          "track it at finite precision (paper 000, Theorem 4.2), so there is "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
 
 NORMS = ("layernorm", "rmsnorm", "none")
@@ -44,6 +45,29 @@ class ConfigError(ValueError):
   """A config value out of range or not among the choices; the message is one line."""
 
 
+_PLUGIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?\Z")
+
+
+def canonical_plugins(text: str) -> str:
+  """Plugin modules as stored: 'pkg.mod' or 'pkg.mod:register', comma-separated, no spaces."""
+  entries = [e.strip() for e in (text or "").split(",") if e.strip()]
+  bad = [e for e in entries if not _PLUGIN.match(e)]
+  if bad:
+    raise ConfigError(f"plugins must be importable module names such as examples.rotation or "
+                      f"mypkg.layers:register, comma-separated; got {bad[0]!r}")
+  return ",".join(dict.fromkeys(entries))
+
+
+def _canonicalize(cfg):
+  from ssm_bench import registry  # light: the registry module imports no jax at import time
+  try:
+    object.__setattr__(cfg, "layer_kwargs", registry.canonical_kwargs(cfg.layer_kwargs))
+  except registry.LayerError as e:
+    raise ConfigError(str(e)) from None
+  if hasattr(cfg, "plugins"):
+    object.__setattr__(cfg, "plugins", canonical_plugins(cfg.plugins))
+
+
 def _check_choices(cfg):
   for f in dataclasses.fields(cfg):
     allowed = choices(f.name)
@@ -66,6 +90,9 @@ class ArchConfig:
   dt_min: float = 1e-3  # Mamba/S4D step-size init, log-uniform in [dt_min, dt_max]
   dt_max: float = 1e-1
   decoder: str = "mlp"  # head on the residual stream: an MLP (universal) or one linear map
+  # The layers' own hyperparameters: a JSON object (keys the layers' registry records declare),
+  # stored canonically (sorted keys, no spaces; '' for none) so equal kwargs are one identity.
+  layer_kwargs: str = ""
 
 
 def arch_fields(cfg) -> dict:
@@ -82,6 +109,7 @@ class ModelConfig(ArchConfig):
 
   def __post_init__(self):
     object.__setattr__(self, "layers", tuple(self.layers))
+    _canonicalize(self)
     _check_choices(self)
 
   @property
@@ -135,6 +163,9 @@ class TrainConfig(ArchConfig):
   eval_length: int = 1000  # evaluate every position up to here (grid: evaluation.grid)
   init_from_analytic: float = -1.0  # noise scale around the construction; < 0 means off
   preset: str = ""  # the preset these values came from, recorded for tables
+  # Modules that register layers (ssm_bench.plugins), imported wherever this run is built (a
+  # resume, a sweep's re-exec, a Ray worker, a table), so a plugin's layer is found again.
+  plugins: str = ""
 
   def __post_init__(self):
     hints = typing.get_type_hints(type(self))
@@ -144,6 +175,7 @@ class TrainConfig(ArchConfig):
         object.__setattr__(self, f.name, float(v))
       elif want in (int, float, str) and (not isinstance(v, want) or isinstance(v, bool)):
         raise ConfigError(f"{f.name} must be {want.__name__}, got {v!r}")
+    _canonicalize(self)
     _check_choices(self)
     for name, (ok, what) in _RANGES.items():
       if not ok(getattr(self, name)):
@@ -188,24 +220,25 @@ PRESETS = {
     "cpu": dict(d_model=32, d_state=4, batch_size=64, steps=3000, lr=0.03, schedule="cosine",
                 conv_kernel=0, log_every=100, checkpoint_every=1000, eval_seqs=128,
                 eval_chunk=64, preset="cpu"),
-    # Table 2 at CPU scale (all 90 cells on 2 cores): the cpu preset, with MODEL_PRESETS below.
-    "table2_cpu": dict(d_model=32, d_state=4, batch_size=64, steps=3000, lr=0.03,
-                       schedule="cosine", conv_kernel=0, log_every=100, checkpoint_every=1000,
-                       eval_seqs=128, eval_chunk=64, preset="table2_cpu"),
     # Seconds-sized runs for tests and for trying a command out.
     "tiny": dict(d_model=8, d_state=2, batch_size=8, steps=20, log_every=10, checkpoint_every=10,
                  eval_seqs=8, eval_chunk=8, train_length=8, conv_kernel=0, preset="tiny"),
 }
 
-# Per-model values a preset sets on top of its own: a protocol may size each model apart. At CPU
-# scale the full-state baselines are cheap and learn the larger groups only when wider and
-# trained longer (BUILD_NOTES, "Table 2 at CPU scale"); every cell still has one setting.
-MODEL_PRESETS = {
-    "table2_cpu": {"rnn": dict(d_model=64, d_state=64, steps=6000),
-                   "simple_aussm": dict(d_model=64, d_state=32, steps=6000)},
-}
+# Table 2 at CPU scale (all 90 cells on 2 cores): the cpu preset's values under its own label; the
+# layers' registry records size some models apart in it.
+PRESETS["table2_cpu"] = {**PRESETS["cpu"], "preset": "table2_cpu"}
+# The state-tracking profile's protocols: the base presets' values under a label of their own, so
+# profile runs never pool with another protocol's (launch/sweeps.py, "profile").
+for _base in ("cpu", "tiny"):
+  PRESETS[f"profile_{_base}"] = {**PRESETS[_base], "preset": f"profile_{_base}"}
+PRESETS["profile"] = dict(conv_kernel=0, preset="profile")
+PROFILE_PRESETS = {"cpu": "profile_cpu", "tiny": "profile_tiny", "paper": "profile"}
+PROFILE_LABELS = tuple(PROFILE_PRESETS.values())
 
 
 def preset_values(preset: str, model: str | None = None) -> dict:
-  """The preset's values, with its values for `model` on top (unknown presets give {})."""
-  return {**PRESETS.get(preset, {}), **MODEL_PRESETS.get(preset, {}).get(model, {})}
+  """The preset's values, with the values the model's registry record gives for that preset on
+  top (a layer may be sized apart in a protocol; unknown presets give {})."""
+  from ssm_bench import registry
+  return {**PRESETS.get(preset, {}), **registry.preset_values(preset, model)}

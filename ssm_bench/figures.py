@@ -113,3 +113,38 @@ def write_examples(rs, out_dir: str) -> list[str]:
     axes[-1, 0].set_xlabel("position")
     written.append(_save(fig, plt, out_dir, f"example_{task}_{model}_depth{depth}.png"))
   return written
+
+
+def write_profiles(data: dict, out_dir: str) -> list[str]:
+  """One heatmap per profiled model: groups x depths, colour = best max_len, each cell marked
+  with the theory's verdict (✓ / ✗ / ?) and outlined red where they disagree."""
+  from ssm_bench import tracking_profile as tp
+  plt = _pyplot()
+  if plt is None or not data:
+    return []
+  import numpy as np
+  written = []
+  for p in data.values():
+    gs, ds = p["groups"], p["depths"]
+    values = np.full((len(gs), len(ds)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.3 * len(ds) + 2.2, 0.42 * len(gs) + 1.4))
+    for i, g in enumerate(gs):
+      for j, d in enumerate(ds):
+        e = p["cells"][g][d]
+        if e["runs"]:
+          values[i, j] = e["max_len"]
+        text = (f"= d{e['solved_at']}" if e["solved_at"] else "·") if not e["runs"] else \
+            f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}"
+        ax.text(j, i, text, ha="center", va="center", fontsize=7)
+        if tp.verdict(e):
+          ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
+    ax.imshow(values, cmap="Greens", vmin=0, vmax=1000, aspect="auto")
+    ax.set_xticks(range(len(ds)), [f"depth {d}" for d in ds])
+    ax.set_yticks(range(len(gs)), gs)
+    kw = f" {p['layer_kwargs']}" if p["layer_kwargs"] else ""
+    ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; red: disagree", fontsize=8)
+    import hashlib
+    digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
+    name = f"profile_{p['protocol']}_{p['model']}" + (f"_{digest}" if kw else "")
+    written.append(_save(fig, plt, out_dir, name + ".png"))
+  return written

@@ -1,41 +1,43 @@
-"""The model zoo: a registry of recurrent layers and the stack that turns tokens into logits.
+"""The stack that turns tokens into logits, from layers found in the layer registry by name.
 
 Block (paper Sec. 6): x <- x + out(act(layer(norm(x)))); embedding in, MLP decoder head out.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ssm_bench import registry
 from ssm_bench.config import ModelConfig
-from ssm_bench.layers import aussm, mamba, rnn, s4d
-
-LAYERS = {
-    "mamba": functools.partial(mamba.Mamba, negative=False),
-    "negmamba": functools.partial(mamba.Mamba, negative=True),
-    "aussm": aussm.AUSSM,
-    "simple_aussm": aussm.SimpleAUSSM,
-    "s4d": s4d.S4D,
-    "rnn": rnn.RNN,
-    "ids4": rnn.IDS4,
-}
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu, "silu": nn.silu, "tanh": jnp.tanh,
                "identity": lambda x: x}
 
 
-def parse_layers(spec: str, depth: int = 1) -> tuple:
-  """'mamba' with depth 2 -> ('mamba', 'mamba'); 's4d,mamba' -> ('s4d', 'mamba')."""
-  names = tuple(s.strip() for s in spec.split(",") if s.strip())
-  unknown = [n for n in names if n not in LAYERS]
-  if not names or unknown:
-    raise ValueError(f"unknown model {spec!r}; choose from {', '.join(LAYERS)} "
-                     "or a comma list of them for a hybrid stack")
-  return names * depth if len(names) == 1 else names
+parse_layers = registry.parse_layers
+
+
+def build_layer(cfg: ModelConfig, i: int):
+  """Layer i of the stack, with its own kwargs (its registry defaults, then cfg.layer_kwargs)."""
+  kwargs = registry.layer_kwargs(cfg.layers, cfg.layer_kwargs)[i]
+  return registry.get(cfg.layers[i]).builder(cfg, name=f"layer{i}", **kwargs)
+
+
+def check(cfg: ModelConfig, length: int = 4):
+  """Build the network abstractly (no arithmetic): a layer that cannot be built with these
+  kwargs or returns the wrong shape raises LayerError, before any run directory exists."""
+  try:
+    jax.eval_shape(lambda: StateTracker(cfg).init(jax.random.PRNGKey(0),
+                                                   jnp.zeros((1, length), jnp.int32)))
+  except registry.LayerError:
+    raise
+  except Exception as e:  # the layer's own code failed: say which layer, in one line
+    msg = " ".join(str(e).split())[:300]
+    raise registry.LayerError(f"building {'/'.join(dict.fromkeys(cfg.layers))} failed: "
+                              f"{type(e).__name__}: {msg}") from None
 
 
 def _norm(kind: str, name: str):
@@ -61,7 +63,11 @@ class StateTracker(nn.Module):
       act = ACTIVATIONS[cfg.activation]
       x = nn.Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
       for i, name in enumerate(cfg.layers):
-        y = LAYERS[name](cfg, name=f"layer{i}")(_norm(cfg.norm, f"norm{i}")(x))
+        y = build_layer(cfg, i)(_norm(cfg.norm, f"norm{i}")(x))
+        if getattr(y, "shape", None) != x.shape:
+          raise registry.LayerError(
+              f"layer {name!r} returned shape {getattr(y, 'shape', type(y).__name__)}; a layer "
+              f"must map (batch, time, d_model) = {x.shape} to the same shape")
         x = x + nn.Dense(cfg.d_model, name=f"out{i}")(act(y))
       x = _norm(cfg.norm, "norm_f")(x)
       if cfg.decoder == "linear":

@@ -16,6 +16,7 @@ import time
 import jax
 import numpy as np
 
+from ssm_bench import declaration
 from ssm_bench import evaluation
 from ssm_bench import faults
 from ssm_bench import memory
@@ -227,6 +228,9 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
       main = streams.pop(task.main_stream)
       result = {"status": "done", "diverged_at": None, "eval_stream": task.main_stream,
                 **main, **common}
+      # the trained layers' transitions on a few evaluation sequences, against their classes
+      result["declaration"] = declaration.check(trainer.model, _take(params, k),
+                                                eval_sets[task.main_stream][0][:4, :64])
       if streams:
         result["other_streams"] = streams
       w.curve("eval/acc_vs_length", main["acc_curve"])

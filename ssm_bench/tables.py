@@ -14,13 +14,16 @@ import json
 import os
 
 from ssm_bench import neighbours
+from ssm_bench import plugins
+from ssm_bench import registry
 from ssm_bench import runs
 from ssm_bench import theory
-from ssm_bench.config import NUMERICS_FIELDS, TrainConfig, preset_values
+from ssm_bench.config import NUMERICS_FIELDS, PROFILE_LABELS, TrainConfig, preset_values
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
 from tasks import groups
 
 CROSS = "✘"
+THEORY_MARK = {True: "✓", False: "✗", None: "?"}  # expressible, not, no theorem
 EXTRAPOLATES = 100  # the paper's cross mark: below 100 counts as "did not extrapolate"
 PAPER_MODELS = TABLE2_MODELS
 
@@ -56,6 +59,19 @@ def load(runs_dir: str) -> RunSet:
     else:
       good.append(summary)
   return RunSet(good, problems, diverged)
+
+
+def stack_prediction(model: str, depth: int, group) -> dict:
+  """The theory's prediction from the stack's declared transition classes (registry records);
+  a layer the registry does not know counts as class `unknown` (no theorem)."""
+  return theory.prediction(registry.theory_classes(model, depth), group)
+
+
+def load_plugins(summaries) -> list[str]:
+  """Import the plugins the runs recorded, so their layers' classes are known; returns the
+  one-line reasons for those that could not be loaded (their layers show `?`)."""
+  wanted = sorted({s["config"].get("plugins", "") for s in summaries} - {""})
+  return [why for why in (plugins.try_load(p) for p in wanted) if why]
 
 
 def cell(value) -> str:
@@ -97,6 +113,8 @@ def is_table2_run(config: dict) -> bool:
     return False
   if config.get("preset") == neighbours.NEAR_SOLUTION:  # its default-init baseline
     return False
+  if config.get("preset", "") in PROFILE_LABELS:  # the state-tracking profile's own report
+    return False
   if config.get("curriculum_start", 2) >= config.get("train_length", 60):
     return False
   try:
@@ -121,6 +139,7 @@ def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
 
   An entry holds the best max_len, the number of runs, how many extrapolate (max_len >= 100;
   diverged runs count as runs that did not) and every run's max_len."""
+  load_plugins(rs.good + rs.diverged)
   by_protocol = {}
   for s in rs.good + rs.diverged:
     if is_table2_run(s["config"]):
@@ -142,7 +161,7 @@ def _protocol_table(summaries, paper):
                        if s["config"]["task"] == g and s["config"]["model"] == m), reverse=True)
         entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                  "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
-                 "theory": theory.prediction(m, depth, g)["expressible"]}
+                 "theory": stack_prediction(m, depth, g)["expressible"]}
         if paper and m in paper["columns"] and g in paper.get(f"depth_{depth}", {}):
           entry["paper"] = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
         rows[g][m] = entry
@@ -204,7 +223,7 @@ def markdown_table2(data: dict, compare: bool = False) -> str:
             cells.append(cell_with_rate(e))
             continue
           paper = cell(e["paper"] or 0) if "paper" in e else "–"
-          th = {True: "✓", False: "✗", None: "?"}[e.get("theory")]
+          th = THEORY_MARK[e.get("theory")]
           flags = _flags(e)
           cells.append(f"{cell_with_rate(e)} / {paper} / {th}" + (f" **{flags}**" if flags else ""))
         out.append(f"| {g} | " + " | ".join(cells) + " |")
@@ -218,7 +237,7 @@ def markdown_table2(data: dict, compare: bool = False) -> str:
       if differ:
         out += ["Cells that disagree (ours with runs reaching 100 / runs; the paper):", ""]
         out += [f"- {g}, {m}, depth {depth}: ours {cell_with_rate(e)}, paper "
-                f"{cell(e['paper'] or 0)}, theory {'✓' if e.get('theory') else '✗'}"
+                f"{cell(e['paper'] or 0)}, theory {THEORY_MARK[e.get('theory')]}"
                 for depth, g, m, e in differ] + [""]
   return "\n".join(out)
 
@@ -262,5 +281,8 @@ def sweep_table(runs_dir: str) -> str:
     parts.append(neighbours.parity_markdown(par))
   if near := neighbours.near_solution_data(finished):
     parts.append(neighbours.near_solution_markdown(near))
+  from ssm_bench import tracking_profile
+  if prof := tracking_profile.profile_data(finished):
+    parts.append(tracking_profile.markdown(prof))
   parts.append(problems_markdown(rs))
   return "\n".join(parts)

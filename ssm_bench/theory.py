@@ -1,65 +1,169 @@
-"""What the papers say a stack can express, computed from the group's own subgroup series.
+"""What the papers say a stack can express, from the transition class each layer declares.
 
-Each layer family maps a subgroup G_i to the smallest normal subgroup G_{i+1} whose quotient it
-can track at finite precision; a stack expresses G iff the series reaches the trivial group:
-- aussm, simple_aussm (diagonal complex, unit modulus: DCD): Abelian quotients, G' = [G, G]
-  (paper 000, Theorems 4.1-4.2), so the minimal depth is the derived length;
-- negmamba (diagonal, eigenvalues in (-1, 1)): elementary Abelian 2-group quotients,
-  G^2 [G, G] (Grazzi et al.; paper 000 Sec. 7), so only 2-groups, at the elementary-2 length;
-- mamba, s4d (non-negative or input-independent diagonal): no progress on a non-trivial group;
-- rnn, ids4 (non-linear or dense input-dependent): track any finite group in one layer.
+A layer declares the class of its transitions (the registry's `theory_class`); predictions come
+from the class, never from a layer's name. Each class with a theorem maps a subgroup G_i to the
+smallest normal subgroup G_{i+1} whose quotient one such layer tracks at finite precision; a
+stack expresses G iff the series reaches the trivial group:
+- unit_modulus_diagonal (input-dependent complex diagonal, |a| = 1: DCD): Abelian quotients,
+  G' = [G, G] (paper 000, Theorems 4.1-4.2), so the minimal depth is the derived length;
+- signed_diagonal (real diagonal, eigenvalues in [-1, 1]): elementary Abelian 2-group quotients,
+  G^2 [G, G] (Grazzi et al. 2025, Theorem 2; paper 000 Sec. 7), so only 2-groups;
+- nonnegative_diagonal and time_invariant: no progress on a non-trivial group (Sarrof et al.
+  2024, paper 003; paper 000 Sec. 6);
+- nonlinear_or_dense: any finite group in one layer (a finite automaton's transition table);
+- unknown: no theorem (tables show `?`).
+Each class also says which transitions belong to it, so a layer that sows its transitions can
+have its declaration checked (`contains`).
 """
 from __future__ import annotations
+
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from tasks import groups
 
-DCD = ("aussm", "simple_aussm")
-SIGNED = ("negmamba",)
-NONE = ("mamba", "s4d")
-UNIVERSAL = ("rnn", "ids4")
-FAMILIES = DCD + SIGNED + NONE + UNIVERSAL
+
+def _commutator(g, h):
+  return g.commutator_subgroup(h)
 
 
-def _step(g: groups.Group, family: str, h: np.ndarray) -> np.ndarray:
-  if family in DCD:
-    return g.commutator_subgroup(h)
-  if family in SIGNED:
-    return g.elementary2_subgroup(h)
-  if family in NONE:
-    return h
-  if family in UNIVERSAL:
-    return h[:1]  # the trivial subgroup {0}
-  raise ValueError(f"no theory for layer family {family!r}; known: {', '.join(FAMILIES)}")
+def _elementary2(g, h):
+  return g.elementary2_subgroup(h)
 
 
-def expressible(layers, group) -> bool:
-  """Can this stack (a list of layer names, first = bottom) track the group at finite precision?"""
-  g = groups.get_group(group) if isinstance(group, str) else group
+def _stalls(g, h):
+  return h
+
+
+def _trivial(g, h):
+  return h[:1]  # the trivial subgroup {0}
+
+
+def _real(a, tol):
+  a = np.asarray(a)
+  if np.iscomplexobj(a) and np.max(np.abs(a.imag), initial=0.0) > tol:
+    return None, f"complex (max |Im a| = {np.max(np.abs(a.imag)):.3g})"
+  return np.real(a), ""
+
+
+def _in_range(low, high):
+  def contains(a, tol):
+    r, why = _real(a, tol)
+    if r is None:
+      return False, why
+    lo, hi = float(r.min(initial=np.inf)), float(r.max(initial=-np.inf))
+    ok = lo >= low - tol and hi <= high + tol
+    return ok, f"a in [{lo:.4g}, {hi:.4g}]" + ("" if ok else f", outside [{low:g}, {high:g}]")
+  return contains
+
+
+def _unit_modulus(a, tol):
+  m = np.abs(np.asarray(a))
+  dev = float(np.max(np.abs(m - 1.0), initial=0.0))
+  return dev <= tol, f"max ||a| - 1| = {dev:.3g}"
+
+
+def _constant_in_time(a, tol):
+  a = np.asarray(a)
+  if a.ndim < 3:  # (d, n) or less: no batch or time axis, the same at every step
+    return True, "no time axis"
+  dev = float(np.max(np.abs(a - a[:1, :1]), initial=0.0))
+  return dev <= tol, f"max change over batch and time {dev:.3g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class TransitionClass:
+  name: str
+  description: str
+  theorem: str  # the result behind the step, with its source
+  step: Callable | None  # (group, subgroup indices) -> next subgroup; None: no theorem
+  # (transitions, tolerance) -> (belongs, detail); None: nothing to check
+  contains: Callable | None = None
+
+
+CLASSES = {c.name: c for c in (
+    TransitionClass(
+        "time_invariant", "the same transition at every step (input-independent), any diagonal",
+        "a time-invariant SSM tracks no non-trivial group (paper 000 Sec. 6; Sarrof et al. "
+        "2024, paper 003)", _stalls, _constant_in_time),
+    TransitionClass(
+        "nonnegative_diagonal", "input-dependent real diagonal with eigenvalues in [0, 1]",
+        "non-negative diagonal SSMs cannot track parity, hence no non-trivial group at any "
+        "depth (Sarrof et al. 2024, paper 003; Grazzi et al. 2025)", _stalls, _in_range(0.0, 1.0)),
+    TransitionClass(
+        "signed_diagonal", "input-dependent real diagonal with eigenvalues in [-1, 1]",
+        "each layer removes an elementary Abelian 2-group quotient: G -> G^2 [G, G] (Grazzi et "
+        "al. 2025, Theorem 2; paper 000 Sec. 7), so only 2-groups, at their elementary-2 length",
+        _elementary2, _in_range(-1.0, 1.0)),
+    TransitionClass(
+        "unit_modulus_diagonal", "input-dependent complex diagonal on the unit circle (DCD)",
+        "one layer tracks exactly the Abelian groups, k layers the groups with a subnormal "
+        "series of length k with Abelian factors: the minimal depth is the derived length "
+        "(paper 000, Theorems 4.1-4.2)", _commutator, _unit_modulus),
+    TransitionClass(
+        "nonlinear_or_dense", "a non-linear or dense input-dependent state update",
+        "one layer can hold any finite automaton's state, so it tracks every finite group "
+        "(Merrill et al. 2024, paper 002, Sec. 5)", _trivial),
+    TransitionClass("unknown", "not declared", "no theorem", None),
+)}
+
+
+def _group(group):
+  return groups.get_group(group) if isinstance(group, str) else group
+
+
+def expressible(classes, group) -> bool | None:
+  """Can a stack with these transition classes (first = bottom) track the group at finite
+  precision? None when some layer's class has no theorem."""
+  g = _group(group)
   h = np.arange(g.order)
-  for family in layers:
-    h = _step(g, family, h)
+  for name in classes:
+    step = CLASSES[name].step
+    if step is None:
+      return None if h.size > 1 else True
+    h = step(g, h)
   return h.size == 1
 
 
-def min_depth(family: str, group, max_depth: int = 16):
-  """Smallest depth of a homogeneous stack of `family` that tracks the group; None if never."""
-  g = groups.get_group(group) if isinstance(group, str) else group
+def min_depth(cls: str, group, max_depth: int = 16):
+  """Smallest depth of a homogeneous stack of this class that tracks the group; None if never.
+  Raises ValueError for a class without a theorem (ask `has_theorem` first)."""
+  step = CLASSES[cls].step
+  if step is None:
+    raise ValueError(f"class {cls!r} has no theorem")
+  g = _group(group)
   h = np.arange(g.order)
   for depth in range(0, max_depth + 1):
     if h.size == 1:
       return depth
-    nxt = _step(g, family, h)
+    nxt = step(g, h)
     if nxt.size == h.size:
       return None
     h = nxt
   return None
 
 
-def prediction(model: str, depth: int, group) -> dict:
-  """For tables: the stack's layers, whether it can express the group, and the family minimum."""
-  layers = model.split(",") if "," in model else [model] * depth
-  families = sorted(set(layers))
-  return {"expressible": expressible(layers, group),
-          "min_depth": min_depth(families[0], group) if len(families) == 1 else None}
+def has_theorem(cls: str) -> bool:
+  return CLASSES[cls].step is not None
+
+
+def prediction(classes, group) -> dict:
+  """For tables: whether the stack can express the group (None: no theorem) and, for a
+  homogeneous stack, the class's minimal depth (None: never, or no theorem)."""
+  classes = list(classes)
+  kinds = sorted(set(classes))
+  known = all(has_theorem(c) for c in kinds)
+  return {"expressible": expressible(classes, group),
+          "min_depth": min_depth(kinds[0], group) if len(kinds) == 1 and known else None,
+          "theorem": known}
+
+
+def check(cls: str, transitions, tol: float = 1e-4) -> dict:
+  """Does the sampled transition array lie in the class's set? {"checked", "ok", "detail"}."""
+  contains = CLASSES[cls].contains
+  if contains is None:
+    return {"checked": False, "ok": None, "detail": f"nothing to check for class {cls}"}
+  ok, detail = contains(np.asarray(transitions), tol)
+  return {"checked": True, "ok": bool(ok), "detail": detail}

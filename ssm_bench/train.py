@@ -16,6 +16,7 @@ import optax
 
 from ssm_bench import analytic
 from ssm_bench import models
+from ssm_bench import plugins
 from ssm_bench.config import (NUMERICS_FIELDS, SCHEDULES, ConfigError, ModelConfig, TrainConfig,
                               arch_fields)
 from tasks import registry
@@ -26,6 +27,7 @@ RESTART_CYCLES = 4  # cosine_restarts: this many equal cosine cycles over the ru
 def construction(cfg: TrainConfig):
   """(ModelConfig, params) of the task's construction: from cfg.model's layers where the task
   has one (S3: simple_aussm or aussm), else the task's default construction."""
+  plugins.load(cfg.plugins)  # a plugin layer may bring the construction
   model = cfg.model if cfg.model in analytic.construction_models(cfg.task) else ""
   return analytic.build(cfg.task, cfg.d_model, cfg.d_state, model)
 
@@ -46,7 +48,8 @@ def _numerics(cfg) -> dict:
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
   """The network a run trains. With init_from_analytic, the construction's architecture, which
-  the config must already describe (see analytic_config)."""
+  the config must already describe (see analytic_config). Loads the config's plugins first."""
+  plugins.load(cfg.plugins)
   if cfg.init_from_analytic >= 0:
     mcfg, _ = construction(cfg)
     want = analytic_config(cfg)

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from ssm_bench import models
+from ssm_bench import registry
 from ssm_bench.config import ModelConfig
 
 B_, T, D, N = 2, 6, 4, 3
@@ -95,14 +95,17 @@ FORMULAS = {"mamba": lambda p, v: mamba(p, v, False), "negmamba": lambda p, v: m
             "aussm": aussm, "simple_aussm": simple_aussm, "s4d": s4d, "rnn": rnn, "ids4": ids4}
 
 
+BUILTINS = [s.name for s in registry.specs() if s.builtin]
+
+
 def test_every_layer_has_a_formula():
-  assert set(FORMULAS) == set(models.LAYERS)
+  assert set(FORMULAS) == set(BUILTINS)
 
 
-@pytest.mark.parametrize("name", list(models.LAYERS))
+@pytest.mark.parametrize("name", BUILTINS)
 def test_layer_matches_its_formula(name):
   cfg = ModelConfig(layers=(name,), d_model=D, d_state=N, conv_kernel=0, scan_method="sequential")
-  layer = models.LAYERS[name](cfg)
+  layer = registry.get(name).builder(cfg)
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   params = layer.init(jax.random.PRNGKey(0), v)
   leaves, tree = jax.tree.flatten(params)

@@ -7,10 +7,11 @@ import pytest
 
 from jaxpr_walk import equations
 from ssm_bench import models
-from ssm_bench import scan
+from ssm_bench import registry
 from ssm_bench.config import ModelConfig
 
-NAMES = list(models.LAYERS)
+NAMES = [s.name for s in registry.specs() if s.builtin]
+FUSED = [s.name for s in registry.specs() if s.builtin and s.scan_family]
 
 
 def build(layers, method="sequential", **kw):
@@ -41,7 +42,7 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
 
 
 @pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
-    (n, m) for n in NAMES if n in scan.FAMILIES for m in ("chunked", "pallas")])
+    (n, m) for n in FUSED for m in ("chunked", "pallas")])
 def test_scan_methods_give_the_same_model_output(name, method):
   m1, params, tokens = build((name,), "sequential")
   m2, _, _ = build((name,), method)

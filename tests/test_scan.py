@@ -113,13 +113,13 @@ def factored_inputs(family, length, seed=0, b=2, d=3, n=2):
   rng = np.random.default_rng(seed)
   cplx = lambda *s: rng.normal(size=s) + 1j * rng.normal(size=s)
   out = {"x": rng.normal(size=(b, length, d))}
-  if family in ("mamba", "negmamba"):
+  if family in ("decay", "signed_decay"):
     out.update(B=rng.normal(size=(b, length, n)), C=rng.normal(size=(b, length, n)),
                h0=rng.normal(size=(b, d, n)), dt=rng.uniform(0.01, 3.0, (b, length, d)),
                lam=-rng.uniform(0.2, 2.0, (d, n)))
   else:
     out.update(B=cplx(d, n), C=cplx(d, n), h0=cplx(b, d, n))
-    if family == "aussm":
+    if family == "rotation":
       out["theta"] = rng.uniform(-np.pi, np.pi, (b, length, n))
     else:
       out["a"] = rng.uniform(0.8, 0.999, (d, n)) * np.exp(1j * rng.uniform(-np.pi, np.pi, (d, n)))
@@ -131,12 +131,12 @@ def numpy_factored(family, p):
   x, h = p["x"], p["h0"].astype(complex)
   ys = []
   for t in range(x.shape[1]):
-    if family in ("mamba", "negmamba"):
+    if family in ("decay", "signed_decay"):
       a = np.exp(p["dt"][:, t, :, None] * p["lam"])
-      a = 2 * a - 1 if family == "negmamba" else a
+      a = 2 * a - 1 if family == "signed_decay" else a
       bt, ct = p["B"][:, t, None, :], p["C"][:, t, None, :]
     else:
-      a = np.exp(1j * p["theta"][:, t])[:, None, :] if family == "aussm" else p["a"]
+      a = np.exp(1j * p["theta"][:, t])[:, None, :] if family == "rotation" else p["a"]
       bt, ct = p["B"], p["C"]
     h = a * h + x[:, t, :, None] * bt
     ys.append(np.real(np.sum(ct * h, -1)))

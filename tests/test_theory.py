@@ -1,47 +1,76 @@
-"""Theory predictions for every (family, group) pair named in SPEC section 7."""
+"""Theory predictions from transition classes: every (class, group) pair named in SPEC section 7,
+and the built-in layers' declared classes giving the predictions the papers state for them."""
+import numpy as np
 import pytest
 
+from ssm_bench import registry
 from ssm_bench import theory
 
-GROUPS = ["C2", "C6", "C24", "C60", "C2xC4", "C2xC30", "S3", "A4", "S4", "A5"]
+GROUPS = ["C2", "C6", "C24", "C60", "C2xC4", "C2xC30", "S3", "A4", "S4", "A5", "D4", "Q8"]
 EXPECTED = {
-    # family: minimal depth per group, None = never at finite precision
-    "mamba": [None] * 10,
-    "s4d": [None] * 10,
-    "negmamba": [1, None, None, None, 2, None, None, None, None, None],
-    "aussm": [1, 1, 1, 1, 1, 1, 2, 2, 3, None],
-    "simple_aussm": [1, 1, 1, 1, 1, 1, 2, 2, 3, None],
-    "rnn": [1] * 10,
-    "ids4": [1] * 10,
+    # class: minimal depth per group, None = never at finite precision
+    "time_invariant": [None] * 12,
+    "nonnegative_diagonal": [None] * 12,
+    "signed_diagonal": [1, None, None, None, 2, None, None, None, None, None, 2, 2],
+    "unit_modulus_diagonal": [1, 1, 1, 1, 1, 1, 2, 2, 3, None, 2, 2],
+    "nonlinear_or_dense": [1] * 12,
 }
+# What the papers say of each built-in layer (SPEC 7): its class decides its predictions.
+BUILTIN_CLASSES = {"mamba": "nonnegative_diagonal", "s4d": "time_invariant",
+                   "negmamba": "signed_diagonal", "aussm": "unit_modulus_diagonal",
+                   "simple_aussm": "unit_modulus_diagonal", "rnn": "nonlinear_or_dense",
+                   "ids4": "nonlinear_or_dense"}
 
 
-@pytest.mark.parametrize("family", list(EXPECTED))
+@pytest.mark.parametrize("cls", list(EXPECTED))
 @pytest.mark.parametrize("index,group", list(enumerate(GROUPS)))
-def test_min_depth(family, index, group):
-  want = EXPECTED[family][index]
-  got = theory.min_depth(family, group)
-  assert got == want, f"{family} on {group}: predicted minimal depth {got}, theory says {want}"
+def test_min_depth(cls, index, group):
+  want = EXPECTED[cls][index]
+  got = theory.min_depth(cls, group)
+  assert got == want, f"{cls} on {group}: predicted minimal depth {got}, theory says {want}"
   for depth in (1, 2, 3):
-    assert theory.expressible([family] * depth, group) == (want is not None and depth >= want)
+    assert theory.expressible([cls] * depth, group) == (want is not None and depth >= want)
+
+
+def test_every_class_with_a_theorem_is_tabled_here():
+  assert set(EXPECTED) == {c for c in theory.CLASSES if theory.has_theorem(c)}
+
+
+@pytest.mark.parametrize("name,cls", list(BUILTIN_CLASSES.items()))
+def test_builtin_layers_declare_the_class_the_papers_give_them(name, cls):
+  assert registry.get(name).theory_class == cls, f"{name} declares the wrong transition class"
 
 
 def test_hybrids_of_mamba_and_s4d_never_track():
   for group in ("C2", "S3"):
-    assert not theory.expressible(["s4d", "mamba"], group)
-    assert not theory.prediction("s4d,mamba", 2, group)["expressible"]
+    assert not theory.expressible(registry.theory_classes("s4d,mamba", 2), group)
 
 
 def test_mixed_stack_uses_each_layers_power():
-  assert theory.expressible(["negmamba", "aussm"], "S3") is True  # sign, then the C3 rotation
-  assert theory.expressible(["mamba", "negmamba"], "C2") is True
-  assert theory.expressible(["aussm", "negmamba"], "S3") is False  # S3' = C3 is not a 2-group
+  cls = lambda m: registry.theory_classes(m, 2)
+  assert theory.expressible(cls("negmamba,aussm"), "S3") is True  # sign, then the C3 rotation
+  assert theory.expressible(cls("mamba,negmamba"), "C2") is True
+  assert theory.expressible(cls("aussm,negmamba"), "S3") is False  # S3' = C3 is not a 2-group
 
 
 def test_trivial_group_needs_no_layer():
-  assert theory.min_depth("mamba", "C1") == 0
+  assert theory.min_depth("nonnegative_diagonal", "C1") == 0
 
 
-def test_unknown_family():
-  with pytest.raises(ValueError, match="no theory"):
-    theory.expressible(["transformer"], "C2")
+def test_unknown_class_is_no_theorem_not_an_error():
+  assert theory.expressible(["unknown"], "C2") is None
+  assert theory.prediction(["unknown", "unknown"], "S3") == {
+      "expressible": None, "min_depth": None, "theorem": False}
+  assert registry.theory_classes("not_registered", 2) == ["unknown", "unknown"]
+
+
+@pytest.mark.parametrize("cls,inside,outside", [
+    ("nonnegative_diagonal", [0.0, 0.5, 1.0], [0.5, -0.2]),
+    ("signed_diagonal", [-1.0, 0.0, 0.9], [0.0, 1.3]),
+    ("unit_modulus_diagonal", np.exp(1j * np.array([0.1, 2.0])), [1.0, 0.5]),
+    ("time_invariant", np.ones((2, 3, 4)), np.arange(24.0).reshape(2, 3, 4)),
+])
+def test_class_membership_check(cls, inside, outside):
+  assert theory.check(cls, np.asarray(inside))["ok"] is True, f"{cls} rejects its own set"
+  out = theory.check(cls, np.asarray(outside))
+  assert out["checked"] and out["ok"] is False, f"{cls} accepts transitions outside its set"

@@ -31,7 +31,7 @@ class Mamba(nn.Module):
     A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
-    f = scan.Factors("negmamba" if self.negative else "mamba", x=dt * u, B=B, C=C,
+    f = scan.Factors("signed_decay" if self.negative else "decay", x=dt * u, B=B, C=C,
                      h0=common.batch_h0(h0, v.shape[0]), dt=dt, lam=-jnp.exp(A_log))
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))

@@ -5,7 +5,7 @@
   an array), `chunked` (plain JAX, any backend, keeps only chunk-boundary states), `pallas`
   (fused GPU kernel with a custom VJP; interpret mode elsewhere, for tests).
 - `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
-  the states themselves (simple_aussm); `matrix_scan` is the dense form (IDS4). Fused methods map
+  the states themselves; `matrix_scan` is the dense form (a full N x N transition per step). Fused methods map
   to the reference here.
 
 `auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES).

@@ -6,10 +6,12 @@
 
 with the transition a_t given by the layer's family:
 
-    mamba     exp(dt_t[d] lam[d, n])              dt (b, t, d), lam (d, n) real < 0
-    negmamba  2 exp(dt_t[d] lam[d, n]) - 1        in (-1, 1): negative eigenvalues
-    s4d       a[d, n]                             constant complex (exp(dt lam) precomputed)
-    aussm     exp(i theta_t[n])                   theta (b, t, n): unit modulus, shared over d
+    decay         exp(dt_t[d] lam[d, n])          dt (b, t, d), lam (d, n) real < 0
+    signed_decay  2 exp(dt_t[d] lam[d, n]) - 1    in (-1, 1): negative eigenvalues
+    constant      a[d, n]                         constant complex (exp(dt lam) precomputed)
+    rotation      exp(i theta_t[n])               theta (b, t, n): unit modulus, shared over d
+
+A layer names its family in its registry record (`scan_family`); the layers are not named here.
 
 `Factors` holds them; `materialize` builds a_t and the input term for a window of steps, which is
 what the reference and the chunked methods scan (the fused kernel never builds them).
@@ -21,7 +23,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-FAMILIES = ("mamba", "negmamba", "s4d", "aussm")
+FAMILIES = ("decay", "signed_decay", "constant", "rotation")
+COMPLEX = ("constant", "rotation")
 _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when present)
 
 
@@ -29,16 +32,16 @@ _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when pres
 @dataclasses.dataclass(frozen=True)
 class Factors:
   """One layer's factors. Per-step arrays are (batch, time, ...); B and C are (batch, time, n)
-  when they vary per step (mamba) or (d, n) complex constants (s4d, aussm)."""
+  when they vary per step (the decay families) or (d, n) complex constants."""
   family: str = dataclasses.field(metadata=dict(static=True))
   x: jax.Array  # (b, t, d) real
   B: jax.Array
   C: jax.Array
-  h0: jax.Array  # (b, d, n), real for mamba/negmamba, complex otherwise
-  dt: jax.Array | None = None  # mamba, negmamba
-  lam: jax.Array | None = None  # mamba, negmamba
-  theta: jax.Array | None = None  # aussm
-  a: jax.Array | None = None  # s4d
+  h0: jax.Array  # (b, d, n), real for the decay families, complex otherwise
+  dt: jax.Array | None = None  # decay, signed_decay
+  lam: jax.Array | None = None  # decay, signed_decay
+  theta: jax.Array | None = None  # rotation
+  a: jax.Array | None = None  # constant
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -46,7 +49,7 @@ class Factors:
 
   @property
   def is_complex(self) -> bool:
-    return self.family in ("s4d", "aussm")
+    return self.family in COMPLEX
 
   @property
   def per_step_bc(self) -> bool:
@@ -69,10 +72,10 @@ class Factors:
 
 def transition(f: Factors):
   """a_t broadcastable to (b, t, d, n)."""
-  if f.family in ("mamba", "negmamba"):
+  if f.family in ("decay", "signed_decay"):
     a = jnp.exp(f.dt[..., None] * f.lam)
-    return 2.0 * a - 1.0 if f.family == "negmamba" else a
-  if f.family == "aussm":
+    return 2.0 * a - 1.0 if f.family == "signed_decay" else a
+  if f.family == "rotation":
     return jnp.exp(1j * f.theta)[..., None, :]
   return f.a
 

@@ -5,7 +5,7 @@ registers across the time loop and only y_t and the states at chunk boundaries a
 The backward kernel walks the chunks in reverse: it recomputes one chunk's L states from the
 saved boundary (a Python-unrolled loop, so they stay registers, not memory), then runs the
 adjoint recurrence g_{t-1} = a_t g_t + dy_{t-1} C_{t-1} through them. It never divides by a_t
-(negmamba's a_t can be 0 or negative).
+(a signed_decay a_t can be 0 or negative).
 
 Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton also wants
 power-of-two block sizes, so time, channels and state are padded (x = 0, B = C = h0 = 0), which
@@ -37,7 +37,7 @@ CHUNK = {"real": 8, "phase": 8, "const": 8}  # steps between saved states, per k
 # The real family's backward makes four reductions per step; joined, two (`_sum_pair`). Off
 # until a GPU measures it (launch.bench --sections=tiles times both); same numbers either way.
 JOIN_REDUCTIONS = False
-KINDS = {"mamba": "real", "negmamba": "real", "aussm": "phase", "s4d": "const"}
+KINDS = {"decay": "real", "signed_decay": "real", "rotation": "phase", "constant": "const"}
 
 
 def _pow2(n: int) -> int:
@@ -45,7 +45,7 @@ def _pow2(n: int) -> int:
 
 
 # ---- the two kernels --------------------------------------------------------------------------
-# `kind` is 'real' (mamba, negmamba: per-step B and C), 'phase' (aussm) or 'const' (s4d); the
+# `kind` is 'real' (decay, signed_decay: per-step B and C), 'phase' (rotation) or 'const'; the
 # last two carry real/imaginary pairs and constant complex B, C of shape (block_d, N).
 
 def _names(kind: str) -> tuple:
@@ -340,5 +340,5 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
                                      per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
   join = JOIN_REDUCTIONS if join is None else join
-  static = (kind, f.family == "negmamba", chunk, fwd, bwd, bool(join), interpret)
+  static = (kind, f.family == "signed_decay", chunk, fwd, bwd, bool(join), interpret)
   return _fused(static, *ins)[:, :T, :D]

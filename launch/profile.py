@@ -1,0 +1,112 @@
+"""A layer's state-tracking profile in one command: train it over the profile's groups and depths,
+then write a Markdown report and a heatmap beside the theory's prediction for its class.
+
+  python -m launch.profile --model=negmamba                       # CPU scale, about 30 min
+  python -m launch.profile --plugins=examples.rotation --model=rotation
+  python -m launch.profile --model=aussm --preset=paper --executor=ray   # the GPU protocol
+
+Training is the `profile` sweep (launch/sweeps.py): resumable, one compiled program per group
+and depth, staged by depth (a deeper stack is skipped once a shallower one extrapolated), under
+the watchdog or on Ray. The report is built from the run summaries only, like every table.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+from absl import flags
+
+from launch import common
+from launch import config_flags
+from ssm_bench import config
+from ssm_bench import tracking_profile
+
+_MODEL = flags.DEFINE_string("model", None, "The layer to profile (a registered or plugged-in "
+                             "name; one layer, repeated at each depth).")
+_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers (examples.rotation).")
+_PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
+                            "cpu: 2 CPU cores, about 30 min for a small layer; paper: for a GPU; "
+                            "tiny: seconds, for trying it out.")
+_GROUPS = flags.DEFINE_list("groups", list(tracking_profile.GROUPS), "A subset of the profile's "
+                            "groups.")
+_DEPTHS = flags.DEFINE_list("depths", [str(d) for d in tracking_profile.DEPTHS], "A subset of "
+                            "the profile's depths.")
+_WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (default "
+                               "runs/profile).")
+_OUT = flags.DEFINE_string("out", None, "Where the report and figure go (default: the workdir).")
+_EXECUTOR = flags.DEFINE_enum("executor", "local", ["local", "ray"], "Where groups run.")
+_DRY = flags.DEFINE_bool("dry_run", False, "List the runs; train nothing, write no report.")
+_REPORT = flags.DEFINE_bool("report_only", False, "Write the report from the finished runs; "
+                            "train nothing.")
+_QUIET = flags.DEFINE_bool("quiet", False, "No progress bar.")
+_FIELDS = config_flags.define()
+
+
+def _check(model: str, groups: list, depths: list) -> str:
+  """The sweep's --only regex for these groups and depths; UsageError for a bad choice."""
+  from ssm_bench import plugins, registry
+  try:
+    plugins.load(_PLUGINS.value)
+    if not model or "," in model:
+      raise ValueError("--model must name one layer; choose from "
+                       + ", ".join(registry.names()))
+    registry.get(model)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  bad = [g for g in groups if g not in tracking_profile.GROUPS]
+  if bad or not groups:
+    raise common.UsageError(f"--groups: {', '.join(bad) or 'none given'} not in the profile; "
+                            f"choose from {', '.join(tracking_profile.GROUPS)}")
+  valid = [str(d) for d in tracking_profile.DEPTHS]
+  if not depths or any(d not in valid for d in depths):
+    raise common.UsageError(f"--depths must be among {', '.join(valid)}, got "
+                            f"{','.join(depths) or 'none'}")
+  return f"^({'|'.join(groups)})-{model}-L({'|'.join(depths)})-"
+
+
+def write_report(workdir: str, out: str, model: str, protocol: str) -> list[str]:
+  """The profile of `model` under `protocol` from the runs in workdir: <out>/profile_*.md/png."""
+  from ssm_bench import figures, tables
+  rs = tables.load(workdir)
+  tables.load_plugins(rs.good + rs.diverged)
+  data = {k: v for k, v in tracking_profile.profile_data(rs.good + rs.diverged).items()
+          if k[0] == model and k[2] == protocol}
+  if not data:
+    raise common.UsageError(f"no finished {protocol} runs of {model} in {workdir}")
+  os.makedirs(out, exist_ok=True)
+  name = f"profile_{protocol}_{model}.md"
+  with open(os.path.join(out, name), "w") as f:
+    f.write(f"# State-tracking profile of {model}\n\n{tracking_profile.INTRO}\n\n"
+            + tracking_profile.markdown(data))
+  return [name] + figures.write_profiles(data, out)
+
+
+def main(argv):
+  del argv
+  model = _MODEL.value
+  only = _check(model, _GROUPS.value, _DEPTHS.value)
+  protocol = config.PROFILE_PRESETS[_PRESET.value]
+  workdir = _WORKDIR.value or os.path.join("runs", "profile")
+  try:
+    given = config_flags.overrides(_FIELDS)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  if not _REPORT.value:
+    args = ["--sweep=profile", f"--preset={protocol}", f"--config.model={model}",
+            f"--workdir={workdir}", f"--only={only}", f"--executor={_EXECUTOR.value}"]
+    args += [f"--config.plugins={_PLUGINS.value}"] if _PLUGINS.value else []
+    args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
+    args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
+    # fork-then-exec at once: jax's warning about forking a threaded process does not apply
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
+    rc = subprocess.call([sys.executable, "-m", "launch.sweep", *args])
+    if rc or _DRY.value:
+      sys.exit(rc)
+  written = write_report(workdir, _OUT.value or workdir, model, protocol)
+  print(f"wrote {', '.join(written)} to {_OUT.value or workdir}")
+
+
+if __name__ == "__main__":
+  common.run_main(main)

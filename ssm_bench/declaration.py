@@ -1,0 +1,52 @@
+"""Check a layer's declared transition class against the transitions it actually produces.
+
+A layer that sows its transitions (`self.sow("intermediates", "transition", a)`) has them sampled
+on given inputs and tested against its class's set (theory.CLASSES[...].contains): a layer
+declared non-negative whose a_t goes below 0 is flagged, in its run's summary and its profile.
+Layers that sow nothing, and classes with nothing to check (non-linear, unknown), say so.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ssm_bench import registry
+from ssm_bench import theory
+
+
+def _find(tree, key="transition"):
+  """Every array sown under `key` anywhere in the layer's intermediates."""
+  out = []
+  if isinstance(tree, dict) or hasattr(tree, "items"):
+    for k, v in tree.items():
+      if k == key:
+        out += [np.asarray(x) for x in (v if isinstance(v, (tuple, list)) else (v,))]
+      else:
+        out += _find(v, key)
+  return out
+
+
+def check(model, params, tokens, tol: float = 1e-4) -> dict:
+  """{"checked", "ok", "layers": [{layer, class, checked, ok, detail}]} for the stack's layers
+  on these tokens. ok is None when nothing could be checked."""
+  layers = model.cfg.layers
+  _, state = model.apply(params, tokens, mutable=["intermediates"])
+  inter = jax.device_get(state.get("intermediates", {}))
+  rows = []
+  for i, name in enumerate(layers):
+    spec = registry.find(name)
+    cls = spec.theory_class if spec else "unknown"
+    sown = _find(inter.get(f"layer{i}", {}))
+    if not sown:
+      row = {"checked": False, "ok": None, "detail": "the layer sows no transitions"}
+    else:  # every sown array must lie in the set; report the first that does not
+      results = [theory.check(cls, a, tol) for a in sown]
+      row = next((r for r in results if r["ok"] is False), results[0])
+    rows.append({"layer": f"layer{i}", "model": name, "class": cls, **row})
+  checked = [r for r in rows if r["checked"]]
+  return {"checked": bool(checked), "ok": all(r["ok"] for r in checked) if checked else None,
+          "layers": rows}
+
+
+def random_tokens(vocab_size: int, batch: int = 4, length: int = 32, seed: int = 0):
+  return jax.random.randint(jax.random.PRNGKey(seed), (batch, length), 0, vocab_size)

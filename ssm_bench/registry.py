@@ -1,0 +1,215 @@
+"""The layer registry: one record per recurrent layer, filled through one public call.
+
+    from ssm_bench.registry import register_layer
+    register_layer("lru", LRU, theory_class="time_invariant", kwargs={"r_min": 0.9})
+
+A record holds everything the suite knows about a layer: its builder, the class of its
+transitions (what `theory` predicts from), the scan family it hands `scan.diagonal_scan` (if
+any), its analytic constructions, its values per preset, and its own hyperparameters with their
+defaults (set per run through the config's `layer_kwargs`). The built-in layers register in
+`ssm_bench.layers.builtin` through the same call a plugin module makes (see `ssm_bench.plugins`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import types
+from typing import Any, Callable
+
+NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+BUILTIN_SOURCE = "ssm_bench.layers.builtin"
+
+
+class LayerError(ValueError):
+  """A bad registration, an unknown layer or a bad layer_kwargs; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerSpec:
+  """One layer's record. `builder(cfg, name=..., **kwargs)` returns a Flax module mapping
+  (batch, time, d_model) to the same shape; `kwargs` are its own hyperparameters (defaults)."""
+  name: str
+  builder: Callable
+  theory_class: str  # a key of theory.CLASSES
+  scan_family: str | None = None  # the scan.Factors family it hands diagonal_scan, if any
+  constructions: tuple = ()  # analytic.Construction records: tasks it has weights by hand for
+  presets: types.MappingProxyType = dataclasses.field(default_factory=dict)  # preset -> values
+  kwargs: types.MappingProxyType = dataclasses.field(default_factory=dict)  # name -> default
+  description: str = ""
+  source: str = ""  # the module that registered it
+  uses_scan_method: bool = True  # False: the layer computes one way whatever --scan_method says
+
+  @property
+  def builtin(self) -> bool:
+    return self.source == BUILTIN_SOURCE
+
+
+_LAYERS: dict[str, LayerSpec] = {}
+_loading_builtins = False
+
+
+def _ensure_builtins():
+  global _loading_builtins
+  if not _LAYERS and not _loading_builtins:
+    _loading_builtins = True
+    try:
+      import ssm_bench.layers.builtin  # noqa: F401  (registers on import)
+    finally:
+      _loading_builtins = False
+
+
+def _origin(builder) -> str:
+  fn = getattr(builder, "func", builder)  # functools.partial
+  return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def register_layer(name: str, builder: Callable, *, theory_class: str,
+                   scan_family: str | None = None, constructions=(), presets: dict | None = None,
+                   kwargs: dict | None = None, description: str = "",
+                   uses_scan_method: bool = True, source: str | None = None) -> LayerSpec:
+  """Add a layer to the registry; returns its record.
+
+  theory_class: one of theory.CLASSES (what the layer's transitions are; `unknown` if you do not
+  claim one). scan_family: a scan.FAMILIES name if the layer calls diagonal_scan with it.
+  presets: {preset: {config field: value}} applied on top of the preset for this model.
+  kwargs: the layer's own hyperparameters and their defaults (JSON scalars), set per run with
+  --config.layer_kwargs='{"name": value}'. Registering the same builder again under its name is a
+  no-op (a plugin imported twice); another layer under a taken name is an error.
+  """
+  from ssm_bench import theory
+  if not _loading_builtins:
+    _ensure_builtins()
+  source = source or getattr(getattr(builder, "func", builder), "__module__", "?")
+  if not isinstance(name, str) or not NAME.match(name):
+    raise LayerError(f"layer name {name!r} must be lower-case letters, digits and '_', "
+                     "starting with a letter")
+  if name in _LAYERS:
+    old = _LAYERS[name]
+    if _origin(old.builder) == _origin(builder):
+      return old
+    raise LayerError(f"layer {name!r} is already registered by {old.source}; "
+                     f"{source} must choose another name")
+  if not callable(builder):
+    raise LayerError(f"layer {name!r}: the builder must be callable, got {builder!r}")
+  if theory_class not in theory.CLASSES:
+    raise LayerError(f"layer {name!r}: unknown theory_class {theory_class!r}; choose one of "
+                     f"{', '.join(theory.CLASSES)}")
+  if scan_family is not None:
+    from ssm_bench import scan
+    if scan_family not in scan.FAMILIES:
+      raise LayerError(f"layer {name!r}: unknown scan_family {scan_family!r}; choose one of "
+                       f"{', '.join(scan.FAMILIES)} or None")
+  kwargs = dict(kwargs or {})
+  for k, v in kwargs.items():
+    if not isinstance(k, str) or not isinstance(v, (bool, int, float, str)):
+      raise LayerError(f"layer {name!r}: kwargs must map names to JSON scalars, got {k!r}: {v!r}")
+  spec = LayerSpec(name=name, builder=builder, theory_class=theory_class,
+                   scan_family=scan_family, constructions=tuple(constructions),
+                   presets=types.MappingProxyType({p: dict(v) for p, v in (presets or {}).items()}),
+                   kwargs=types.MappingProxyType(kwargs), description=description, source=source,
+                   uses_scan_method=uses_scan_method)
+  _LAYERS[name] = spec
+  return spec
+
+
+def names() -> tuple:
+  """Every registered layer name, in registration order (built-ins first)."""
+  _ensure_builtins()
+  return tuple(_LAYERS)
+
+
+def specs() -> tuple:
+  _ensure_builtins()
+  return tuple(_LAYERS.values())
+
+
+def find(name: str) -> LayerSpec | None:
+  _ensure_builtins()
+  return _LAYERS.get(name)
+
+
+def get(name: str) -> LayerSpec:
+  spec = find(name)
+  if spec is None:
+    raise LayerError(f"unknown model {name!r}; choose from {', '.join(_LAYERS)} or a comma list "
+                     "of them for a hybrid stack (a plugin's layers need --plugins=module)")
+  return spec
+
+
+def parse_layers(spec: str, depth: int = 1) -> tuple:
+  """'mamba' with depth 2 -> ('mamba', 'mamba'); 's4d,mamba' -> ('s4d', 'mamba')."""
+  names_ = tuple(s.strip() for s in spec.split(",") if s.strip())
+  if not names_:
+    raise LayerError(f"unknown model {spec!r}; choose from {', '.join(names())}")
+  for n in names_:
+    get(n)
+  return names_ * depth if len(names_) == 1 else names_
+
+
+def canonical_kwargs(text: str) -> str:
+  """layer_kwargs as stored: '' for none, else a JSON object with sorted keys and no spaces, so
+  that equal kwargs give the same run identity. LayerError (one line) if it is not one."""
+  if not text or not text.strip():
+    return ""
+  try:
+    obj = json.loads(text)
+  except ValueError as e:
+    raise LayerError(f"layer_kwargs must be a JSON object such as '{{\"r_min\": 0.9}}', got "
+                     f"{text!r} ({e})") from None
+  if not isinstance(obj, dict) or not all(isinstance(v, (bool, int, float, str))
+                                          for v in obj.values()):
+    raise LayerError(f"layer_kwargs must be a JSON object of scalars, got {text!r}")
+  return json.dumps(obj, sort_keys=True, separators=(",", ":")) if obj else ""
+
+
+def layer_kwargs(layers, text: str) -> list[dict]:
+  """Each layer's kwargs: its defaults, with the keys of `text` it declares. A key that no layer
+  of the stack declares is an error naming the keys they do take."""
+  given = json.loads(text) if text else {}
+  specs_ = [get(n) for n in layers]
+  known = {k for s in specs_ for k in s.kwargs}
+  unknown = sorted(set(given) - known)
+  if unknown:
+    takes = ", ".join(sorted(known)) or "none"
+    raise LayerError(f"layer_kwargs {', '.join(map(repr, unknown))} not taken by "
+                     f"{'/'.join(dict.fromkeys(layers))} (its kwargs: {takes})")
+  out = []
+  for s in specs_:
+    kw = dict(s.kwargs)
+    for k, v in given.items():
+      if k in kw:
+        default = kw[k]
+        if isinstance(default, float) and isinstance(v, int) and not isinstance(v, bool):
+          v = float(v)
+        if type(v) is not type(default):
+          raise LayerError(f"layer_kwargs {k!r} of {s.name} must be "
+                           f"{type(default).__name__} (default {default!r}), got {v!r}")
+        kw[k] = v
+    out.append(kw)
+  return out
+
+
+def preset_values(preset: str, model: str | None) -> dict:
+  """The layer's own values for a preset ({} for hybrids and unknown layers)."""
+  spec = find(model) if model and "," not in model else None
+  return dict(spec.presets.get(preset, {})) if spec else {}
+
+
+def theory_classes(model: str, depth: int) -> list[str]:
+  """The transition class of every layer of the stack, bottom first; `unknown` for a layer that
+  is not registered here (a plugin that could not be loaded)."""
+  layers = model.split(",") if "," in model else [model] * depth
+  return [(find(n).theory_class if find(n) else "unknown") for n in layers]
+
+
+def card(name: str) -> dict[str, Any]:
+  """What the registry says about a layer, as plain data (for info and reports)."""
+  from ssm_bench import theory
+  s = get(name)
+  cls = theory.CLASSES[s.theory_class]
+  return {"name": s.name, "source": s.source, "builtin": s.builtin, "description": s.description,
+          "theory_class": s.theory_class, "class_description": cls.description,
+          "theorem": cls.theorem, "scan_family": s.scan_family,
+          "constructions": [c.description for c in s.constructions],
+          "kwargs": dict(s.kwargs), "presets": {p: dict(v) for p, v in s.presets.items()}}

@@ -1,0 +1,156 @@
+"""A layer's state-tracking profile, from stored run summaries only.
+
+Per group and depth: the best measured max_len with how many runs reach 100, beside what the
+theory predicts for the layer's declared transition class, and the cells where the two disagree
+("beats theory": a measurement the class's theorem says is impossible; "below theory": the
+class can express the group at that depth, but no run learned it). A depth is not trained once a
+shallower stack of the same group extrapolated (the profile sweep's stages); such a cell reads
+`= dK`, solved at depth K. The declaration check of every run (its summary's `declaration`) is
+reported too: a layer whose transitions leave its declared set is flagged.
+"""
+from __future__ import annotations
+
+from ssm_bench import registry
+from ssm_bench import theory
+from ssm_bench.config import PROFILE_LABELS
+from tasks import groups as groups_lib
+
+# Groups that separate the transition classes (SPEC 7): a sign (C2) from a rotation (C3), the
+# Abelian products, the non-Abelian 2-groups D4 and Q8 (two signed layers suffice), derived
+# length 2 (S3, A4) and 3 (S4), and a non-solvable group (A5).
+GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
+DEPTHS = (1, 2, 3)
+EXTRAPOLATES = 100  # as in Table 2: max_len below 100 is "did not extrapolate"
+MARK = {True: "✓", False: "✗", None: "?"}
+
+
+def is_profile_run(config: dict) -> bool:
+  return config.get("preset", "") in PROFILE_LABELS
+
+
+def _key(c: dict) -> tuple:
+  return (c["model"], c.get("layer_kwargs", ""), c["preset"])
+
+
+def profile_data(summaries) -> dict:
+  """{(model, layer_kwargs, protocol): profile} from finished runs (done or diverged: a
+  diverged run counts as a run that did not extrapolate)."""
+  by_model = {}
+  for s in summaries:
+    if is_profile_run(s["config"]) and "," not in s["config"]["model"]:
+      by_model.setdefault(_key(s["config"]), []).append(s)
+  return {k: _one(k, runs) for k, runs in sorted(by_model.items())}
+
+
+def _one(key, runs) -> dict:
+  model = key[0]
+  spec = registry.find(model)
+  cls = spec.theory_class if spec else "unknown"
+  present = {s["config"]["task"] for s in runs}
+  names = [g for g in GROUPS if g in present] + sorted(present - set(GROUPS))
+  depths = sorted({s["config"]["depth"] for s in runs})
+  cells = {}
+  for g in names:
+    cells[g] = {}
+    solved_at = None
+    for depth in depths:
+      lens = sorted((s["max_len"] for s in runs
+                     if s["config"]["task"] == g and s["config"]["depth"] == depth), reverse=True)
+      pred = theory.prediction([cls] * depth, g)
+      entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
+               "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
+               "theory": pred["expressible"], "solved_at": None}
+      if not lens and solved_at is not None:
+        entry["solved_at"] = solved_at
+      if entry["successes"] and solved_at is None:
+        solved_at = depth
+      cells[g][depth] = entry
+  checks = [(s["run"], s.get("declaration")) for s in runs]
+  checked = [(r, d) for r, d in checks if isinstance(d, dict) and d.get("checked")]
+  return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
+          "registered": spec is not None, "theorem": theory.CLASSES[cls].theorem,
+          "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
+          "declaration": {"checked": len(checked),
+                          "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
+
+
+def _violation(d: dict) -> str:
+  bad = [r for r in d.get("layers", []) if r.get("ok") is False]
+  return "; ".join(f"{r['layer']} ({r['class']}): {r['detail']}" for r in bad)
+
+
+def verdict(e: dict) -> str | None:
+  """'beats theory', 'below theory' or None (agreement, no theorem, or not measured)."""
+  if e["runs"] == 0 or e["theory"] is None:
+    return None
+  ok = e["successes"] > 0
+  if ok and e["theory"] is False:
+    return "beats theory"
+  if not ok and e["theory"] is True:
+    return "below theory"
+  return None
+
+
+def _cell(e: dict) -> str:
+  if e["runs"] == 0:
+    return f"= d{e['solved_at']}" if e["solved_at"] else "·"
+  best = e["max_len"]
+  shown = "✘" if best < EXTRAPOLATES else str(best)
+  flag = verdict(e)
+  return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" **{flag}**" if flag else "")
+
+
+def _min_depth(cls: str, g: str) -> str:
+  if not theory.has_theorem(cls):
+    return "no theorem"
+  d = theory.min_depth(cls, g)
+  return "never" if d is None else str(d)
+
+
+def markdown(data: dict) -> str:
+  out = []
+  for p in data.values():
+    kw = f", layer_kwargs {p['layer_kwargs']}" if p["layer_kwargs"] else ""
+    out += [f"## {p['model']}{kw} (protocol {p['protocol']}, {p['runs']} runs)", "",
+            f"Declared class: `{p['class']}`"
+            + ("" if p["registered"] else " (the layer is not registered here: load its plugin)")
+            + f". Theory: {p['theorem']}.", ""]
+    out.append("| group | order | " + " | ".join(f"depth {d}" for d in p["depths"])
+               + " | theory: min depth |")
+    out.append("|---|---|" + "---|" * len(p["depths"]) + "---|")
+    for g in p["groups"]:
+      order = groups_lib.get_group(g).order
+      row = [_cell(p["cells"][g][d]) for d in p["depths"]]
+      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {_min_depth(p['class'], g)} |")
+    out.append("")
+    disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
+                if verdict(e)]
+    beats = [x for x in disagree if x[2] == "beats theory"]
+    if not theory.has_theorem(p["class"]):
+      out.append("No theorem for this class: the table is measurement only.")
+    elif not beats:
+      out.append("No measurement beats the theory.")
+    for g, d, v, e in disagree:
+      out.append(f"- {g} at depth {d}: {v} (best max_len {e['max_len']}, "
+                 f"{e['successes']}/{e['runs']} runs reach {EXTRAPOLATES}; theory "
+                 f"{MARK[e['theory']]})")
+    dec = p["declaration"]
+    if dec["violations"]:
+      out.append(f"- **Declaration violated** in {len(dec['violations'])} of {dec['checked']} "
+                 f"checked runs: the transitions leave the `{p['class']}` set.")
+      out += [f"  - `{r}`: {why}" for r, why in dec["violations"]]
+    elif dec["checked"]:
+      out.append(f"- Declaration check: the trained transitions of all {dec['checked']} checked "
+                 f"runs lie in the `{p['class']}` set.")
+    else:
+      out.append("- Declaration check: not checked (the layer sows no transitions, or its class "
+                 "has no set to check).")
+    out.append("")
+  return "\n".join(out)
+
+
+INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100), (runs that reach "
+         "100 / runs), then the theory's verdict for the declared transition class (✓ "
+         "expressible at that depth, ✗ not, ? no theorem). `= dK`: not trained, a shallower "
+         "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
+         "theorem rules out; `below theory`: expressible, but no run learned it.")
