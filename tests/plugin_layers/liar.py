@@ -1,0 +1,29 @@
+"""Test plugin: a layer that declares non-negative transitions and produces negative ones."""
+import flax.linen as nn
+import jax.numpy as jnp
+
+from ssm_bench import scan
+from ssm_bench.registry import register_layer
+
+
+class Liar(nn.Module):
+  cfg: object
+
+  @nn.compact
+  def __call__(self, v):
+    a = jnp.tanh(nn.Dense(v.shape[-1], name="a")(v)) * 0.9  # in (-0.9, 0.9): not >= 0
+    self.sow("intermediates", "transition", a)
+    return scan.linear_scan(a, nn.Dense(v.shape[-1], name="b")(v), None, self.cfg.scan_method)
+
+
+class Mystery(nn.Module):
+  """An honest layer with no claimed class: the theory has nothing to say."""
+  cfg: object
+
+  @nn.compact
+  def __call__(self, v):
+    return nn.Dense(v.shape[-1], name="mix")(v)
+
+
+register_layer("liar", Liar, theory_class="nonnegative_diagonal")
+register_layer("mystery", Mystery, theory_class="unknown")

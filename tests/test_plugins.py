@@ -1,0 +1,150 @@
+"""Test your own layer: the registry, plugins from outside the package through every entry point,
+bad plugin input, theory for unknown classes, and the declaration check on a layer that lies."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from ssm_bench import declaration
+from ssm_bench import models
+from ssm_bench import plugins
+from ssm_bench import registry
+from ssm_bench import runs
+from ssm_bench import tables
+from ssm_bench import tracking_profile
+from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the example layer lives in examples/ (found from the repository root); the test plugins here
+ENV = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "tests"), "SSM_BENCH_CACHE": "off"}
+BUILTIN_NAMES = ("mamba", "negmamba", "aussm", "simple_aussm", "s4d", "rnn", "ids4")
+
+
+def run(module, *args, timeout=600):
+  return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                        cwd=ROOT, env=ENV, timeout=timeout)
+
+
+def test_builtins_register_through_the_public_call():
+  from ssm_bench.layers import builtin
+  assert {s.name for s in registry.specs() if s.builtin} == set(BUILTIN_NAMES)
+  src = open(builtin.__file__).read()
+  assert src.count("register_layer(") == len(BUILTIN_NAMES), "a built-in bypasses register_layer"
+  with pytest.raises(registry.LayerError, match="already registered by ssm_bench.layers.builtin"):
+    registry.register_layer("aussm", lambda cfg, **kw: None, theory_class="unknown")
+
+
+@pytest.mark.parametrize("path", ["ssm_bench/theory.py", "ssm_bench/tables.py",
+                                  "ssm_bench/scan/__init__.py", "ssm_bench/scan/factors.py",
+                                  "ssm_bench/scan/chunked.py", "ssm_bench/scan/pallas.py",
+                                  "ssm_bench/scan/reference.py"])
+def test_no_layer_names_outside_the_registry(path):
+  text = open(os.path.join(ROOT, path)).read()
+  found = [n for n in BUILTIN_NAMES if re.search(rf"\b{n}\b", text)]
+  assert not found, f"{path} names layers {found}: their facts belong in the layer records"
+
+
+@pytest.mark.parametrize("args,problem", [
+    (["--plugins=no_such_pkg.layers", "--model=x"], "cannot import plugin 'no_such_pkg.layers'"),
+    (["--plugins=plugin_layers.badshape:nope", "--model=wide"], "has no function 'nope'"),
+    (["--plugins=plugin_layers.clash", "--model=mamba"], "'mamba' is already registered"),
+    (["--plugins=plugin_layers.badshape:register", "--model=wide"], "returned shape"),
+    (["--plugins=examples.rotation", "--model=rotation", '--layer_kwargs={"r": 1}'],
+     "not taken by rotation"),
+    (["--plugins=examples.rotation", "--model=rotation", "--layer_kwargs=[1]"], "JSON object"),
+    (["--plugins=bad/path.py", "--model=x"], "importable module names"),
+])
+def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args, problem):
+  work = tmp_path / "run"
+  p = run("launch.train", *args, "--task=C2", "--preset=tiny", f"--workdir={work}")
+  lines = p.stderr.strip().splitlines()
+  assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), p.stderr[-2000:]
+  assert problem in lines[0], lines[0]
+  assert not work.exists(), "a refused run left a run directory"
+
+
+def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
+  plugins.load("examples.rotation")
+  a = TrainConfig(model="rotation", plugins="examples.rotation")
+  b = a.replace(layer_kwargs='{ "angle_scale": 2 }')
+  assert b.layer_kwargs == '{"angle_scale":2}', "layer_kwargs not stored canonically"
+  assert runs.run_name(a) != runs.run_name(b) and a.shape_key() != b.shape_key()
+  cfg = ModelConfig(layers=("rotation",), layer_kwargs=b.layer_kwargs, d_model=4, d_state=2)
+  params = models.StateTracker(cfg).init(jax.random.PRNGKey(0), jax.numpy.zeros((1, 3), int))
+  tokens = declaration.random_tokens(2, 1, 3)
+  _, s1 = models.StateTracker(cfg).apply(params, tokens, mutable=["intermediates"])
+  _, s2 = models.StateTracker(cfg.__class__(**{**cfg.__dict__, "layer_kwargs": ""})).apply(
+      params, tokens, mutable=["intermediates"])
+  t1, t2 = (jax.numpy.angle(s["intermediates"]["layer0"]["transition"][0]) for s in (s1, s2))
+  assert not jax.numpy.allclose(t1, t2), "angle_scale did not reach the layer"
+
+
+def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
+  plugins.load("plugin_layers.liar")
+  cfg = ModelConfig(layers=("liar",), d_model=8, d_state=2)
+  model = models.StateTracker(cfg)
+  tokens = declaration.random_tokens(2)
+  out = declaration.check(model, model.init(jax.random.PRNGKey(0), tokens), tokens)
+  assert out["checked"] and out["ok"] is False, out
+  honest = ModelConfig(layers=("negmamba",), d_model=8, d_state=2, conv_kernel=0)
+  m = models.StateTracker(honest)
+  assert declaration.check(m, m.init(jax.random.PRNGKey(0), tokens), tokens)["ok"] is True
+  # through a run: the summary and the profile report say so
+  c = TrainConfig(task="C2", model="liar", plugins="plugin_layers.liar",
+                  **{**PRESETS["profile_tiny"], "steps": 10})
+  d = str(tmp_path / runs.run_name(c))
+  s = runs.train_group([c], [d])[0]
+  assert s["declaration"]["ok"] is False, s["declaration"]
+  report = tracking_profile.markdown(tracking_profile.profile_data([s]))
+  assert "Declaration violated" in report and "outside [0, 1]" in report, report
+
+
+def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
+  plugins.load("plugin_layers.liar")
+  c = TrainConfig(task="C2", model="mystery", plugins="plugin_layers.liar",
+                  **{**PRESETS["tiny"], "steps": 10})
+  runs.train_group([c], [str(tmp_path / runs.run_name(c))])
+  data = tables.table2_data(tables.load(str(tmp_path)))
+  (entry,) = [e for t in data.values() for d in t.values() for e in d["rows"]["C2"].values()]
+  assert entry["theory"] is None
+  assert "/ ? " in tables.markdown_table2(data, compare=True)
+
+
+def test_example_layer_through_every_entry_point(tmp_path):
+  """examples/rotation.py, nothing in the package edited: train, a sweep under the watchdog
+  (the re-exec), Ray, tables, TensorBoard and the profile report, all from --plugins."""
+  work = tmp_path / "runs"
+  p = run("launch.train", "--plugins=examples.rotation", "--model=rotation", "--task=C3",
+          "--preset=tiny", f"--workdir={work}/one")
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert json.load(open(work / "one" / "config.json"))["plugins"] == "examples.rotation"
+  assert any(n.startswith("events.out.tfevents") for n in os.listdir(work / "one"))
+  p = run("launch.profile", "--plugins=examples.rotation", "--model=rotation", "--preset=tiny",
+          "--groups=C2,S3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet")
+  assert p.returncode == 0, p.stderr[-2000:]
+  report = open(tmp_path / "profile_profile_tiny_rotation.md").read()
+  assert "unit_modulus_diagonal" in report and "| S3 | 6 |" in report, report
+  assert os.path.exists(tmp_path / "profile_profile_tiny_rotation.png")
+  p = run("launch.tables", f"--runs={work}", f"--out={tmp_path}/tables")
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert "rotation" in open(tmp_path / "tables" / "profile.md").read()
+
+
+def test_example_layer_on_ray_workers(tmp_path):
+  pytest.importorskip("ray")
+  from launch import executors, sweep
+  groups = sweep.plan("profile", str(tmp_path), only=r"^C2-rotation-L1-", preset="profile_tiny",
+                      overrides={"model": "rotation", "plugins": "examples.rotation"})
+  cwd = os.getcwd()
+  os.chdir(ROOT)  # the driver's directory is on the workers' path
+  try:
+    assert executors.ray(groups) == 0
+  finally:
+    os.chdir(cwd)
+  for _, dirs in groups:
+    for d in dirs:
+      assert runs.read_summary(d)["status"] == "done", f"{d} did not finish on Ray"
