@@ -44,8 +44,6 @@ _CELL = flags.DEFINE_enum("cell", None, list(CELLS), "Sizes to time (default: cp
                           "paper elsewhere); --batch etc. override single sizes.")
 _MODELS = flags.DEFINE_string("models", None, "Comma list of models to time (default: the "
                               "built-in layers).")
-_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers, to time a plugin's "
-                               "layer (--plugins=examples.rotation --models=rotation).")
 _BATCH = flags.DEFINE_integer("batch", None, "Batch size for the step timings.", lower_bound=1)
 _LENGTH = flags.DEFINE_integer("length", None, "Sequence length for the step timings.", lower_bound=1)
 _D_MODEL = flags.DEFINE_integer("d_model", None, "Width for the step timings.", lower_bound=1)
@@ -333,7 +331,7 @@ def main(argv):
   from launch import sweeps
   from ssm_bench import plugins, registry
   try:
-    plugins.load(_PLUGINS.value)
+    plugins.load(common.PLUGINS.value)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   builtin = [s.name for s in registry.specs() if s.builtin]

@@ -10,6 +10,25 @@ import sys
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
 
+# Every entry point takes --plugins (defined once: entry points are imported together in tests).
+from absl import flags as _flags  # noqa: E402
+PLUGINS = _flags.DEFINE_string(
+    "plugins", "", "Comma list of modules that register layers, e.g. examples.rotation or "
+    "mypkg.layers:register (train and sweep record it in each run's config).")
+
+
+def load_plugins(extra: str = "") -> str:
+  """Import --plugins (and `extra`); a bad one is a one-line UsageError. Returns the list."""
+  from ssm_bench import plugins
+  from ssm_bench.config import ConfigError, canonical_plugins
+  try:
+    text = canonical_plugins(",".join(p for p in (PLUGINS.value, extra) if p))
+    plugins.load(text)
+  except (ConfigError, plugins.PluginError) as e:
+    raise UsageError(str(e)) from None
+  return text
+
+
 INTERRUPTED = "interrupted: finished runs and checkpoints are kept; the same command resumes"
 
 

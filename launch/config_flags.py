@@ -29,7 +29,8 @@ def define(short: bool = False, help: dict | None = None) -> dict:
     doc = f"TrainConfig.{name} (default {getattr(defaults, name)!r}"
     doc += f"; one of {', '.join(allowed)})" if allowed else ")"
     doc += f" {help[name]}" if help and name in help else ""
-    spellings = [PREFIX + name] + ([name] if short else [])
+    # a short spelling another module already defines (--plugins, in launch.common) is that flag
+    spellings = [PREFIX + name] + ([name] if short and name not in flags.FLAGS else [])
     holders[name] = [_DEFINERS[typ](s, None, doc) for s in spellings]
   return holders
 

@@ -1,7 +1,9 @@
-"""Describe a group: its theory, its Cayley table and (optionally) a sampled batch.
+"""Describe a group (its theory, Cayley table, a sampled batch) or a layer (its theory card).
 
   python -m launch.info --group=A4 --json
   python -m launch.info --group=S3 --sample=2x8 --seed=0 --json
+  python -m launch.info --model=negmamba                  # class, theorem, predictions, check
+  python -m launch.info --plugins=examples.rotation --model=rotation --json
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ _GROUP = flags.DEFINE_string("group", "C2", "Group name. " + groups.GRAMMAR)
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a summary.")
 _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
+_MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
 
 
@@ -43,8 +46,58 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   return out
 
 
+def card(model: str) -> dict:
+  """The layer's registry record, its class's predictions over the profile's groups at depths
+  1-3, and the declaration check on random inputs at a random initialisation."""
+  from ssm_bench import plugins, registry, theory, tracking_profile
+  try:
+    plugins.load(common.PLUGINS.value)
+    out = registry.card(model)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  cls = out["theory_class"]
+  out["predictions"] = {
+      g: {"min_depth": (theory.min_depth(cls, g) if theory.has_theorem(cls) else "no theorem"),
+          **{f"depth {d}": theory.expressible([cls] * d, g) for d in tracking_profile.DEPTHS}}
+      for g in tracking_profile.GROUPS}
+  import jax
+  from ssm_bench import declaration, models
+  from ssm_bench.config import ModelConfig
+  mcfg = ModelConfig(layers=(model,), vocab_size=6, num_classes=6, d_model=16, d_state=4)
+  try:
+    models.check(mcfg)
+  except ValueError as e:
+    raise common.UsageError(str(e)) from None
+  net = models.StateTracker(mcfg)
+  tokens = declaration.random_tokens(6)
+  out["declaration_at_init"] = declaration.check(net, net.init(jax.random.PRNGKey(0), tokens), tokens)
+  return out
+
+
+def _print_card(c: dict):
+  print(f"{c['name']} ({'built-in' if c['builtin'] else c['source']}): {c['description']}")
+  print(f"  class {c['theory_class']}: {c['class_description']}")
+  print(f"  theorem: {c['theorem']}")
+  print(f"  scan family: {c['scan_family']}; kwargs: {c['kwargs'] or 'none'}; constructions: "
+        + ("; ".join(c["constructions"]) or "none"))
+  mark = {True: "yes", False: "no", None: "?"}
+  print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3)))
+  for g, p in c["predictions"].items():
+    md = "never" if p["min_depth"] is None else str(p["min_depth"])
+    print("  " + g.ljust(7) + md.ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
+                                                   for d in (1, 2, 3)))
+  dec = c["declaration_at_init"]
+  rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])
+  verdict = {True: "within the class", False: "OUTSIDE the class", None: "not checked"}[dec["ok"]]
+  print(f"  declaration at init on random inputs: {verdict} ({rows})")
+
+
 def main(argv):
   del argv
+  if _MODEL.value:
+    c = card(_MODEL.value)
+    common.print_json(c) if _JSON.value else _print_card(c)
+    return
   info = describe(_GROUP.value, _SAMPLE.value, _SEED.value)
   if _JSON.value:
     common.print_json(info)

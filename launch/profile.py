@@ -25,7 +25,6 @@ from ssm_bench import tracking_profile
 
 _MODEL = flags.DEFINE_string("model", None, "The layer to profile (a registered or plugged-in "
                              "name; one layer, repeated at each depth).")
-_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers (examples.rotation).")
 _PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
                             "cpu: 2 CPU cores, about 30 min for a small layer; paper: for a GPU; "
                             "tiny: seconds, for trying it out.")
@@ -48,7 +47,7 @@ def _check(model: str, groups: list, depths: list) -> str:
   """The sweep's --only regex for these groups and depths; UsageError for a bad choice."""
   from ssm_bench import plugins, registry
   try:
-    plugins.load(_PLUGINS.value)
+    plugins.load(common.PLUGINS.value)
     if not model or "," in model:
       raise ValueError("--model must name one layer; choose from "
                        + ", ".join(registry.names()))
@@ -96,7 +95,7 @@ def main(argv):
   if not _REPORT.value:
     args = ["--sweep=profile", f"--preset={protocol}", f"--config.model={model}",
             f"--workdir={workdir}", f"--only={only}", f"--executor={_EXECUTOR.value}"]
-    args += [f"--config.plugins={_PLUGINS.value}"] if _PLUGINS.value else []
+    args += [f"--config.plugins={common.PLUGINS.value}"] if common.PLUGINS.value else []
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
     # fork-then-exec at once: jax's warning about forking a threaded process does not apply

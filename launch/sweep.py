@@ -41,9 +41,6 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
-_PLUGINS = flags.DEFINE_string("plugins", None, "Modules that register layers (examples.rotation, "
-                               "mypkg.layers:register); recorded in every run's config "
-                               "(same as --config.plugins).")
 _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep when it makes no "
                             "progress for this long (a hung program; BUILD_NOTES); 0: never.",
                             lower_bound=0.0)
@@ -186,10 +183,10 @@ def main(argv):
   workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
   try:
     overrides = config_flags.overrides(_FIELDS)
-    if _PLUGINS.value is not None:
-      if overrides.get("plugins", _PLUGINS.value) != _PLUGINS.value:
+    if common.PLUGINS.value:
+      if overrides.get("plugins", common.PLUGINS.value) != common.PLUGINS.value:
         raise ValueError("--plugins and --config.plugins differ; use one")
-      overrides["plugins"] = _PLUGINS.value
+      overrides["plugins"] = common.PLUGINS.value
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)

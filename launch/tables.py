@@ -22,8 +22,6 @@ _FORMAT = flags.DEFINE_enum("format", "files", ["files", "json", "markdown"],
                             "files: write under --out; json/markdown: print to stdout.")
 _PAPER = flags.DEFINE_string("paper", None, "Paper Table 2 JSON (default results/paper_table2.json).")
 _FIGURES = flags.DEFINE_bool("figures", True, "Also write PNG figures (needs matplotlib).")
-_PLUGINS = flags.DEFINE_string("plugins", "", "Modules that register layers, beyond those the runs "
-                               "recorded (a layer no plugin registers shows its theory as ?).")
 
 
 def default_paper_path() -> str:
@@ -45,7 +43,7 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
   try:
-    plugins.load(_PLUGINS.value)
+    plugins.load(common.PLUGINS.value)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   unloaded = tables.load_plugins(rs.good + rs.diverged)

@@ -36,6 +36,8 @@ def config_from_flags() -> TrainConfig:
   try:
     values = config_flags.build(_FIELDS, _PRESET.value,
                                 **({"model": _LAYERS.value} if _LAYERS.value else {}))
+    if common.PLUGINS.value:  # --plugins, the short spelling of --config.plugins
+      values["plugins"] = ",".join(p for p in (values.get("plugins"), common.PLUGINS.value) if p)
     values.setdefault("task", TrainConfig.task)
     values.setdefault("model", TrainConfig.model)
     if "," in values["model"]:
