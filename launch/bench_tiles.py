@@ -26,16 +26,6 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
 
-def family_of(model: str) -> str:
-  """The scan family a registered layer hands diagonal_scan (ValueError if it has none)."""
-  from ssm_bench import registry
-  family = registry.get(model).scan_family
-  if family is None:
-    raise ValueError(f"{model!r} has no scan family; layers with one: "
-                     + ", ".join(s.name for s in registry.specs() if s.scan_family))
-  return family
-
-
 def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
   """Factors of a scan family with the value ranges its layers produce."""
   k = jax.random.split(jax.random.PRNGKey(key), 6)
@@ -83,7 +73,9 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   grid = grid or GRID
-  kinds = list(dict.fromkeys(pallas.KINDS[family_of(m)] for m in models))
+  from ssm_bench import registry
+  families = [registry.get(m).scan_family for m in models]  # layers with no fused scan: none
+  kinds = list(dict.fromkeys(pallas.KINDS[f] for f in families if f))
   z = sizes
   rows, best = [], {}
   for kind in kinds:

@@ -198,7 +198,7 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   assert launched == [((2, 1), 1), ((2, 4), 2)], f"{family}: kernels launched as {launched}"
 
 
-@pytest.mark.parametrize("family", ["mamba", "negmamba"])
+@pytest.mark.parametrize("family", ["decay", "signed_decay"])
 def test_pallas_joined_reductions_halve_the_real_backwards_reductions(family):
   """join=True pairs the real backward's four reductions per step (dx, ddt over the state; dB,
   dC over channels) into two; its values and gradients are checked in the tiles test above."""
