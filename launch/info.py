@@ -57,7 +57,7 @@ def card(model: str) -> dict:
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
   out["predictions"] = {
-      g: {"min_depth": (theory.min_depth(cls, g) if theory.has_theorem(cls) else "no theorem"),
+      g: {"min_depth": theory.min_depth_text(cls, g),
           **{f"depth {d}": theory.expressible([cls] * d, g) for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
   import jax
@@ -83,8 +83,7 @@ def _print_card(c: dict):
   mark = {True: "yes", False: "no", None: "?"}
   print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3)))
   for g, p in c["predictions"].items():
-    md = "never" if p["min_depth"] is None else str(p["min_depth"])
-    print("  " + g.ljust(7) + md.ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
+    print("  " + g.ljust(7) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
                                                    for d in (1, 2, 3)))
   dec = c["declaration_at_init"]
   rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])

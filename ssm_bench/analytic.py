@@ -267,6 +267,29 @@ def parity(d_model: int = 0, d_state: int = 4):
   return cfg, _finish({"params": p})
 
 
+def deltanet_parity(d_model: int = 0, d_state: int = 2):
+  """DeltaNet with beta = 2 on the bit 1 and 0 on the bit 0, key e_0: the token's transition is
+  the reflection I - 2 e_0 e_0^T or I, so row 0 of the state is (-1)^(count) h0 (Grazzi et al.)."""
+  cfg = ModelConfig(layers=("deltanet",), vocab_size=2, num_classes=2, d_model=max(d_model, 4),
+                    d_state=max(d_state, 1), norm="none", activation="relu",
+                    initial_state="ones", conv_kernel=0)
+  p = _zeros_like_init(cfg)["params"]
+  m = cfg.d_model  # one head: the value width
+  p["embed"]["embedding"][:, 0] = 1.0  # constant channel
+  p["embed"]["embedding"][1, 1] = 1.0  # the bit
+  lay = p["layer0"]
+  lay["k"]["bias"][0] = 1.0  # k = e_0 whatever the token
+  lay["q"]["bias"][0] = 1.0  # read row 0 of the state
+  lay["beta"]["kernel"][1, 0] = 200.0  # bit 1: sigmoid(100) = 1 exactly; bit 0: ~4e-44
+  lay["beta"]["bias"][0] = -100.0
+  lay["o"]["kernel"][0, 2] = math.sqrt(m)  # channel 2: (-1)^count, h0 rows are 1 / sqrt(m)
+  p["out0"]["kernel"][2, 2] = 1.0  # relu: 1 when even, 0 when odd
+  p["head_hidden"]["kernel"][2, 2] = 1.0
+  p["head_out"]["kernel"][2, 0] = 1.0
+  p["head_out"]["bias"][1] = 0.5
+  return cfg, _finish({"params": p})
+
+
 def modcount(m: int, d_model: int = 0, d_state: int = 4):
   """s4d with Lambda = i 2 pi / m, Delta = 1: a constant rotation counts the positions."""
   n = d_state
@@ -314,6 +337,9 @@ S3_AUSSM = Construction("S3 in two full AUSSM layers, input term off (paper 000,
                         lambda task, dm, ds: s3_aussm(dm, max(ds, 4)))
 PARITY = Construction("parity in one layer: a(1) = -1, a(0) = 1", lambda task: task == "parity",
                       lambda task, dm, ds: parity(dm, max(ds, 4)))
+PARITY_DELTANET = Construction("parity in one layer: a reflection I - 2 k k^T on the bit 1 "
+                               "(beta = 2; Grazzi et al. 2025)", lambda task: task == "parity",
+                               lambda task, dm, ds: deltanet_parity(dm, ds))
 MODCOUNT = Construction("modcount<m> in one layer: a = exp(2 pi i / m)",
                         lambda task: re.fullmatch(r"modcount\d+", task) is not None,
                         lambda task, dm, ds: modcount(registry.get_task(task).num_classes, dm,

@@ -34,8 +34,7 @@ def check(model, params, tokens, tol: float = 1e-4) -> dict:
   inter = jax.device_get(state.get("intermediates", {}))
   rows = []
   for i, name in enumerate(layers):
-    spec = registry.find(name)
-    cls = spec.theory_class if spec else "unknown"
+    cls = registry.theory_class_of(name, model.cfg.layer_kwargs)
     sown = _find(inter.get(f"layer{i}", {}))
     if not sown:
       row = {"checked": False, "ok": None, "detail": "the layer sows no transitions"}

@@ -31,7 +31,9 @@ class LayerSpec:
   (batch, time, d_model) to the same shape; `kwargs` are its own hyperparameters (defaults)."""
   name: str
   builder: Callable
-  theory_class: str  # a key of theory.CLASSES
+  # a theory.CLASSES name ('householder:2' with a parameter), or a function of the layer's
+  # kwargs giving one (DeltaProduct's class depends on its n_h and beta range)
+  theory_class: str | Callable
   scan_family: str | None = None  # the scan.Factors family it hands diagonal_scan, if any
   constructions: tuple = ()  # analytic.Construction records: tasks it has weights by hand for
   presets: types.MappingProxyType = dataclasses.field(default_factory=dict)  # preset -> values
@@ -92,9 +94,10 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
                      f"{source} must choose another name")
   if not callable(builder):
     raise LayerError(f"layer {name!r}: the builder must be callable, got {builder!r}")
-  if theory_class not in theory.CLASSES:
-    raise LayerError(f"layer {name!r}: unknown theory_class {theory_class!r}; choose one of "
-                     f"{', '.join(theory.CLASSES)}")
+  try:
+    theory.parse(theory_class(dict(kwargs or {})) if callable(theory_class) else theory_class)
+  except Exception as e:
+    raise LayerError(f"layer {name!r}: {e}") from None
   if scan_family is not None:
     from ssm_bench import scan
     if scan_family not in scan.FAMILIES:
@@ -196,20 +199,34 @@ def preset_values(preset: str, model: str | None) -> dict:
   return dict(spec.presets.get(preset, {})) if spec else {}
 
 
-def theory_classes(model: str, depth: int) -> list[str]:
-  """The transition class of every layer of the stack, bottom first; `unknown` for a layer that
-  is not registered here (a plugin that could not be loaded)."""
+def theory_class_of(name: str, kwargs_text: str = "") -> str:
+  """The layer's transition class with these kwargs; `unknown` for a layer that is not
+  registered here (a plugin that could not be loaded) or kwargs it does not take."""
+  spec = find(name)
+  if spec is None:
+    return "unknown"
+  if not callable(spec.theory_class):
+    return spec.theory_class
+  try:
+    return spec.theory_class(layer_kwargs([name], kwargs_text)[0])
+  except LayerError:
+    return "unknown"
+
+
+def theory_classes(model: str, depth: int, kwargs: str = "") -> list[str]:
+  """The transition class of every layer of the stack, bottom first (see theory_class_of)."""
   layers = model.split(",") if "," in model else [model] * depth
-  return [(find(n).theory_class if find(n) else "unknown") for n in layers]
+  return [theory_class_of(n, kwargs) for n in layers]
 
 
 def card(name: str) -> dict[str, Any]:
   """What the registry says about a layer, as plain data (for info and reports)."""
   from ssm_bench import theory
   s = get(name)
-  cls = theory.CLASSES[s.theory_class]
+  cls_name = theory_class_of(name)
+  cls = theory.parse(cls_name)[0]
   return {"name": s.name, "source": s.source, "builtin": s.builtin, "description": s.description,
-          "theory_class": s.theory_class, "class_description": cls.description,
+          "theory_class": cls_name, "class_description": cls.description,
           "theorem": cls.theorem, "scan_family": s.scan_family,
           "constructions": [c.description for c in s.constructions],
           "kwargs": dict(s.kwargs), "presets": {p: dict(v) for p, v in s.presets.items()}}

@@ -61,10 +61,10 @@ def load(runs_dir: str) -> RunSet:
   return RunSet(good, problems, diverged)
 
 
-def stack_prediction(model: str, depth: int, group) -> dict:
+def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "") -> dict:
   """The theory's prediction from the stack's declared transition classes (registry records);
   a layer the registry does not know counts as class `unknown` (no theorem)."""
-  return theory.prediction(registry.theory_classes(model, depth), group)
+  return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group)
 
 
 def load_plugins(summaries) -> list[str]:
@@ -148,6 +148,7 @@ def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
 
 
 def _protocol_table(summaries, paper):
+  kwargs = summaries[0]["config"].get("layer_kwargs", "")  # part of the protocol: one per table
   out = {}
   for depth in sorted({s["config"]["depth"] for s in summaries}):
     at = [s for s in summaries if s["config"]["depth"] == depth]
@@ -161,7 +162,7 @@ def _protocol_table(summaries, paper):
                        if s["config"]["task"] == g and s["config"]["model"] == m), reverse=True)
         entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                  "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
-                 "theory": stack_prediction(m, depth, g)["expressible"]}
+                 "theory": stack_prediction(m, depth, g, kwargs)["expressible"]}
         if paper and m in paper["columns"] and g in paper.get(f"depth_{depth}", {}):
           entry["paper"] = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
         rows[g][m] = entry

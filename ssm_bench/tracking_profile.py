@@ -45,7 +45,7 @@ def profile_data(summaries) -> dict:
 def _one(key, runs) -> dict:
   model = key[0]
   spec = registry.find(model)
-  cls = spec.theory_class if spec else "unknown"
+  cls = registry.theory_class_of(model, key[1])
   present = {s["config"]["task"] for s in runs}
   names = [g for g in GROUPS if g in present] + sorted(present - set(GROUPS))
   depths = sorted({s["config"]["depth"] for s in runs})
@@ -68,7 +68,7 @@ def _one(key, runs) -> dict:
   checks = [(s["run"], s.get("declaration")) for s in runs]
   checked = [(r, d) for r, d in checks if isinstance(d, dict) and d.get("checked")]
   return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
-          "registered": spec is not None, "theorem": theory.CLASSES[cls].theorem,
+          "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
           "declaration": {"checked": len(checked),
                           "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
@@ -100,13 +100,6 @@ def _cell(e: dict) -> str:
   return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" **{flag}**" if flag else "")
 
 
-def _min_depth(cls: str, g: str) -> str:
-  if not theory.has_theorem(cls):
-    return "no theorem"
-  d = theory.min_depth(cls, g)
-  return "never" if d is None else str(d)
-
-
 def markdown(data: dict) -> str:
   out = []
   for p in data.values():
@@ -121,7 +114,7 @@ def markdown(data: dict) -> str:
     for g in p["groups"]:
       order = groups_lib.get_group(g).order
       row = [_cell(p["cells"][g][d]) for d in p["depths"]]
-      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {_min_depth(p['class'], g)} |")
+      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g)} |")
     out.append("")
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]

@@ -20,7 +20,7 @@ TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity",
 # Every construction through the default scan; the associative scan on one of each kind.
 CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")]
          + [(n, "", "associative") for n in ("C60", "S3", "parity", "modcount5")]
-         + [("S3", "aussm", "associative")])
+         + [("S3", "aussm", "associative"), ("parity", "deltanet", "sequential")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -94,3 +94,13 @@ def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--json"],
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "not solvable" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_deltanet_parity_construction_exact_at_10000():
+  """One DeltaNet layer with beta = 2 on the bit 1 (a reflection) computes parity exactly."""
+  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=parity",
+                        "--model=deltanet", "--length=10000", "--num_seqs=16", "--json"],
+                       capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  res = json.loads(out.stdout)
+  assert res["accuracy"] == 1.0 and res["model"] == "deltanet" and res["length"] == 10000, res

@@ -105,7 +105,8 @@ def test_every_layer_has_a_formula():
 @pytest.mark.parametrize("name", BUILTINS)
 def test_layer_matches_its_formula(name):
   cfg = ModelConfig(layers=(name,), d_model=D, d_state=N, conv_kernel=0, scan_method="sequential")
-  layer = registry.get(name).builder(cfg)
+  spec = registry.get(name)
+  layer = spec.builder(cfg, **spec.kwargs)  # the record's defaults, as the stack builds it
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   params = layer.init(jax.random.PRNGKey(0), v)
   leaves, tree = jax.tree.flatten(params)
@@ -116,3 +117,127 @@ def test_layer_matches_its_formula(name):
   want = FORMULAS[name](p64, np.asarray(v, np.float64))
   np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5,
                              err_msg=f"{name} does not compute its SPEC formula")
+
+
+def sigmoid(x):
+  return 1 / (1 + np.exp(-x))
+
+
+def lstm(p, v):
+  x = dense(p["W"], v)
+
+  def step(hc, t):
+    h, c = hc
+    i, f, g, o = np.split(x[:, t] + h @ p["U"], 4, axis=-1)
+    c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+    return sigmoid(o) * np.tanh(c), c
+  hc, hs = (np.full((B_, N), 1 / np.sqrt(N)), np.zeros((B_, N))), []
+  for t in range(T):
+    hc = step(hc, t)
+    hs.append(hc[0])
+  return dense(p["readout"], np.stack(hs, 1)) + p["D"] * v
+
+
+def gru(p, v):
+  x = dense(p["W"], v)
+
+  def step(h, t):
+    hu = h @ p["U"] + p["c"]
+    r = sigmoid(x[:, t, :N] + hu[:, :N])
+    z = sigmoid(x[:, t, N:2 * N] + hu[:, N:2 * N])
+    n = np.tanh(x[:, t, 2 * N:] + r * hu[:, 2 * N:])
+    return (1 - z) * n + z * h
+  return dense(p["readout"], run(np.full((B_, N), 1 / np.sqrt(N)), T, step)) + p["D"] * v
+
+
+def delta(p, v, n_h):
+  """The delta rule step by step: S <- S - beta k (k^T S) + beta k v^T, n_h times a token."""
+  k = dense(p["k"], v).reshape(B_, T, n_h, N)
+  k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+  val = dense(p["v"], v).reshape(B_, T, n_h, D)
+  beta = 2 * sigmoid(dense(p["beta"], v)).reshape(B_, T, n_h)
+  q = dense(p["q"], v)
+
+  def step(S, t):
+    for j in range(n_h):
+      kj, bj = k[:, t, j], beta[:, t, j, None, None]
+      S = S - bj * kj[:, :, None] * np.einsum("bn,bnm->bm", kj, S)[:, None, :] \
+          + bj * kj[:, :, None] * val[:, t, j, None, :]
+    return S
+  S = run(np.full((B_, N, D), 1 / np.sqrt(D)), T, step)
+  return dense(p["o"], np.einsum("btnm,btn->btm", S, q)) + p["D"] * v
+
+
+def attention(p, v, heads=2, rotary=False):
+  """Causal softmax attention, head by head and query by query."""
+  dh = D // heads
+  q, k, val = (dense(p[n], v).reshape(B_, T, heads, dh) for n in ("q", "k", "v"))
+  if rotary:
+    half = dh // 2
+    ang = np.arange(T)[:, None] * 10000.0 ** (-np.arange(half) / half)
+    def rot(x):
+      x1, x2 = x[..., :half], x[..., half:]
+      c, s = np.cos(ang)[None, :, None], np.sin(ang)[None, :, None]
+      return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+    q, k = rot(q), rot(k)
+  y = np.zeros((B_, T, heads, dh))
+  for t in range(T):
+    logits = np.einsum("bhd,bshd->bhs", q[:, t], k[:, :t + 1]) / np.sqrt(dh)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    y[:, t] = np.einsum("bhs,bshd->bhd", w, val[:, :t + 1])
+  return dense(p["o"], y.reshape(B_, T, D)) + p["D"] * v
+
+
+FORMULAS.update({"lstm": lstm, "gru": gru, "deltanet": lambda p, v: delta(p, v, 1),
+                 "deltaproduct": lambda p, v: delta(p, v, 2),
+                 "transformer": lambda p, v: attention(p, v, 4 if D % 4 == 0 else 1)})
+
+
+@pytest.mark.parametrize("position,rotary", [("rope", True)])
+def test_transformer_with_rotary_positions_matches_its_formula(position, rotary):
+  cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
+  layer = registry.get("transformer").builder(cfg, heads=2, position=position)
+  v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
+  params = layer.init(jax.random.PRNGKey(0), v)
+  p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
+  np.testing.assert_allclose(np.asarray(layer.apply(params, v), np.float64),
+                             attention(p64, np.asarray(v, np.float64), 2, rotary), rtol=2e-4,
+                             atol=2e-5, err_msg="rotary attention does not compute its formula")
+
+
+def test_long_sequences_attend_in_query_blocks_exactly():
+  from ssm_bench.layers import transformer
+  k = jax.random.split(jax.random.PRNGKey(0), 3)
+  q, kk, v = (jax.random.normal(x, (1, 2, 1300, 4)) for x in k)
+  old = transformer.BLOCK
+  transformer.BLOCK = 4096
+  try:
+    whole = transformer.attend(q, kk, v, True)
+  finally:
+    transformer.BLOCK = old
+  np.testing.assert_allclose(transformer.attend(q, kk, v, True), whole, rtol=1e-5, atol=1e-5,
+                             err_msg="blocked attention differs from attention in one block")
+
+
+@pytest.mark.parametrize("name", ["deltanet", "deltaproduct"])
+def test_delta_rule_transitions_have_eigenvalues_in_unit_range_and_reach_below_zero(name):
+  """With unit keys and beta in [0, 2], each token's transition has spectral norm <= 1 (its
+  eigenvalues lie in the closed unit disk; for DeltaNet they are real, in [-1, 1]), and some go
+  below 0: the negative eigenvalues that track parity."""
+  from ssm_bench import models
+  cfg = ModelConfig(layers=(name,), vocab_size=4, num_classes=4, d_model=8, d_state=4)
+  model = models.StateTracker(cfg)
+  tokens = jax.random.randint(jax.random.PRNGKey(0), (8, 32), 0, 4)
+  params = model.init(jax.random.PRNGKey(1), tokens)
+  # push beta towards 2 on some tokens: a large bias on its logit
+  params = jax.tree_util.tree_map_with_path(
+      lambda path, x: x + 4.0 if "beta" in jax.tree_util.keystr(path) and "bias" in
+      jax.tree_util.keystr(path) else x, params)
+  _, state = model.apply(params, tokens, mutable=["intermediates"])
+  A = np.asarray(state["intermediates"]["layer0"]["transition"][0], np.float64)
+  eig = np.linalg.eigvals(A.reshape((-1,) + A.shape[-2:]))
+  assert np.abs(eig).max() <= 1 + 1e-5, f"{name}: an eigenvalue of modulus {np.abs(eig).max()}"
+  if name == "deltanet":
+    assert np.abs(eig.imag).max() < 1e-6 and eig.real.min() >= -1 - 1e-5
+  assert eig.real.min() < 0, f"{name}: no negative eigenvalue with beta up to 2"

@@ -19,7 +19,9 @@ EXPECTED = {
 BUILTIN_CLASSES = {"mamba": "nonnegative_diagonal", "s4d": "time_invariant",
                    "negmamba": "signed_diagonal", "aussm": "unit_modulus_diagonal",
                    "simple_aussm": "unit_modulus_diagonal", "rnn": "nonlinear_or_dense",
-                   "ids4": "nonlinear_or_dense"}
+                   "ids4": "nonlinear_or_dense", "lstm": "nonlinear_or_dense",
+                   "gru": "nonlinear_or_dense", "deltanet": "householder:1",
+                   "deltaproduct": "householder:2", "transformer": "tc0"}
 
 
 @pytest.mark.parametrize("cls", list(EXPECTED))
@@ -32,13 +34,45 @@ def test_min_depth(cls, index, group):
     assert theory.expressible([cls] * depth, group) == (want is not None and depth >= want)
 
 
-def test_every_class_with_a_theorem_is_tabled_here():
-  assert set(EXPECTED) == {c for c in theory.CLASSES if theory.has_theorem(c)}
+def test_every_class_with_a_subgroup_series_is_tabled_here():
+  assert set(EXPECTED) == {n for n, c in theory.CLASSES.items() if c.step}
+
+
+@pytest.mark.parametrize("cls,group,want", [
+    ("householder:1", "C2", "1"),  # DeltaNet with beta = 2: a reflection per odd bit (parity)
+    ("householder:1", "C3", "no theorem"),  # a rotation is two reflections
+    ("householder:2", "S3", "1"),  # S3 on 3 points: at most 2 transpositions per element
+    ("householder:2", "A4", "no theorem"),
+    ("householder:3", "S4", "1"),
+    ("householder:4", "A5", "1"),
+    ("householder_nonnegative", "C2", "no theorem"),
+    ("tc0", "A5", "never"),  # unless TC0 = NC1
+    ("tc0", "S3", "no theorem"),
+    ("unknown", "C2", "no theorem"),
+])
+def test_classes_without_a_series_claim_only_what_their_papers_prove(cls, group, want):
+  assert theory.min_depth_text(cls, group) == want
+  if want == "no theorem":
+    assert theory.expressible([cls], group) is None, f"{cls} on {group}: claims a theorem"
+
+
+def test_bad_class_names_fail_naming_the_choices():
+  with pytest.raises(ValueError, match="choose one of time_invariant"):
+    theory.parse("householder:x")
+  with pytest.raises(registry.LayerError, match="unknown theory class"):
+    registry.register_layer("odd", lambda cfg, **kw: None, theory_class="diagonalish")
 
 
 @pytest.mark.parametrize("name,cls", list(BUILTIN_CLASSES.items()))
 def test_builtin_layers_declare_the_class_the_papers_give_them(name, cls):
-  assert registry.get(name).theory_class == cls, f"{name} declares the wrong transition class"
+  assert registry.theory_class_of(name) == cls, f"{name} declares the wrong transition class"
+
+
+@pytest.mark.parametrize("kwargs,cls", [('{"beta_max": 1.0}', "householder_nonnegative"),
+                                        ('{"key_norm": false}', "unknown"),
+                                        ('{"n_h": 3}', "householder:3")])
+def test_delta_rule_class_follows_its_kwargs(kwargs, cls):
+  assert registry.theory_class_of("deltaproduct", kwargs) == cls
 
 
 def test_hybrids_of_mamba_and_s4d_never_track():

@@ -9,9 +9,22 @@ from __future__ import annotations
 import functools
 
 from ssm_bench import analytic
-from ssm_bench.layers import aussm, mamba, rnn, s4d
+from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
 from ssm_bench.registry import BUILTIN_SOURCE, register_layer
 
+
+
+def _householder(kw) -> str:
+  """DeltaNet/DeltaProduct's class: reflections need unit keys and beta up to 2; with beta in
+  [0, 1] the eigenvalues are non-negative; anything else claims nothing."""
+  if not kw["key_norm"]:
+    return "unknown"
+  if kw["beta_max"] == 2.0:
+    return f"householder:{kw.get('n_h', 1)}"
+  return "householder_nonnegative" if kw["beta_max"] <= 1.0 else "unknown"
+
+
+_DELTA = {"beta_max": 2.0, "key_norm": True, "heads": 1}
 # At CPU scale the full-state baselines are cheap and learn the larger groups only when wider and
 # trained longer; the rnn's hidden size is d_state, starved at the cpu preset's 4 (smoke: 1 of 8).
 _WIDE = dict(d_model=64, d_state=64, steps=6000)
@@ -42,4 +55,26 @@ register_layer("rnn", rnn.RNN, theory_class="nonlinear_or_dense", uses_scan_meth
                description="tanh RNN: h_t = tanh(W h_{t-1} + U v_t + c)", source=BUILTIN_SOURCE)
 register_layer("ids4", rnn.IDS4, theory_class="nonlinear_or_dense",
                description="IDS4 (Merrill et al. 2024, Sec. 5): dense input-dependent A(v_t)",
+               source=BUILTIN_SOURCE)
+
+# Baselines (BUILD_NOTES, "Baselines"): registered like any plugin's layers.
+register_layer("lstm", gated_rnn.LSTM, theory_class="nonlinear_or_dense", uses_scan_method=False,
+               presets={"table2_cpu": _WIDE, "profile_cpu": _WIDE},
+               description="LSTM (hidden size d_state), forget-gate bias 1", source=BUILTIN_SOURCE)
+register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_scan_method=False,
+               presets={"table2_cpu": _WIDE, "profile_cpu": _WIDE},
+               description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
+register_layer("deltanet", functools.partial(deltanet.DeltaProduct, n_h=1),
+               theory_class=_householder, kwargs=_DELTA,
+               constructions=(analytic.PARITY_DELTANET,),
+               description="DeltaNet with negative eigenvalues (Grazzi et al. 2025): "
+                           "S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, beta in "
+                           "[0, beta_max]", source=BUILTIN_SOURCE)
+register_layer("deltaproduct", deltanet.DeltaProduct, theory_class=_householder,
+               kwargs={"n_h": 2, **_DELTA},
+               description="DeltaProduct (Siems et al. 2025): n_h delta-rule (Householder) "
+                           "steps per token", source=BUILTIN_SOURCE)
+register_layer("transformer", transformer.Attention, theory_class="tc0", uses_scan_method=False,
+               kwargs={"heads": 4, "position": "nope", "causal": True, "max_positions": 16384},
+               description="causal multi-head self-attention, NoPE by default (rope, learned)",
                source=BUILTIN_SOURCE)

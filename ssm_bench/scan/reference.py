@@ -35,19 +35,27 @@ def linear_scan(a, b, h0=None, method: str = "sequential"):
   return jnp.swapaxes(hs, 0, 1)
 
 
+def _apply(A, h):
+  """A h for a vector state (..., n) or a matrix state (..., n, m): A is (..., n, n)."""
+  if h.ndim == A.ndim - 1:
+    return jnp.einsum("...ij,...j->...i", A, h)
+  return jnp.einsum("...ij,...jm->...im", A, h)
+
+
 def matrix_scan(A, b, h0=None, method: str = "sequential"):
-  """h_t = A_t h_{t-1} + b_t with A: (batch, time, n, n), b: (batch, time, n)."""
+  """h_t = A_t h_{t-1} + b_t with A: (batch, time, n, n) and b: (batch, time, n) (a vector
+  state) or (batch, time, n, m) (a matrix state: m columns sharing each A_t, as in DeltaNet)."""
   if h0 is not None:
-    b = b.at[:, 0].add(jnp.einsum("bij,bj->bi", A[:, 0], h0))
+    b = b.at[:, 0].add(_apply(A[:, 0], h0))
   if method == "associative":
     def combine(left, right):
       A_l, b_l = left
       A_r, b_r = right
-      return A_r @ A_l, jnp.einsum("...ij,...j->...i", A_r, b_l) + b_r
+      return A_r @ A_l, _apply(A_r, b_l) + b_r
     return jax.lax.associative_scan(combine, (A, b), axis=1)[1]
 
   def step(h, Ab):
-    h = jnp.einsum("bij,bj->bi", Ab[0], h) + Ab[1]
+    h = _apply(Ab[0], h) + Ab[1]
     return h, h
   _, hs = jax.lax.scan(step, jnp.zeros_like(b[:, 0]), (jnp.swapaxes(A, 0, 1), jnp.swapaxes(b, 0, 1)))
   return jnp.swapaxes(hs, 0, 1)
