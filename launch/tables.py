@@ -49,10 +49,10 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
   unloaded = tables.load_plugins(rs.good + rs.diverged)
   return {"unloaded_plugins": unloaded,
           "profile": tracking_profile.profile_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
-          "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good),
-          "parity": neighbours.parity_data(rs.good),
+          "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good + rs.diverged),
+          "parity": neighbours.parity_data(rs.good + rs.diverged),
           "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
-          "offset": neighbours.offset_data(rs.good)}
+          "offset": neighbours.offset_data(rs.good + rs.diverged)}
 
 
 # The neighbouring papers' files: (data key, file, title, explanation, renderer).

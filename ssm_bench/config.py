@@ -19,6 +19,8 @@ SCHEDULES = ("constant", "cosine", "cosine_restarts")
 # the backend's choice unless JAX_DEFAULT_MATMUL_PRECISION is set (true float32 on CPU, TF32 on
 # recent NVIDIA GPUs, one bfloat16 pass on TPU).
 MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
+# The evaluation grid's spacing (and first length): acc(L) is stored at L = 20, 40, ...
+GRID_STEP = 20
 # The traced hyperparameters: runs that differ only in these train together under vmap.
 TRACED_FIELDS = ("lr", "schedule", "seed")
 # How a network is computed, not which network: a run set from a construction keeps its own.
@@ -185,6 +187,9 @@ class TrainConfig(ArchConfig):
     if self.eval_seqs % min(self.eval_chunk, self.eval_seqs):
       raise ConfigError(f"eval_seqs ({self.eval_seqs}) must be a multiple of eval_chunk "
                         f"({self.eval_chunk}); set both")
+    if self.eval_length < GRID_STEP:
+      raise ConfigError(f"eval_length ({self.eval_length}) must be >= {GRID_STEP}, the first "
+                        "length of the evaluation grid")
     if self.eval_length < self.train_length:
       raise ConfigError(f"eval_length ({self.eval_length}) must be >= train_length "
                         f"({self.train_length})")

@@ -10,6 +10,8 @@ import functools
 import jax
 import numpy as np
 
+from ssm_bench.config import GRID_STEP
+
 EVAL_SEED = 20260301  # one fixed evaluation stream shared by every model
 EVAL_LENGTH = 1000  # the default evaluation length (TrainConfig.eval_length)
 THRESHOLD = 0.9
@@ -17,7 +19,7 @@ THRESHOLD = 0.9
 
 def grid(length: int = EVAL_LENGTH) -> tuple:
   """Evaluation lengths: every 20 up to 1000, then every 200 (a 10,000-step curve stays short)."""
-  fine = tuple(range(20, min(length, 1000) + 1, 20))
+  fine = tuple(range(GRID_STEP, min(length, 1000) + 1, GRID_STEP))
   return fine + tuple(range(1200, length + 1, 200))
 
 

@@ -16,6 +16,7 @@ import jax
 
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
+from tasks import registry
 
 HEADROOM = 0.85  # use at most this fraction of the device: XLA's estimate is not the peak
 _CACHE: dict = {}
@@ -56,9 +57,14 @@ def _program_bytes(cfg: TrainConfig, k: int) -> float:
 
 
 def _key(cfg: TrainConfig) -> tuple:
-  if cfg.init_from_analytic < 0:  # the task only sets the vocabulary: a rounding error here
-    cfg = cfg.replace(task="C2")
-  return (jax.default_backend(),) + cfg.replace(preset="").shape_key()
+  """Configs whose programs have the same size: the task counts through its vocabulary and
+  classes (embedding, head, the Cayley table the sampler folds with), so tasks of one order
+  share an estimate and a larger group never borrows a smaller one's."""
+  sizes = None
+  if cfg.init_from_analytic < 0:
+    task = registry.get_task(cfg.task)
+    sizes, cfg = (task.vocab_size, task.num_classes), cfg.replace(task="")
+  return (jax.default_backend(), sizes) + cfg.replace(preset="").shape_key()
 
 
 def estimate(cfg: TrainConfig) -> Estimate:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 
 from tasks import groups
+from tasks import registry as task_registry
 
 NEAR_SOLUTION = "near_solution"  # preset label of the near-solution sweep, baseline included
 SOLVED = 0.9  # accuracy at the evaluation length that counts as solved
@@ -37,8 +38,11 @@ def parity_data(summaries) -> dict:
     if c["task"] != "parity":
       continue
     length = c.get("eval_length", 1000)
-    slot = out.setdefault((_stack(c), length), {"runs": 0, "train_acc": []})
+    slot = out.setdefault((_stack(c), length), {"runs": 0, "train_acc": [], "diverged": 0})
     slot["runs"] += 1
+    if s.get("status") == "diverged":  # a run that did not solve any stream
+      slot["diverged"] += 1
+      continue
     slot["train_acc"].append(s.get("final_train_acc"))
     streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
     for name, res in streams.items():
@@ -46,16 +50,18 @@ def parity_data(summaries) -> dict:
   return out
 
 
-def _rate(values, solved=SOLVED) -> str:
+def _rate(values, solved=SOLVED, diverged: int = 0) -> str:
+  """Median accuracy of the measured runs, then (runs above `solved` / runs, diverged ones
+  counted as runs that did not solve it)."""
   vals = [v for v in values if v is not None]
   if not vals:
-    return "·"
-  return f"{statistics.median(vals):.3f} ({sum(v > solved for v in vals)}/{len(vals)})"
+    return f"· (0/{diverged})" if diverged else "·"
+  return f"{statistics.median(vals):.3f} ({sum(v > solved for v in vals)}/{len(vals) + diverged})"
 
 
 def parity_markdown(data: dict) -> str:
   """Paper 001's Table 1 layout, one row per stack and evaluation length."""
-  streams = sorted({k for slot in data.values() for k in slot} - {"runs", "train_acc"},
+  streams = sorted({k for slot in data.values() for k in slot} - {"runs", "train_acc", "diverged"},
                    key=lambda n: (n != "uniform", n))
   lines = ["| model | runs | train accuracy | " + " | ".join(
       f"{n} at L" for n in streams) + " | L |", "|---|---|---|" + "---|" * len(streams) + "---|"]
@@ -63,7 +69,8 @@ def parity_markdown(data: dict) -> str:
     tr = [v for v in slot["train_acc"] if v is not None]
     train = f"{statistics.median(tr):.3f}" if tr else "·"
     lines.append(f"| {stack} | {slot['runs']} | {train} | " + " | ".join(
-        _rate(slot.get(n, [])) for n in streams) + f" | {length} |")
+        _rate(slot.get(n, []), diverged=slot.get("diverged", 0)) for n in streams)
+        + f" | {length} |")
   return "\n".join(lines)
 
 
@@ -84,6 +91,8 @@ def _illusion_acc(summary) -> float | None:
   c = summary["config"]
   if c["curriculum_start"] != c["train_length"] or not _is_group(c["task"]):
     return None
+  if summary.get("status") == "diverged":  # tried, and solved nothing
+    return 0.0
   return summary.get("seq_acc_at_train_length", summary.get("acc_at_train_length"))
 
 
@@ -168,12 +177,14 @@ def offset_data(summaries) -> dict:
   out = {}
   for s in summaries:
     streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
-    if "event_acc" not in s:
+    if s.get("status") == "diverged" and s["config"]["task"] == "offset":
+      streams = {name: {} for name in task_registry.get_task("offset").eval_streams}
+    elif "event_acc" not in s:
       continue
     slot = out.setdefault(_stack(s["config"]), {})
     for name, res in streams.items():
       row = slot.setdefault(name, {})
-      per_pos = res.get("acc_per_position") or []
+      per_pos = res.get("acc_per_position") or []  # a diverged run: None, counted as a run
       row.setdefault("all", []).append(sum(per_pos) / len(per_pos) if per_pos else None)
       for event, acc in res.get("event_acc", {}).items():
         row.setdefault(event, []).append(acc)

@@ -278,7 +278,7 @@ def sweep_table(runs_dir: str) -> str:
   rs = load(runs_dir)
   parts = [markdown_table2(table2_data(rs))]
   finished = rs.good + rs.diverged
-  if par := neighbours.parity_data(rs.good):
+  if par := neighbours.parity_data(finished):
     parts.append(neighbours.parity_markdown(par))
   if near := neighbours.near_solution_data(finished):
     parts.append(neighbours.near_solution_markdown(near))

@@ -48,3 +48,13 @@ def test_dry_run_lists_the_estimate_and_the_split():
   assert last.startswith("table2: 27 runs in 1 compiled groups; "), last
   assert "to plan for a GPU add --config.scan_method=pallas" in out.stdout, (
       "the dry run does not say which scan method its estimates are for")
+
+
+def test_estimates_are_per_task_size_not_borrowed_from_the_first_task():
+  """The cache once keyed every task as C2: S6 (order 720) got C2's estimate when C2 came first."""
+  tiny = dict(PRESETS["tiny"], model="mamba")
+  small = memory.estimate(TrainConfig(task="C2", **tiny))
+  large = memory.estimate(TrainConfig(task="S6", **tiny))
+  assert large.bytes(1) > small.bytes(1), (
+      f"S6 estimated at {large.bytes(1):.0f} bytes, C2 at {small.bytes(1):.0f}: borrowed")
+  assert memory._key(TrainConfig(task="C60", **tiny)) == memory._key(TrainConfig(task="A5", **tiny))

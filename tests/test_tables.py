@@ -126,3 +126,27 @@ def test_json_format_and_missing_dir(tmp_path):
   bad = subprocess.run([sys.executable, "-m", "launch.tables", "--runs=/nonexistent"],
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def _diverged(cfg: dict) -> dict:
+  return {"config": cfg, "status": "diverged", "diverged_at": 5, "max_len": 0, "run": "x"}
+
+
+def test_neighbour_tables_count_diverged_runs_as_runs_that_did_not_solve():
+  """A diverged run must not vanish from a "(k/n)": it is a run that solved nothing."""
+  from ssm_bench import neighbours
+  from ssm_bench.config import TrainConfig
+  import dataclasses
+  par = dataclasses.asdict(TrainConfig(task="parity", model="negmamba", eval_length=100))
+  done = {"config": par, "status": "done", "final_train_acc": 1.0, "eval_stream": "uniform",
+          "acc_curve": {"100": 1.0}, "other_streams": {"adversarial": {"acc_curve": {"100": 1.0}}}}
+  md = neighbours.parity_markdown(neighbours.parity_data([done, _diverged(par)]))
+  assert "| 2 |" in md and md.count("(1/2)") == 2, md
+  ill = dataclasses.asdict(TrainConfig(task="A5", model="mamba", train_length=4,
+                                       curriculum_start=4, eval_length=20, depth=2))
+  cell = neighbours.illusion_data([_diverged(ill)])["A5"]["mamba"]["4"]
+  assert cell == {"depth": None, "tried": 2, "best": 0.0}, cell
+  off = dataclasses.asdict(TrainConfig(task="offset", model="s4d", train_length=200,
+                                       curriculum_start=200, eval_length=200))
+  rows = neighbours.offset_data([_diverged(off)])
+  assert rows and all(len(r["all"]) == 1 for r in rows["s4d x1"].values()), rows

@@ -20,6 +20,7 @@ def train(*args):
     (["--model=mambo"], "choose from mamba"),
     (["--schedule=linear"], "constant"),
     (["--steps=25", "--log_every=10"], "multiple of log_every"),
+    (["--eval_length=10", "--train_length=8"], "first length of the evaluation grid"),
     (["--task=A5", "--model=simple_aussm", "--init_from_analytic=0.1"], "not solvable"),
     (["--task=S3", "--model=mamba", "--depth=2", "--init_from_analytic=0.1"], "simple_aussm"),
 ])
@@ -37,6 +38,11 @@ def test_train_then_relaunch_does_not_retrain(tmp_path):
   assert "done: max_len" in first.stdout
   second = train(*TINY_FLAGS, f"--workdir={tmp_path / 'run'}")
   assert second.returncode == 0 and "not retraining" in second.stdout
+  # another config in the same workdir is refused, not answered with the stored run's result
+  other = train(*TINY_FLAGS, "--task=S3", "--model=rnn", f"--workdir={tmp_path / 'run'}")
+  assert other.returncode == 2 and "holds a different run" in other.stderr, (
+      f"asked for S3 rnn, got: {other.stdout} {other.stderr}")
+  assert "done: max_len" not in other.stdout
 
 
 def test_init_from_analytic_trains_near_the_construction(tmp_path):
