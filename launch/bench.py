@@ -123,7 +123,7 @@ def bench_step(model_names, reps, methods=None):
         compiled, compile_s, _, mem = prepare(chunk, state, hp)
       except Exception as e:  # out of memory or a kernel that does not compile: a result
         per_method[method] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-        print(f"step: {name} {method}: {per_method[method]['error']}", flush=True)
+        common.progress(f"step: {name} {method}: {per_method[method]['error']}")
         continue
       grads = _reference_grads(trainer, state)
       ref = ref or grads
@@ -133,8 +133,8 @@ def bench_step(model_names, reps, methods=None):
       calls[method] = functools.partial(compiled, state, hp)
     for method, run_s in zip(calls, interleaved(list(calls.values()), reps)):
       per_method[method]["step_ms"] = round(run_s * 1e3, 2)
-      print(f"step: {name} {method}: {run_s * 1e3:.2f} ms, grad error "
-            f"{per_method[method]['grad_rel_err']:.1e}", flush=True)
+      common.progress(f"step: {name} {method}: {run_s * 1e3:.2f} ms, grad error "
+            f"{per_method[method]['grad_rel_err']:.1e}")
     ran = {k: v for k, v in per_method.items() if "step_ms" in v}
     fastest = min(ran, key=lambda k: ran[k]["step_ms"]) if ran else None
     default = scan.resolve("auto") if scan.resolve("auto") in ran else "sequential"

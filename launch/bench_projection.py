@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 
+from launch import common
 from launch.timing import timed
 from ssm_bench import train
 from ssm_bench.config import PRESETS
@@ -37,11 +38,10 @@ def bench_projection(reps, sweep_names=("table2", "table2_lite"), k_sample=None,
           timings[key] = (step_s, compile_s)
         except Exception as e:  # out of memory at this K: report, do not guess
           timings[key] = (float("nan"), float("nan"))
-          print(f"projection: {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
-                f"{type(e).__name__}", flush=True)
-        print(f"projection: {name} {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
-              f"{timings[key][0] * 1e3:.3f} ms per step, compile {timings[key][1]:.1f} s",
-              flush=True)
+          common.progress(f"projection: {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
+                f"{type(e).__name__}")
+        common.progress(f"projection: {name} {probe.model} x{probe.depth} n{probe.d_state} K={k}: "
+              f"{timings[key][0] * 1e3:.3f} ms per step, compile {timings[key][1]:.1f} s")
       step_s, compile_s = timings[key]
       seconds += cfgs[0].steps * step_s * len(cfgs) / k
       compile_total += compile_s

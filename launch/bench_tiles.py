@@ -101,7 +101,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
         if row["matches_reference"]:
           timings["forward"][tuple(tile)] = ms
       rows.append(row)
-      print(f"tiles: {kind} forward {tile}: {row.get('ms_per_run', row.get('error'))}", flush=True)
+      common.progress(f"tiles: {kind} forward {tile}: {row.get('ms_per_run', row.get('error'))}")
     best_fwd = min(timings["forward"], key=timings["forward"].get, default=pallas.FORWARD[kind])
 
     def backward(tile, chunk, join=False):
@@ -116,8 +116,8 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
         if row["matches_reference"]:
           timings["backward"][(tuple(tile), chunk, join)] = ms
       rows.append(row)
-      print(f"tiles: {kind} forward+{row['kernel']} {tile} chunk {chunk}: "
-            f"{row.get('ms_per_run', row.get('error'))}", flush=True)
+      common.progress(f"tiles: {kind} forward+{row['kernel']} {tile} chunk {chunk}: "
+            f"{row.get('ms_per_run', row.get('error'))}")
 
     for chunk in grid["chunk"]:
       for tile in grid["backward"]:

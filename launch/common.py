@@ -85,5 +85,10 @@ def enable_compilation_cache():
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
+def progress(line: str):
+  """A progress line: on stderr, so stdout stays the command's result (`--json | jq` works)."""
+  print(line, file=sys.stderr, flush=True)
+
+
 def print_json(obj):
   print(json.dumps(obj, sort_keys=False))

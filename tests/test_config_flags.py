@@ -70,3 +70,20 @@ def test_parity_hybrid_evaluates_to_10000_at_the_papers_sizes():
   assert {c.eval_length for c in cfgs} == {10000} and {c.train_length for c in cfgs} == {8}
   assert {(c.model, c.depth, c.d_state) for c in cfgs} == {
       ("rnn", 1, 8), ("s4d", 2, 16), ("mamba", 2, 16), ("s4d,mamba", 2, 16), ("negmamba", 1, 16)}
+
+
+def test_installed_versions_are_inside_the_pinned_ranges():
+  """setup.cfg admits only what CI and the GPU ran; this run must be one of them."""
+  import configparser
+  import os
+  from importlib import metadata
+  cfg = configparser.ConfigParser()
+  cfg.read(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "setup.cfg"))
+  reqs = [r.strip() for r in cfg["options"]["install_requires"].splitlines() if r.strip()]
+  ver = lambda v: tuple(int(x) for x in v.split(".")[:3] if x.isdigit())
+  for req in reqs:
+    name, spec = req.split(">=")[0], req.split(">=")[1]
+    low, high = spec.split(",<")
+    have = ver(metadata.version(name))
+    assert ver(low) <= have < ver(high), f"{name} {metadata.version(name)} outside {req}"
+  assert any(r.startswith("jax>=0.10") for r in reqs), "jax's lower bound is below what is tested"
