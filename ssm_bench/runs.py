@@ -136,8 +136,10 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
   faults.point("group_start")
   state, start, managers = _restore(dirs, init_many(hp))
   writers = [tb.Writer(d) for d in dirs]
-  for d in dirs:
+  for d, w in zip(dirs, writers):
     rundir.truncate_metrics(d, start)
+    if start:
+      w.restart(start + 1)  # TensorBoard keeps what was logged before this step
   if progress:
     progress(start)
   import orbax.checkpoint as ocp

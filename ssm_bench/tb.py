@@ -23,6 +23,13 @@ class Writer:
                             summary=summary_pb2.Summary(value=values))
     self._writer.add_event(event)
 
+  def restart(self, step: int):
+    """A resumed run: TensorBoard drops every point an earlier process logged at `step` or later
+    (a SessionLog START purges steps >= its own), which this process logs again."""
+    self._writer.add_event(event_pb2.Event(
+        wall_time=time.time(), step=int(step),
+        session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)))
+
   def scalars(self, step: int, values: dict):
     self._write([summary_pb2.Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()],
                 step)

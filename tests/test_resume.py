@@ -27,6 +27,24 @@ def test_run_killed_after_its_last_checkpoint_finishes_on_relaunch(tmp_path):
   assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
 
 
+def test_tensorboard_drops_the_points_logged_past_the_checkpoint_resumed_from(tmp_path):
+  """Killed at step 30 (checkpoint at 20): the old event file holds step 30, the resumed process
+  logs it again; TensorBoard must show each step once."""
+  from tensorboard.backend.event_processing import event_accumulator
+  d = str(tmp_path / "run")
+
+  def kill(step):
+    if step == 30:
+      raise KeyboardInterrupt
+  with pytest.raises(KeyboardInterrupt):
+    runs.train_group([TINY], [d], on_chunk=kill)
+  runs.train_group([TINY], [d])
+  acc = event_accumulator.EventAccumulator(d)
+  acc.Reload()
+  steps = [e.step for e in acc.Scalars("train/loss")]
+  assert steps == [10, 20, 30, 40], f"train/loss logged at steps {steps}"
+
+
 def test_a_group_mates_error_keeps_the_results_already_written(tmp_path, monkeypatch):
   cfgs = [TINY.replace(lr=lr) for lr in (1e-3, 3e-3)]
   dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
