@@ -25,9 +25,10 @@ def _save(fig, plt, out_dir, name):
 
 
 def write_curves(rs, out_dir: str) -> list[str]:
-  """One figure per (preset, group, depth) of Table 2 runs, so protocols never share a figure;
+  """One figure per (protocol, group, depth) of Table 2 runs, so protocols never share a figure;
   returns the file names written ([] without matplotlib)."""
-  from ssm_bench.tables import is_table2_run
+  import hashlib
+  from ssm_bench.tables import is_table2_run, protocol
   plt = _pyplot()
   if plt is None:
     return []
@@ -36,7 +37,12 @@ def write_curves(rs, out_dir: str) -> list[str]:
     c = s["config"]
     if not is_table2_run(c):
       continue
-    key = (c.get("preset") or "paper", c["task"], c["depth"], c["model"])
+    # one figure per protocol (as Table 2 pools), named by its preset and, when the protocol
+    # differs from the preset's values, a short hash of it
+    proto = protocol(c)
+    preset = c.get("preset") or "paper"
+    label = preset if proto == preset else f"{preset}-{hashlib.sha1(proto.encode()).hexdigest()[:6]}"
+    key = (label, c["task"], c["depth"], c["model"])
     if key not in best or s["max_len"] > best[key]["max_len"]:
       best[key] = s
   written = []

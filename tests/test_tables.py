@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ssm_bench import evaluation
 from ssm_bench import runs
 from ssm_bench import tables
@@ -150,3 +152,18 @@ def test_neighbour_tables_count_diverged_runs_as_runs_that_did_not_solve():
                                        curriculum_start=200, eval_length=200))
   rows = neighbours.offset_data([_diverged(off)])
   assert rows and all(len(r["all"]) == 1 for r in rows["s4d x1"].values()), rows
+
+
+def test_figures_keep_two_protocols_of_one_preset_apart(tmp_path):
+  """Runs of the cpu preset at 3000 and at 5000 steps are two protocols: two figures."""
+  pytest.importorskip("matplotlib")
+  import dataclasses
+  from ssm_bench import figures
+  from ssm_bench.config import PRESETS, TrainConfig
+  curve = {str(L): 1.0 for L in range(20, 1001, 20)}
+  made = []
+  for steps in (3000, 5000):
+    c = dataclasses.asdict(TrainConfig(**{**PRESETS["cpu"], "task": "C2", "steps": steps}))
+    made.append({"config": c, "status": "done", "max_len": 1000, "acc_curve": curve})
+  names = figures.write_curves(tables.RunSet(made, []), str(tmp_path))
+  assert len(names) == 2, f"one figure for two protocols: {names}"
