@@ -23,6 +23,9 @@ def test_table2_grid_and_groups():
   runs = [c for cs, _ in groups for c in cs]
   assert sorted({c.lr for c in runs}) == [1e-4, 1e-3, 1e-2], "one lr per decade, 1e-4 to 1e-2"
   assert {c.conv_kernel for c in runs} == {0}, "the protocol trains without the Mamba conv"
+  assert {c.matmul_precision for c in runs} == {"float32"}, "the paper trains in true float32"
+  lite = [c for cs, _ in sweep.plan("table2_lite", "/tmp/unused") for c in cs]
+  assert {c.matmul_precision for c in lite} == {"float32"}
   assert {c.steps for c in runs} == {20000}
 
 
