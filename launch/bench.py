@@ -28,6 +28,7 @@ import numpy as np
 
 from launch import bench_projection
 from launch import bench_tiles
+from launch import bench_profile
 from launch import common
 from launch.timing import interleaved
 from launch.timing import prepare
@@ -51,8 +52,10 @@ _D_STATE = flags.DEFINE_integer("d_state", None, "State size for the step timing
 _REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions (median reported).", lower_bound=1)
 _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval", "sampling"],
                               "Which benchmarks to run; also 'projection' (device-hours of "
-                              "table2 and table2_lite; minutes on a CPU) and 'tiles' (the fused "
-                              "kernel's tile sizes; GPU only).")
+                              "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
+                              "kernel's tile sizes; GPU only) and 'profile' (a profiler trace of "
+                              "training steps by kind of op, at --profile_k).")
+_PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile: vmapped group sizes.")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
@@ -266,6 +269,8 @@ def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
   if section == "tiles":
     return bench_tiles.render(result)
+  if section == "profile":
+    return bench_profile.render(result)
   if section == "step":
     lines = ["step (ms per training step; MB: XLA estimate; * = default)",
              "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
@@ -344,7 +349,7 @@ def main(argv):
     if unknown:
       raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from "
                               f"{', '.join(valid)}")
-  bad_k = [k for k in _TM_K.value if not (k.isdigit() and int(k) >= 1)]
+  bad_k = [k for k in _TM_K.value + _PROFILE_K.value if not (k.isdigit() and int(k) >= 1)]
   if bad_k:
     raise common.UsageError(f"--train_many_k: {', '.join(bad_k)}; choose from positive integers")
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
@@ -358,6 +363,8 @@ def main(argv):
                                     for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
+             "profile": lambda: bench_profile.bench_profile(
+                 step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value),
              "projection": lambda: bench_projection.bench_projection(
                  _REPS.value, _PROJ_SWEEPS.value, k_sample=_K_SAMPLE.value,
                  models=set(names) if flags.FLAGS["models"].present else None)}

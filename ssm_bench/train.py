@@ -124,8 +124,9 @@ class Trainer:
     (loss, acc), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(
         state["params"], tokens, labels, mask)
     lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps, cfg.warmup_steps)
-    updates, opt = self.optimizer.update(grads, state["opt"], state["params"])
-    params = optax.apply_updates(state["params"], jax.tree.map(lambda u: -lr * u, updates))
+    with jax.named_scope("optimizer"):  # so a profile can tell the update apart
+      updates, opt = self.optimizer.update(grads, state["opt"], state["params"])
+      params = optax.apply_updates(state["params"], jax.tree.map(lambda u: -lr * u, updates))
     # A non-finite loss freezes the run where it was and records the step: it is reported as
     # diverged, never silently dropped, and the other runs of its vmapped group go on.
     ok = jnp.isfinite(loss) & (state["diverged_at"] < 0)

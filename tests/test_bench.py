@@ -131,3 +131,29 @@ def test_json_output_is_only_json_and_progress_goes_to_stderr():
   assert out.returncode == 0, out.stderr[-2000:]
   json.loads(out.stdout)  # `launch.bench --json | jq` needs stdout to be the JSON alone
   assert "step: rnn" in out.stderr, "progress lines are gone, not moved"
+
+
+def test_profile_section_traces_a_step_and_sums_time_by_kind():
+  from launch import bench_profile
+  rows = bench_profile.bench_profile(lambda model, method: TINY.replace(model=model),
+                                     ["negmamba"], [1, 2], reps=1)
+  assert [(r["model"], r["k"]) for r in rows] == [("negmamba", 1), ("negmamba", 2)]
+  for r in rows:
+    assert r["device_ms_per_step"] > 0 and r["ms_per_step"], f"an empty profile: {r}"
+    assert abs(sum(r["ms_per_step"].values()) - r["device_ms_per_step"]) < 1e-2
+  assert "negmamba K=2" in bench_profile.render(rows)
+
+
+def test_profile_kinds_of_gpu_ops():
+  from launch import bench_profile
+  procs = {1: "/device:GPU:0", 2: "/host:CPU"}
+  ev = [{"ph": "X", "pid": 1, "name": n, "dur": 1000.0} for n in
+        ("pallas_scan_fwd", "custom-call.3", "loop_gemm_fusion", "fusion.12", "copy.4",
+         "while.1", "reduce.7")]
+  ev += [{"ph": "X", "pid": 1, "name": "fusion.9", "dur": 500.0, "args": {"tf_op": "jit(chunk)/optimizer/mul"}},
+         {"ph": "X", "pid": 2, "name": "PjitFunction(chunk)", "dur": 9000.0}]
+  out = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01)
+  assert out["ms_per_step"] == {"scan kernel (custom call)": 2.0, "matmul": 1.0, "fusion": 1.0,
+                                "copy / transpose": 1.0, "reduction": 1.0,
+                                "optimizer update": 0.5}, out
+  assert out["device_ms_per_step"] == 6.5 and out["host_gap_ms_per_step"] == 3.5

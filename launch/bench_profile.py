@@ -1,0 +1,126 @@
+"""Where a training step's time goes: a jax profiler trace of a few chunks, summarised by kind.
+
+    python -m launch.bench --sections=profile --models=mamba,aussm --profile_k=1,27
+
+For each model and group size K, a compiled chunk of training steps is run under
+`jax.profiler.trace` (Perfetto JSON), and the trace's op events are summed per kind: the scan
+kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the optimizer update
+(ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
+step, with the host gap = wall time - device time. On a GPU the ops are the device's; on a CPU
+the XLA thunks on the host threads (which may overlap: their sum can exceed the wall time).
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import gzip
+import json
+import os
+import re
+import tempfile
+import time
+
+import jax
+
+from ssm_bench import train
+
+# The host runtime's own events (not ops): dispatch, buffers, threads, Python frames.
+_RUNTIME = re.compile(r"^(\$|end: |PjitFunction|Threadpool|CommonPjRt|Handle |Wait for|Allocate|"
+                      r"ParseArguments|PythonRefManager|ThunkExecutor|TfrtCpu|PjRt|Execute)")
+# (kind, pattern on the op name or its scope), first match wins; containers are not ops.
+KINDS = (("scan kernel (custom call)", re.compile(r"pallas|triton|custom.?call|_kernel", re.I)),
+         ("optimizer update", re.compile(r"optimizer", re.I)),
+         ("matmul", re.compile(r"dot|gemm|cublas|matmul|convolution", re.I)),
+         ("copy / transpose", re.compile(r"copy|transpose|memcpy|dynamic.?(update.?)?slice|"
+                                         r"concatenate|pad\b", re.I)),
+         ("reduction", re.compile(r"reduce", re.I)),
+         ("fusion", re.compile(r"fusion", re.I)))
+_CONTAINERS = re.compile(r"^(while|conditional|call)(\.|$)", re.I)
+
+
+def _events(trace_dir: str):
+  paths = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+  if not paths:
+    return [], {}
+  with gzip.open(sorted(paths)[-1]) as f:
+    data = json.load(f)
+  events = data["traceEvents"] if isinstance(data, dict) else data
+  procs = {e["pid"]: e.get("args", {}).get("name", "") for e in events
+           if e.get("ph") == "M" and e.get("name") == "process_name"}
+  return [e for e in events if e.get("ph") == "X"], procs
+
+
+def kind_of(name: str, scope: str = "") -> str | None:
+  """The kind of an op event (None for containers such as while loops)."""
+  if _CONTAINERS.match(name):
+    return None
+  for kind, pattern in KINDS:
+    if pattern.search(name) or (scope and pattern.search(scope)):
+      return kind
+  return "other op"
+
+
+def summarize(events, procs, steps: int, wall_s: float) -> dict:
+  """{kind: ms per step} of the op events, plus device time, wall time and the host gap."""
+  device = {pid for pid, n in procs.items() if n.startswith("/device:")}
+  per_kind = collections.Counter()
+  for e in events:
+    name = e.get("name", "")
+    if device and e.get("pid") not in device:
+      continue
+    if not device and _RUNTIME.match(name):
+      continue
+    args = e.get("args", {})
+    kind = kind_of(name, " ".join(str(args.get(k, "")) for k in ("long_name", "tf_op", "hlo_op",
+                                                                    "name_scope")))
+    if kind:
+      per_kind[kind] += float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
+  busy = sum(per_kind.values())
+  wall = wall_s * 1e3 / steps
+  return {"ms_per_step": {k: round(v, 4) for k, v in per_kind.most_common()},
+          "device_ms_per_step": round(busy, 4), "wall_ms_per_step": round(wall, 4),
+          "host_gap_ms_per_step": round(max(wall - busy, 0.0), 4),
+          "source": "device" if device else "host threads (CPU)"}
+
+
+def profile_one(cfg, k: int, reps: int) -> dict:
+  """Trace `reps` chunks of cfg's training program vmapped over k runs."""
+  trainer = train.Trainer(cfg)
+  init_many, chunk_many = trainer.compiled()
+  hp = train.hparams([cfg.replace(seed=i) for i in range(k)])
+  state = init_many(hp)
+  state, m = chunk_many(state, hp)  # compile and warm up outside the trace
+  jax.block_until_ready(m)
+  with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
+    t0 = time.perf_counter()
+    with jax.profiler.trace(tmp, create_perfetto_trace=True):
+      for _ in range(reps):
+        state, m = chunk_many(state, hp)
+        jax.block_until_ready(m)
+    wall = time.perf_counter() - t0
+    events, procs = _events(tmp)
+  steps = reps * cfg.log_every
+  return {"k": k, **summarize(events, procs, steps, wall)}
+
+
+def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int = 5) -> list:
+  """Rows per (model, K): the step's time by kind. step_config(model, method) gives the cell."""
+  rows = []
+  for model in models:
+    cfg = step_config(model, "auto").replace(steps=steps_per_chunk, log_every=steps_per_chunk,
+                                             checkpoint_every=steps_per_chunk)
+    for k in ks:
+      rows.append({"model": model, **profile_one(cfg, k, reps)})
+  return rows
+
+
+def render(rows) -> str:
+  out = []
+  for r in rows:
+    out.append(f"{r['model']} K={r['k']}: wall {r['wall_ms_per_step']:.3f} ms per step, ops "
+               f"{r['device_ms_per_step']:.3f} ms ({r['source']}), host gap "
+               f"{r['host_gap_ms_per_step']:.3f} ms")
+    total = r["device_ms_per_step"] or 1.0
+    out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
+            for kind, ms in r["ms_per_step"].items()]
+  return "\n".join(out)
