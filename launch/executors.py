@@ -61,6 +61,56 @@ def _ray_group(cfg_dicts, dirs):
     return False
 
 
+def _ray_lib(address):
+  try:
+    import ray as ray_lib
+  except ImportError:
+    raise ExecutorUnavailable('the ray executor needs Ray: pip install -e ".[ray]"') from None
+  if not ray_lib.is_initialized():
+    ray_lib.init(address=address, include_dashboard=False, log_to_driver=False)
+  return ray_lib
+
+
+def _default_gpus(ray_lib, gpus_per_group):
+  if gpus_per_group is None:
+    return 1.0 if ray_lib.cluster_resources().get("GPU", 0) > 0 else 0.0
+  return gpus_per_group
+
+
+def _ray_fit(cfg_dicts, dirs, memory_gb):
+  """On a worker: the memory budget of its device (memory_gb if given; none on a CPU) and the
+  groups split to fit it, estimated for the workers' backend. Returns (groups, error)."""
+  import jax
+  from ssm_bench import memory
+  from ssm_bench.config import TrainConfig
+  groups = [([TrainConfig(**c) for c in cs], ds) for cs, ds in zip(cfg_dicts, dirs)]
+  budget = memory_gb * 2 ** 30 if memory_gb else (
+      memory.device_bytes() if jax.default_backend() != "cpu" else None)
+  if budget is None:
+    return [(cs, ds) for cs, ds in zip(cfg_dicts, dirs)], None
+  try:
+    fitted = memory.fit_groups(groups, budget)
+  except memory.DoesNotFit as e:
+    return None, str(e)
+  return [([dataclasses.asdict(c) for c in cs], ds) for cs, ds in fitted], None
+
+
+def ray_plan(groups, memory_gb: float | None = None, gpus_per_group: float | None = None,
+             address: str | None = None):
+  """The groups split to fit the workers' device memory, planned on a worker (the driver may be
+  a CPU head node, and starting a GPU backend in it would take the workers' memory)."""
+  ray_lib = _ray_lib(address)
+  gpus = _default_gpus(ray_lib, gpus_per_group)
+  from ssm_bench.config import TrainConfig
+  task = ray_lib.remote(num_cpus=1, num_gpus=gpus)(_ray_fit).options(
+      runtime_env={"env_vars": worker_env(gpus)})
+  fitted, error = ray_lib.get(task.remote([[dataclasses.asdict(c) for c in cs] for cs, _ in groups],
+                                          [list(ds) for _, ds in groups], memory_gb))
+  if error:
+    raise ValueError(error)
+  return [([TrainConfig(**c) for c in cs], ds) for cs, ds in fitted]
+
+
 def ray(groups, progress=None, gpus_per_group: float | None = None, address: str | None = None,
         **_) -> int:
   """One Ray task per group, on a cluster at `address` or a local Ray instance. GPUs are

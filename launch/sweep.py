@@ -96,18 +96,10 @@ def fit_to_memory(groups, budget_bytes: float, report=None):
   """Split every group into the fewest sub-groups that fit; refuse one whose single run does not.
   report(index, configs, estimate, sub-groups) sees each decision (for --dry_run)."""
   from ssm_bench import memory
-  out = []
-  for i, (cfgs, dirs) in enumerate(groups):
-    est = memory.estimate(cfgs[0])
-    try:
-      parts = memory.plan_group(cfgs, budget_bytes, est, name=os.path.basename(dirs[0]))
-    except memory.DoesNotFit as e:
-      raise common.UsageError(str(e)) from None
-    if report:
-      report(i, cfgs, est, parts)
-    where = dict(zip(cfgs, dirs))
-    out += [(p, [where[c] for c in p]) for p in parts]
-  return out
+  try:
+    return memory.fit_groups(groups, budget_bytes, report)
+  except memory.DoesNotFit as e:
+    raise common.UsageError(str(e)) from None
 
 
 def stages(groups, stage_of=None):
@@ -190,11 +182,17 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
+  if _EXECUTOR.value == "ray" and not _DRY.value:
+    # The driver only plans and waits: it must not start a GPU backend (jax would preallocate
+    # most of every visible GPU in it, under the workers' feet). Budgets and estimates are made
+    # on a worker, for the workers' backend (executors.ray_plan).
+    import jax
+    jax.config.update("jax_platforms", "cpu")
   if _EXECUTOR.value == "local" and _STALL.value and not _DRY.value and not watchdog.supervised():
     # Before anything touches a device: the child, not this process, owns the accelerator.
     watchdog.exit_like(watchdog.supervise(sys.argv[1:], _STALL.value))
   n_runs, n_groups = sum(len(g) for g, _ in groups), len(groups)
-  budget = memory_budget()
+  budget = memory_budget() if _DRY.value or _EXECUTOR.value == "local" else None
 
   def report(i, cfgs, est, parts):
     if _DRY.value:
@@ -237,7 +235,12 @@ def main(argv):
         print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
               f"by the {n_finished} run(s) finished so far")
     return
-  if budget:
+  if _EXECUTOR.value == "ray":
+    try:
+      groups = executors.ray_plan(groups, _MEMORY.value, _GPUS.value, _RAY_ADDRESS.value)
+    except (executors.ExecutorUnavailable, ValueError) as e:  # incl. a run that fits nowhere
+      raise common.UsageError(str(e)) from None
+  elif budget:
     groups = fit_to_memory(groups, budget)
   check_workdir(workdir)
   from ssm_bench import runs

@@ -98,6 +98,22 @@ def plan_group(cfgs: list[TrainConfig], budget: float, est: Estimate | None = No
   return [cfgs[i:i + size] for i in range(0, len(cfgs), size)]
 
 
+def fit_groups(groups, budget_bytes: float, report=None):
+  """[(configs, dirs)] with every group split into the fewest sub-groups that fit; DoesNotFit
+  for a group whose single run does not. report(index, configs, estimate, sub-groups) sees each
+  decision."""
+  import os
+  out = []
+  for i, (cfgs, dirs) in enumerate(groups):
+    est = estimate(cfgs[0])
+    parts = plan_group(cfgs, budget_bytes, est, name=os.path.basename(dirs[0]))
+    if report:
+      report(i, cfgs, est, parts)
+    where = dict(zip(cfgs, dirs))
+    out += [(p, [where[c] for c in p]) for p in parts]
+  return out
+
+
 def eval_chunk(trainer, budget: float | None) -> int:
   """The largest evaluation chunk <= cfg.eval_chunk dividing eval_seqs whose compiled program
   fits the budget (the configured chunk when no budget is given)."""

@@ -262,3 +262,21 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
   for d in dirs:
     steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
     assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
+
+
+def test_ray_plans_memory_splits_on_a_worker(tmp_path):
+  """The budget and the estimates come from a worker (the workers' device and backend), not from
+  the driver, which may be a CPU head node; a run that fits nowhere is refused in one line."""
+  pytest.importorskip("ray")
+  groups = sweep.plan("tiny", str(tmp_path))
+  try:
+    same = executors.ray_plan(groups)  # CPU workers report no budget: groups stay whole
+    assert same == groups
+    split = executors.ray_plan(groups, memory_gb=1e-9)
+  except ValueError as e:
+    assert "one run needs" in str(e), e
+  else:
+    raise AssertionError(f"a run larger than the budget was planned: {split}")
+  finally:
+    import ray
+    ray.shutdown()
