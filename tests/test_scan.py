@@ -251,3 +251,17 @@ def test_pallas_under_vmap_keeps_two_different_runs_apart(family):
       np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4, err_msg=f"{family}: run {k}'s "
                                  f"gradient {jax.tree_util.keystr(path)} under vmap differs")
   assert not np.allclose(y[0], y[1]), "the two runs are not different"
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_pallas_forward_without_gradient_writes_no_boundary_states(family):
+  """Evaluation runs the kernel's primal: one output (y); only a forward for a gradient saves
+  the chunk-boundary states (one real array, or a real/imaginary pair)."""
+  from ssm_bench.scan import pallas
+  f = to_factors(family, factored_inputs(family, 37, d=8, n=3))
+  outputs = lambda jaxpr: [len(e.outvars) for e in equations(jaxpr.jaxpr)
+                           if e.primitive.name == "pallas_call"]
+  assert outputs(jax.make_jaxpr(lambda f: pallas.scan(f, interpret=False))(f)) == [1]
+  with_grad = outputs(jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas.scan(
+      f, interpret=False))))(f))
+  assert with_grad[0] == 1 + (1 if family in ("decay", "signed_decay") else 2), with_grad
