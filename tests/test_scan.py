@@ -223,8 +223,9 @@ def test_pallas_kernel_lowers_for_cuda(family):
   loss = lambda f: jnp.sum(pallas.scan(f, interpret=False) ** 2)
   stacked = jax.tree.map(lambda x: jnp.stack([x, x]), f)  # a vmapped group of two runs
   joined = lambda f: jnp.sum(pallas.scan(f, join=True, interpret=False) ** 2)
+  primal = lambda f: pallas.scan(f, interpret=False)  # evaluation: no boundary states
   for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked),
-                   (jax.grad(joined), f)):
+                   (jax.grad(joined), f), (primal, f)):
     lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"
 
