@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 
 class ExecutorUnavailable(RuntimeError):
@@ -112,9 +113,12 @@ def ray_plan(groups, memory_gb: float | None = None, gpus_per_group: float | Non
 
 
 def ray(groups, progress=None, gpus_per_group: float | None = None, address: str | None = None,
-        **_) -> int:
+        max_retries: int = 3, **_) -> int:
   """One Ray task per group, on a cluster at `address` or a local Ray instance. GPUs are
-  requested by default where the cluster has them (one per group unless told otherwise)."""
+  requested by default where the cluster has them (one per group unless told otherwise). A
+  worker that dies (preempted, out of memory) is retried `max_retries` times, each resuming from
+  the group's checkpoints; a group that still did not finish counts as failed (its runs stay
+  unfinished, and the next launch resumes them)."""
   try:
     import ray as ray_lib
   except ImportError:
@@ -127,7 +131,7 @@ def ray(groups, progress=None, gpus_per_group: float | None = None, address: str
       gpus_per_group = 1.0 if ray_lib.cluster_resources().get("GPU", 0) > 0 else 0.0
     from ssm_bench import runs
     task = ray_lib.remote(num_cpus=1, num_gpus=gpus_per_group)(_ray_group).options(
-        runtime_env={"env_vars": worker_env(gpus_per_group)})
+        runtime_env={"env_vars": worker_env(gpus_per_group)}, max_retries=max_retries)
     pending = {task.remote([dataclasses.asdict(c) for c in cfgs], [os.path.abspath(d) for d in dirs]):
                runs.unfinished(dirs) for cfgs, dirs in groups}
     failures = 0
@@ -135,7 +139,12 @@ def ray(groups, progress=None, gpus_per_group: float | None = None, address: str
       ready, _ = ray_lib.wait(list(pending), num_returns=1)
       for ref in ready:
         n = pending.pop(ref)
-        failures += 0 if ray_lib.get(ref) else 1
+        try:
+          failures += 0 if ray_lib.get(ref) else 1
+        except ray_lib.exceptions.RayError as e:  # the worker died: nothing to record
+          print(f"warning: a Ray worker died ({type(e).__name__}); its group's runs stay "
+                "unfinished and resume on the next launch", file=sys.stderr, flush=True)
+          failures += 1
         if progress:
           progress.group_done(n)
     return failures

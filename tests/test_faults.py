@@ -152,3 +152,43 @@ def test_corrupt_checkpoint_falls_back_and_is_reported(tmp_path, capfd):
   assert again["status"] == "done" and again["steps"] == 40
   assert again["acc_curve"] == first["acc_curve"], "resuming from step 20 changed the result"
   assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
+
+
+def test_a_full_disk_at_the_summary_leaves_no_result_and_relaunch_finishes(tmp_path, monkeypatch):
+  """ENOSPC while the summary is written: no summary (nothing a table could read), the error
+  propagates, and a relaunch with space again finishes the run."""
+  from ssm_bench.config import PRESETS, TrainConfig
+  cfg = TrainConfig(**{**PRESETS["tiny"], "steps": 20})
+  d = str(tmp_path / "run")
+  real = rundir.write_json_atomic
+
+  def full(path, obj, point=None):
+    if path.endswith("summary.json"):
+      raise OSError(28, "No space left on device", path)
+    return real(path, obj, point)
+  monkeypatch.setattr(rundir, "write_json_atomic", full)
+  with pytest.raises(OSError, match="No space left"):
+    runs.train_group([cfg], [d])
+  assert runs.read_summary(d) is None and not os.path.exists(os.path.join(d, "summary.json"))
+  assert not glob.glob(os.path.join(d, "*.tmp-*")), "a temporary summary was left behind"
+  monkeypatch.setattr(rundir, "write_json_atomic", real)
+  [s] = runs.train_group([cfg], [d])
+  assert s["status"] == "done" and s["steps"] == cfg.steps
+
+
+def test_a_ray_worker_killed_mid_group_is_a_failed_group_and_relaunch_finishes(tmp_path,
+                                                                               monkeypatch):
+  pytest.importorskip("ray")
+  import ray
+  from launch import executors
+  from launch import sweep
+  groups = sweep.plan("tiny", str(tmp_path))[:1]
+  monkeypatch.setenv("SSM_BENCH_FAULT", "chunk:1")  # every attempt's worker dies at its first chunk
+  try:
+    assert executors.ray(groups, max_retries=0) == 1, "a killed worker must count as a failure"
+  finally:
+    ray.shutdown()
+  assert all(runs.read_summary(d) is None for d in groups[0][1]), "a killed group left a result"
+  monkeypatch.delenv("SSM_BENCH_FAULT")
+  executors.local(groups)
+  assert all(runs.read_summary(d)["status"] == "done" for d in groups[0][1])
