@@ -70,7 +70,7 @@ def main(argv):
   cfg = config_from_flags()
   run_dir = _WORKDIR.value or os.path.join("runs", runs.run_name(cfg))
   done = runs.read_summary(run_dir)
-  if done and runs.rundir.config_dict(done["config"]) != runs.rundir.config_dict(cfg):
+  if done and runs.rundir.identity(done["config"]) != runs.rundir.identity(cfg):
     raise common.UsageError(f"{run_dir} already holds a different run ({done['run']}); use "
                             "another --workdir, or the default one (runs/<run name>)")
   if done and done.get("status") in runs.FINISHED:

@@ -25,6 +25,11 @@ GRID_STEP = 20
 TRACED_FIELDS = ("lr", "schedule", "seed")
 # How a network is computed, not which network: a run set from a construction keeps its own.
 NUMERICS_FIELDS = ("scan_method", "matmul_precision")
+# How a run is executed, not which run: how often it logs (the compiled chunk's length) and
+# checkpoints, and the evaluation's batch chunk. None changes a number of the result (data keys,
+# the curriculum and the schedule go by step), so none is part of a run's name or of a table's
+# protocol: a finished sweep relaunched with another checkpoint_every retrains nothing.
+EXECUTION_FIELDS = ("log_every", "checkpoint_every", "eval_chunk")
 
 
 def _scan_methods():

@@ -22,7 +22,7 @@ import subprocess
 
 from ssm_bench import evaluation
 from ssm_bench import faults
-from ssm_bench.config import TrainConfig
+from ssm_bench.config import EXECUTION_FIELDS, TrainConfig
 
 SCHEMA_VERSION = 1
 FINISHED = ("done", "diverged")
@@ -40,11 +40,17 @@ def config_dict(cfg) -> dict:
   return {**dataclasses.asdict(TrainConfig()), **stored}
 
 
+def identity(cfg) -> dict:
+  """What defines a run: every field but the execution fields (config.EXECUTION_FIELDS). Two
+  configs with one identity are one run, however each was (or is to be) executed."""
+  return {k: v for k, v in config_dict(cfg).items() if k not in EXECUTION_FIELDS}
+
+
 def run_name(cfg: TrainConfig) -> str:
-  """Readable prefix plus a hash of the fields that differ from their defaults: the same config
-  always maps here, and adding a field (with a default) renames no stored run."""
+  """Readable prefix plus a hash of the identity fields that differ from their defaults: the
+  same run always maps here, and adding a field (with a default) renames no stored run."""
   defaults = dataclasses.asdict(TrainConfig())
-  blob = json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if defaults[k] != v},
+  blob = json.dumps({k: v for k, v in identity(cfg).items() if defaults[k] != v},
                     sort_keys=True)
   digest = hashlib.sha1(blob.encode()).hexdigest()[:8]
   return (f"{cfg.task}-{cfg.model.replace(',', '+')}-L{cfg.depth}-n{cfg.d_state}-lr{cfg.lr:g}-"
@@ -123,7 +129,7 @@ def prepare(cfg: TrainConfig, run_dir: str):
   """
   path = os.path.join(run_dir, "config.json")
   existing = read_json(path)
-  if existing is not None and config_dict(existing) != config_dict(cfg):
+  if existing is not None and identity(existing) != identity(cfg):
     raise RunError(f"{run_dir} already holds a different run (its config.json differs); "
                    "use another workdir")
   try:

@@ -104,7 +104,7 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
   todo = []
   for c, d in zip(cfgs, dirs):
     done = read_summary(d) or {}
-    if "config" in done and rundir.config_dict(done["config"]) != rundir.config_dict(c):
+    if "config" in done and rundir.identity(done["config"]) != rundir.identity(c):
       raise RunError(f"{d} already holds a different run (its summary's config differs); "
                      "use another workdir")
     if done.get("status") not in FINISHED:

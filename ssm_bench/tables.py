@@ -18,7 +18,8 @@ from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
 from ssm_bench import theory
-from ssm_bench.config import NUMERICS_FIELDS, PROFILE_LABELS, TrainConfig, preset_values
+from ssm_bench.config import (EXECUTION_FIELDS, NUMERICS_FIELDS, PROFILE_LABELS, TrainConfig,
+                              preset_values)
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
 from tasks import groups
 
@@ -130,7 +131,7 @@ def protocol(config: dict) -> str:
   preset = config.get("preset") or "paper"
   base = dataclasses.asdict(TrainConfig(**preset_values(preset, config.get("model"))))
   diffs = [f"{k}={v}" for k, v in sorted(config.items())
-           if k not in CELL_FIELDS and k != "preset" and base.get(k) != v]
+           if k not in CELL_FIELDS + EXECUTION_FIELDS and k != "preset" and base.get(k) != v]
   return preset + (" + " + ", ".join(diffs) if diffs else "")
 
 

@@ -280,3 +280,17 @@ def test_ray_plans_memory_splits_on_a_worker(tmp_path):
   finally:
     import ray
     ray.shutdown()
+
+
+def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path):
+  """log_every, checkpoint_every and eval_chunk are execution, not identity: same run names, and
+  the finished runs are kept as they are."""
+  executors.local(sweep.plan("tiny", str(tmp_path)))
+  before = {d: runs.read_summary(d)["finished_at"] for _, ds in sweep.plan("tiny", str(tmp_path))
+            for d in ds}
+  again = sweep.plan("tiny", str(tmp_path), overrides={"checkpoint_every": 20, "log_every": 20,
+                                                      "eval_chunk": 4})
+  assert sorted(d for _, ds in again for d in ds) == sorted(before), "runs were renamed"
+  executors.local(again)
+  after = {d: runs.read_summary(d)["finished_at"] for _, ds in again for d in ds}
+  assert after == before, "a finished run was retrained"
