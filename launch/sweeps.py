@@ -145,10 +145,22 @@ def near_solution(base: TrainConfig) -> list[TrainConfig]:
 # d_state, so it gets 32 units instead of the preset's 4 (it was starved: 1 of 8 runs succeeded).
 SMOKE = {"mamba": dict(lr=(3e-3, 3e-2)), "negmamba": dict(lr=(1e-2, 3e-2)),
          "aussm": dict(lr=(3e-3,)), "rnn": dict(lr=(3e-3, 3e-2), d_state=(32,))}
-# Seeds per smoke config, sized from the measured success rates so that each of the paper's C2
-# verdicts comes out right with probability >= 0.95 (BUILD_NOTES, "A smoke table that holds").
-# Measured (smoke_p, 8 seeds per config): mamba 0/16, negmamba 15/16, aussm 7/8, rnn 16/16.
+# Seeds per smoke config, sized from the success rates measured by smoke_p (8 seeds per config:
+# runs that extrapolate / runs) so that the smoke table prints the paper's C2 verdicts with the
+# probability smoke_verdicts_probability() computes (the one source of that number).
+SMOKE_MEASURED = {"mamba": (0, 16), "negmamba": (15, 16), "aussm": (7, 8), "rnn": (16, 16)}
 SMOKE_SEEDS = {"mamba": 1, "negmamba": 2, "aussm": 3, "rnn": 1}
+
+
+def smoke_verdicts_probability() -> float:
+  """P(the smoke table shows the paper's four C2 verdicts), with each run succeeding at its
+  model's measured rate: mamba's cell needs all its runs to fail, the others one success."""
+  p = 1.0
+  for model, (ok, n) in SMOKE_MEASURED.items():
+    runs = SMOKE_SEEDS[model] * len(SMOKE[model]["lr"])
+    rate = ok / n
+    p *= (1 - rate) ** runs if model == "mamba" else 1 - (1 - rate) ** runs
+  return p
 
 
 def _smoke(base: TrainConfig, seeds) -> list[TrainConfig]:

@@ -294,3 +294,10 @@ def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path):
   executors.local(again)
   after = {d: runs.read_summary(d)["finished_at"] for _, ds in again for d in ds}
   assert after == before, "a finished run was retrained"
+
+
+def test_the_readmes_smoke_probability_is_what_the_measured_rates_give():
+  import re
+  readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+  stated = float(re.search(r"probability >= (0\.\d+) by the measured success rates", readme)[1])
+  assert sweeps.smoke_verdicts_probability() >= stated
