@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 
-from google.protobuf import struct_pb2
 from tensorboard.compat.proto import event_pb2
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import api_pb2
@@ -44,25 +43,14 @@ class Writer:
     self._write([summary_pb2.Summary.Value(tag=tag, metadata=meta, tensor=hp_metadata.NULL_TENSOR)], 0)
 
   def hparams(self, hparams: dict, metrics: list[str]):
-    """The experiment definition and this run's session, for the HParams table."""
-    infos = []
-    for k, v in hparams.items():
-      kind = api_pb2.DATA_TYPE_FLOAT64 if isinstance(v, (int, float)) and not isinstance(v, bool) \
-          else api_pb2.DATA_TYPE_STRING
-      infos.append(api_pb2.HParamInfo(name=k, type=kind))
-    experiment = api_pb2.Experiment(
-        hparam_infos=infos,
-        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=m)) for m in metrics])
-    self._plugin(hp_metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(
-        experiment=experiment, version=hp_metadata.PLUGIN_DATA_VERSION))
-    start = plugin_data_pb2.SessionStartInfo(start_time_secs=time.time())
-    for k, v in hparams.items():
-      if isinstance(v, (int, float)) and not isinstance(v, bool):
-        start.hparams[k].CopyFrom(struct_pb2.Value(number_value=float(v)))
-      else:
-        start.hparams[k].CopyFrom(struct_pb2.Value(string_value=str(v)))
-    self._plugin(hp_metadata.SESSION_START_INFO_TAG, plugin_data_pb2.HParamsPluginData(
-        session_start_info=start, version=hp_metadata.PLUGIN_DATA_VERSION))
+    """The experiment definition and this run's session, for the HParams table (tensorboard's
+    own builders; no TensorFlow needed)."""
+    from tensorboard.plugins.hparams import summary_v2
+    config = summary_v2.hparams_config_pb(hparams=[summary_v2.HParam(k) for k in hparams],
+                                          metrics=[summary_v2.Metric(m) for m in metrics])
+    session = summary_v2.hparams_pb(hparams, start_time_secs=time.time())
+    for pb in (config, session):
+      self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=0, summary=pb))
 
   def end_session(self, ok: bool):
     end = plugin_data_pb2.SessionEndInfo(
