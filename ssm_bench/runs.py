@@ -8,6 +8,7 @@ latest checkpoint every unfinished run of it has.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
@@ -205,6 +206,9 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
     common = {"steps": int(final["step"][k]), "final_train_length": reached,
               "final_train_acc": last.get("acc"), "final_loss": last.get("loss"),
               "train_time_s": round(train_s, 3), "group_size": len(cfgs),
+              # the program's members, in order: what a bit-identical rerun needs (README,
+              # "What is reproducible")
+              "group_runs": [os.path.basename(os.path.normpath(x)) for x in dirs],
               "compile_count": trainer.traces + 1}  # + the evaluation function, compiled once
     if diverged_at >= 0:
       result = {"status": "diverged", "diverged_at": diverged_at, "max_len": 0,
