@@ -20,6 +20,8 @@ _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a sum
 _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
 _MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
+_LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
+                                "and predictions instead of a group (tasks/languages.py).")
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
 
 
@@ -91,8 +93,31 @@ def _print_card(c: dict):
   print(f"  declaration at init on random inputs: {verdict} ({rows})")
 
 
+def language(name: str) -> dict:
+  from ssm_bench import language_theory
+  from tasks import languages
+  try:
+    return language_theory.describe(languages.get(name))
+  except languages.LanguageError as e:
+    raise common.UsageError(str(e)) from None
+
+
+def _print_language(d: dict):
+  print(f"{d['name']} ({d['description']}; alphabet {d['alphabet']!r}): minimal DFA "
+        f"{d['minimal_states']} states, syntactic monoid of {d['monoid_size']} elements, "
+        + ("aperiodic: star-free" if d["star_free"] else "not aperiodic: not star-free")
+        + f"; maximal subgroups: {', '.join(d['maximal_subgroups']) or 'trivial only'}")
+  mark = {True: "yes", False: "no", None: "?"}
+  for cls, p in d["predictions"].items():
+    print(f"  {cls:<22} {mark[p['verdict']]:<4} {p['source']}")
+
+
 def main(argv):
   del argv
+  if _LANGUAGE.value:
+    d = language(_LANGUAGE.value)
+    common.print_json(d) if _JSON.value else _print_language(d)
+    return
   if _MODEL.value:
     c = card(_MODEL.value)
     common.print_json(c) if _JSON.value else _print_card(c)

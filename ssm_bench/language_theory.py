@@ -1,0 +1,146 @@
+"""What the theory says about a regular language, from its syntactic monoid.
+
+The syntactic monoid is the transition monoid of the minimal DFA: every map states -> states
+that some word induces. A language is star-free iff that monoid is aperiodic (Schutzenberger
+1965): m^n = m^(n+1) for every element and some n, equivalently every subgroup is trivial.
+Non-negative diagonal SSMs predictively model a regular language iff it is star-free (Sarrof et
+al. 2024, paper 003). For a language that is not star-free, the maximal subgroups of its monoid
+are the groups a recognizer must track; what the group theorems say about each class is reported
+beside them (a necessary condition, not a construction: "no theorem" says the rest).
+"""
+from __future__ import annotations
+
+from ssm_bench import theory
+from tasks import groups as groups_lib
+
+
+def minimal_dfa(dfa):
+  """(delta, start, accept) of the minimal DFA: reachable states, Moore's partition refinement."""
+  seen, order = {dfa.start}, [dfa.start]
+  for q in order:
+    for t in dfa.delta[q]:
+      if int(t) not in seen:
+        seen.add(int(t))
+        order.append(int(t))
+  block = {q: int(q in dfa.accept) for q in order}
+  while True:
+    sig = {q: (block[q],) + tuple(block[int(t)] for t in dfa.delta[q]) for q in order}
+    ids = {s: i for i, s in enumerate(sorted(set(sig.values())))}
+    new = {q: ids[sig[q]] for q in order}
+    if len(set(new.values())) == len(set(block.values())):
+      break
+    block = new
+  n = len(set(block.values()))
+  delta = [[0] * dfa.delta.shape[1] for _ in range(n)]
+  for q in order:
+    for a, t in enumerate(dfa.delta[q]):
+      delta[block[q]][a] = block[int(t)]
+  return delta, block[dfa.start], {block[q] for q in order if q in dfa.accept}
+
+
+def transition_monoid(delta) -> list[tuple]:
+  """Every transformation a word induces (the identity first), as tuples of state images."""
+  n = len(delta)
+  letters = [tuple(delta[q][a] for q in range(n)) for a in range(len(delta[0]))]
+  identity = tuple(range(n))
+  elements, frontier = {identity: None}, [identity]
+  while frontier:
+    nxt = []
+    for m in frontier:
+      for g in letters:
+        p = tuple(g[m[q]] for q in range(n))  # m, then the letter
+        if p not in elements:
+          elements[p] = None
+          nxt.append(p)
+    frontier = nxt
+  return list(elements)
+
+
+def _compose(m, g):
+  return tuple(g[m[q]] for q in range(len(m)))
+
+
+def is_aperiodic(monoid) -> bool:
+  for m in monoid:
+    powers, p = [m], m
+    while True:
+      p = _compose(p, m)
+      if p == powers[-1]:
+        break  # m^k = m^(k+1)
+      if p in powers:
+        return False  # a cycle of length > 1: a non-trivial group
+      powers.append(p)
+  return True
+
+
+def maximal_subgroups(monoid) -> list[list[tuple]]:
+  """The maximal subgroup at each idempotent e (its H-class): the x with e x = x = x e that
+  have an inverse y (x y = e = y x); distinct groups only, trivial ones included."""
+  elems = set(monoid)
+  out = []
+  for e in monoid:
+    if _compose(e, e) != e:
+      continue
+    local = [x for x in elems if _compose(e, x) == x and _compose(x, e) == x]
+    group = [x for x in local if any(_compose(x, y) == e and _compose(y, x) == e for y in local)]
+    out.append(sorted(group))
+  return out
+
+
+def group_name(group: list[tuple]) -> str:
+  """A name for a small group of transformations: C<n> when cyclic, else its order and whether
+  it is Abelian (enough to read the predictions)."""
+  n = len(group)
+  e = next(x for x in group if _compose(x, x) == x)
+  for g in group:
+    k, p = 1, g
+    while p != e:
+      p, k = _compose(p, g), k + 1
+    if k == n:
+      return f"C{n}"
+  abelian = all(_compose(a, b) == _compose(b, a) for a in group for b in group)
+  return f"order {n}, {'Abelian' if abelian else 'non-Abelian'}"
+
+
+def _as_group(group: list[tuple]) -> groups_lib.Group:
+  """A Cayley table of the subgroup (identity at index 0), for the group theorems."""
+  import numpy as np
+  e = next(x for x in group if _compose(x, x) == x)
+  elems = [e] + [x for x in group if x != e]
+  index = {x: i for i, x in enumerate(elems)}
+  table = np.array([[index[_compose(a, b)] for b in elems] for a in elems], np.int32)
+  return groups_lib.Group(group_name(group), table)
+
+
+def describe(dfa) -> dict:
+  """Monoid size, aperiodicity, maximal subgroups and the predictions with their sources."""
+  delta, _, _ = minimal_dfa(dfa)
+  monoid = transition_monoid(delta)
+  star_free = is_aperiodic(monoid)
+  subgroups = [g for g in maximal_subgroups(monoid) if len(g) > 1]
+  names = sorted({group_name(g) for g in subgroups})
+  preds = {"nonnegative_diagonal": {
+      "verdict": star_free,
+      "source": "predictively modelled iff star-free (Sarrof et al. 2024, paper 003)"}}
+  preds["nonlinear_or_dense"] = {"verdict": True, "source": "a non-linear RNN holds any finite "
+                                 "automaton's state, so it recognizes every regular language"}
+  for cls in ("signed_diagonal", "unit_modulus_diagonal"):
+    if star_free and cls == "signed_diagonal":
+      preds[cls] = {"verdict": True, "source": "the class contains the non-negative one "
+                    "(eigenvalues in [0, 1] are in [-1, 1]): star-free (Sarrof et al. 2024)"}
+      continue
+    if star_free:
+      preds[cls] = {"verdict": None, "source": "no theorem here for this class on star-free "
+                    "languages (the non-negative result is about SSMs with non-negative gates)"}
+      continue
+    depths = [theory.min_depth(cls, _as_group(g)) for g in subgroups]
+    if any(d is None for d in depths):
+      preds[cls] = {"verdict": False, "source": "a maximal subgroup the class cannot track at "
+                    "any depth (the group theorems in theory.py), so no stack of it recognizes "
+                    "the language at finite precision"}
+    else:
+      preds[cls] = {"verdict": None, "source": f"every maximal subgroup is trackable (depth <= "
+                    f"{max(depths)}); whether the rest of the monoid is: no theorem"}
+  return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
+          "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
+          "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}
