@@ -153,3 +153,76 @@ def get(name: str) -> DFA:
   if name not in LANGUAGES:
     raise LanguageError(f"unknown language {name!r}; choose from {', '.join(LANGUAGES)}")
   return LANGUAGES[name]()
+
+
+# ---- the task: a DFA's transition monoid as the table the task folds tokens with ---------------
+
+def live_states(dfa: DFA) -> np.ndarray:
+  """States from which some word reaches acceptance (a prefix of a member ends in one)."""
+  live = np.zeros(dfa.num_states, bool)
+  live[list(dfa.accept)] = True
+  while True:
+    grown = live | live[dfa.delta].any(axis=1)
+    if (grown == live).all():
+      return live
+    live = grown
+
+
+def monoid_table(dfa: DFA):
+  """(table, images): the transition monoid of `dfa` with letter i as element i (so tokens are
+  element indices), table[a, b] = the element 'a then b', images[m] = the state element m takes
+  the start state to. Associative, so the task folds prefixes with the group tasks' scan."""
+  n, k = dfa.num_states, len(dfa.alphabet)
+  letters = [tuple(int(dfa.delta[q, a]) for q in range(n)) for a in range(k)]
+  elements, index = list(letters), {}
+  for i, m in enumerate(letters):
+    index.setdefault(m, i)
+  frontier = list(letters)
+  while frontier:
+    nxt = []
+    for m in frontier:
+      for g in letters:
+        p = tuple(g[m[q]] for q in range(n))
+        if p not in index:
+          index[p] = len(elements)
+          elements.append(p)
+          nxt.append(p)
+    frontier = nxt
+  table = np.array([[index[tuple(b[a[q]] for q in range(n))] for b in elements]
+                    for a in elements], np.int32)
+  images = np.array([m[dfa.start] for m in elements], np.int32)
+  return table, images
+
+
+def next_sets(dfa: DFA) -> np.ndarray:
+  """Per state, the predictive-modelling label: a bitmask of the symbols that keep a prefix of a
+  member (bit i for symbol i) and, at bit k, whether the word may end here (accepting)."""
+  live = live_states(dfa)
+  k = len(dfa.alphabet)
+  out = np.zeros(dfa.num_states, np.int32)
+  for q in range(dfa.num_states):
+    bits = sum(1 << a for a in range(k) if live[dfa.delta[q, a]])
+    out[q] = bits | (int(q in dfa.accept) << k)
+  return out
+
+
+def walk_sampler(dfa: DFA):
+  """Jittable (key, batch, length) -> tokens: a walk from the start state choosing uniformly
+  among the symbols that keep the prefix live, so streams stay inside the language's prefixes
+  (uniform strings would leave e.g. Dyck-1 at once)."""
+  import jax
+  import jax.numpy as jnp
+  live = live_states(dfa)
+  allowed = jnp.asarray(live[dfa.delta])  # (states, symbols)
+  delta = jnp.asarray(dfa.delta)
+
+  def sample(key, batch, length):
+    def step(q, k):
+      logits = jnp.where(allowed[q], 0.0, -jnp.inf)
+      a = jax.random.categorical(k, logits).astype(jnp.int32)
+      return delta[q, a], a
+    keys = jax.random.split(key, length)  # one key a step; categorical draws per row
+    q0 = jnp.full((batch,), dfa.start, jnp.int32)
+    _, tokens = jax.lax.scan(step, q0, keys)
+    return tokens.T
+  return sample

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tasks import groups
+from tasks import languages
 from tasks import streams
 
 
@@ -105,9 +106,24 @@ def offset() -> Task:
               main_stream="cycles", events=_offset_events)
 
 
+def language(name: str, membership: bool = False) -> Task:
+  """lang-<name>: the predictive-modelling target (at each position the set of symbols that may
+  come next, with 'may end here', as one class per set: exact-set accuracy), or with -member the
+  membership of each prefix; streams are walks that stay inside the language's prefixes."""
+  dfa = languages.get(name)
+  table, images = languages.monoid_table(dfa)
+  labels = (np.array([int(q in dfa.accept) for q in range(dfa.num_states)], np.int32)
+            if membership else languages.next_sets(dfa))
+  walk = languages.walk_sampler(dfa)
+  return Task(f"lang-{name}" + ("-member" if membership else ""), len(dfa.alphabet),
+              2 if membership else 2 ** (len(dfa.alphabet) + 1), table, walk, {"walk": walk},
+              label_map=labels[images], main_stream="walk")
+
+
 # Fixed names; group names (and their '-gen' variants) are parsed on top of these.
 TASKS = {"parity": parity, "flipflop": flipflop, "offset": offset}
-GRAMMAR = ("tasks: " + ", ".join(sorted(TASKS)) + ", modcount<m> (m>=2), a group name "
+GRAMMAR = ("tasks: " + ", ".join(sorted(TASKS)) + ", modcount<m> (m>=2), lang-<language>[-member] "
+           "(tasks/languages.py), a group name "
            "(uniform stream) or <group>-gen (stream over a generating set); " + groups.GRAMMAR)
 
 
@@ -116,6 +132,11 @@ def get_task(name: str) -> Task:
   """Build a task by name; raises TaskError naming the valid choices for anything else."""
   if name in TASKS:
     return TASKS[name]()
+  if m := re.fullmatch(r"lang-([a-z0-9_]+?)(-member)?", name or ""):
+    try:
+      return language(m.group(1), membership=bool(m.group(2)))
+    except languages.LanguageError as e:
+      raise TaskError(f"unknown task {name!r}: {e}") from None
   if m := re.fullmatch(r"modcount(\d+)", name or ""):
     if int(m.group(1)) < 2:
       raise TaskError(f"unknown task {name!r}: modcount needs m >= 2; {GRAMMAR}")

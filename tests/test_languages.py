@@ -61,3 +61,41 @@ def test_info_prints_a_language_and_refuses_an_unknown_one_in_one_line():
                        capture_output=True, text=True, timeout=120)
   lines = bad.stderr.strip().splitlines()
   assert bad.returncode == 2 and len(lines) == 1 and "choose from tomita1" in lines[0], bad.stderr
+
+
+def _is_prefix_of_member(d, w, extra: int) -> bool:
+  """Brute force: some completion of at most `extra` symbols is in the language."""
+  frontier = [w]
+  for _ in range(extra + 1):
+    if any(d.member(x) for x in frontier):
+      return True
+    frontier = [x + a for x in frontier for a in d.alphabet]
+  return False
+
+
+@pytest.mark.parametrize("name", list(languages.LANGUAGES))
+def test_task_labels_agree_with_brute_force(name):
+  """The task's labels (through the monoid table and the label map) against membership checked
+  word by word: the predictive target's 'may come next' set and 'may end here', and -member."""
+  import jax
+  import numpy as np
+  from tasks import registry
+  d = languages.get(name)
+  extra = 4  # every named language's live prefixes complete within 4 symbols
+  for member in (False, True):
+    task = registry.get_task(f"lang-{name}" + ("-member" if member else ""))
+    tokens, labels = task.sample(jax.random.PRNGKey(1), 2, 10)
+    tokens, labels = np.asarray(tokens), np.asarray(labels)
+    k = len(d.alphabet)
+    for b in range(2):
+      word = ""
+      for t in range(10):
+        word += d.alphabet[tokens[b, t]]
+        assert _is_prefix_of_member(d, word, extra), f"{name}: the walk left the language: {word}"
+        if member:
+          want = int(d.member(word))
+        else:
+          want = sum(1 << a for a in range(k) if _is_prefix_of_member(d, word + d.alphabet[a],
+                                                                        extra))
+          want |= int(d.member(word)) << k
+        assert labels[b, t] == want, f"{name} ({'member' if member else 'next'}) at {word!r}"
