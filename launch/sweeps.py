@@ -266,6 +266,21 @@ def shallower_extrapolated(cfg: TrainConfig, finished) -> bool:
              for c, s in finished)
 
 
+# The formal-language seed's experiment at CPU scale (paper 003): every named language's
+# predictive task x the models it contrasts (and the baselines) x depth 1, 2, at the cpu preset.
+LANGUAGE_MODELS = ("mamba", "negmamba", "aussm", "rnn", "lstm", "deltanet", "transformer")
+
+
+def languages_sweep(base: TrainConfig) -> list[TrainConfig]:
+  """Each named language (lang-<name>, the next-symbol-set target) x LANGUAGE_MODELS x depth 1,
+  2 x lr {3e-3, 3e-2}, seed 0; a model's own preset values as in the profile."""
+  from tasks import languages
+  return [c for name, m, depth in itertools.product(languages.LANGUAGES, LANGUAGE_MODELS, (1, 2))
+          for c in _grid(base.replace(task=f"lang-{name}", model=m, depth=depth,
+                                      **registry.preset_values(base.preset, m)),
+                         lr=(3e-3, 3e-2))]
+
+
 @dataclasses.dataclass(frozen=True)
 class Sweep:
   grid: callable  # base config -> list of configs
@@ -283,6 +298,7 @@ SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "p
           "table2_cpu": Sweep(table2_cpu, "table2_cpu", stage=more_seeds_stage,
                               skip=verdict_not_on_one_run), "smoke": Sweep(smoke, "cpu"),
           "smoke_p": Sweep(smoke_p, "cpu"),
+          "languages": Sweep(languages_sweep, "cpu"),
           "profile": Sweep(profile, "profile_cpu", stage=lambda c: c.depth,
                            skip=shallower_extrapolated),
           "tiny": Sweep(tiny, "tiny")}

@@ -11,6 +11,7 @@ from absl import flags
 
 from launch import common
 from ssm_bench import figures
+from ssm_bench import language_table
 from ssm_bench import neighbours
 from ssm_bench import plugins
 from ssm_bench import tables
@@ -48,7 +49,8 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
     raise common.UsageError(str(e)) from None
   unloaded = tables.load_plugins(rs.good + rs.diverged)
   return {"unloaded_plugins": unloaded,
-          "profile": tracking_profile.profile_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
+          "profile": tracking_profile.profile_data(rs.good + rs.diverged),
+          "languages": language_table.language_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
           "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good + rs.diverged),
           "parity": neighbours.parity_data(rs.good + rs.diverged),
           "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
@@ -104,6 +106,10 @@ def render(data: dict) -> dict:
   cmp += [tables.markdown_table2(data["table2"], compare=True)]
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
+  if data["languages"]:
+    files["languages.md"] = "\n".join(["# Formal languages (paper 003)", "",
+                                        language_table.INTRO, "",
+                                        language_table.markdown(data["languages"]), ""])
   if data["profile"]:
     lines = ["# State-tracking profiles (SPEC 7)", "", tracking_profile.INTRO, ""]
     lines += [f"Not loaded (theory shown as ?): {why}" for why in data["unloaded_plugins"]]

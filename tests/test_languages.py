@@ -99,3 +99,18 @@ def test_task_labels_agree_with_brute_force(name):
                                                                         extra))
           want |= int(d.member(word)) << k
         assert labels[b, t] == want, f"{name} ({'member' if member else 'next'}) at {word!r}"
+
+
+def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
+  import dataclasses
+  from ssm_bench import language_table
+  from ssm_bench.config import TrainConfig
+  runs = [{"config": dataclasses.asdict(TrainConfig(task=f"lang-{lang}", model=m)),
+           "status": st, "max_len": ml}
+          for lang, m, st, ml in [("parity", "mamba", "done", 0), ("parity", "rnn", "done", 1000),
+                                  ("parity", "rnn", "diverged", 0), ("tomita4", "mamba", "done", 400)]]
+  md = language_table.markdown(language_table.language_data(runs))
+  rows = {line.split("|")[1].strip(): line for line in md.splitlines()[2:]}
+  assert "| no | C2 |" in rows["parity"] and "✘ (0/1) ✗" in rows["parity"], md
+  assert "1000 (1/2) ✓" in rows["parity"], "a diverged run must count as a run"
+  assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
