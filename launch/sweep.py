@@ -213,7 +213,9 @@ def main(argv):
       c = cfgs[0]
       init = f" init {c.init_from_analytic:g}" if c.init_from_analytic >= 0 else ""
       length = f" length {c.train_length}" if c.curriculum_start == c.train_length else ""
-      print(f"group {i}: {c.task} {c.model} depth {c.depth} d_model {c.d_model} d_state "
+      tasks = sorted({x.task for x in cfgs})
+      task = c.task if len(tasks) == 1 else f"{len(tasks)} tasks (padded to order {c.pad_order})"
+      print(f"group {i}: {task} {c.model} depth {c.depth} d_model {c.d_model} d_state "
             f"{c.d_state}{length}{init} ({len(cfgs)} runs in one compiled program)", flush=True)
       if budget:
         fit_to_memory([(cfgs, dirs)], budget, report)

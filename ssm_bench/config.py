@@ -141,6 +141,7 @@ _RANGES = {
                              "a finite number >= 0 (above 1 the length never grows)"),
     "init_from_analytic": (lambda v: math.isfinite(v), "a finite number (< 0 means off)"),
     "seed": (lambda v: 0 <= v < 2 ** 31, "an integer in [0, 2^31)"),
+    "pad_order": (lambda v: v >= 0, "an integer >= 0 (0: no padding)"),
 }
 
 
@@ -170,6 +171,10 @@ class TrainConfig(ArchConfig):
   eval_length: int = 1000  # evaluate every position up to here (grid: evaluation.grid)
   init_from_analytic: float = -1.0  # noise scale around the construction; < 0 means off
   preset: str = ""  # the preset these values came from, recorded for tables
+  # > 0: a group task's vocabulary and classes padded to this order (classes past the task's own
+  # masked out of the loss and the prediction), and its Cayley table passed as data, so runs of
+  # every group up to this order share one compiled program (table2: 60). 0: the task's sizes.
+  pad_order: int = 0
   # Modules that register layers (ssm_bench.plugins), imported wherever this run is built (a
   # resume, a sweep's re-exec, a Ray worker, a table), so a plugin's layer is found again.
   plugins: str = ""
@@ -208,8 +213,10 @@ class TrainConfig(ArchConfig):
     return dataclasses.replace(self, **kw)
 
   def shape_key(self) -> tuple:
-    """Every field but the traced ones: runs that agree here share one compiled program."""
-    return tuple(getattr(self, f) for f in SHAPE_FIELDS)
+    """Every field but the traced ones: runs that agree here share one compiled program (with
+    pad_order, the group task is data too: any group up to that order)."""
+    return tuple("*" if f == "task" and self.pad_order else getattr(self, f)
+                 for f in SHAPE_FIELDS)
 
 
 SHAPE_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in TRACED_FIELDS)

@@ -63,7 +63,9 @@ def _key(cfg: TrainConfig) -> tuple:
   sizes = None
   if cfg.init_from_analytic < 0:
     task = registry.get_task(cfg.task)
-    sizes, cfg = (task.vocab_size, task.num_classes), cfg.replace(task="")
+    sizes = ((cfg.pad_order, cfg.pad_order) if cfg.pad_order
+             else (task.vocab_size, task.num_classes))
+    cfg = cfg.replace(task="")
   return (jax.default_backend(), sizes) + cfg.replace(preset="").shape_key()
 
 

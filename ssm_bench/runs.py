@@ -25,6 +25,7 @@ from ssm_bench import rundir
 from ssm_bench import tb
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
+from tasks import registry
 # The run-directory API, re-exported: callers think of these as properties of a run.
 from ssm_bench.rundir import (FINISHED, RunError, is_finished, read_json, read_summary,  # noqa: F401
                               run_name, unfinished, validate_summary)
@@ -189,16 +190,31 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
 
 def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s, t0):
   """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
-  cfg, task = cfgs[0], trainer.task
+  cfg = cfgs[0]
   t_eval = time.time()
   # on an accelerator, the largest chunk (<= eval_chunk) that fits; per-sequence results do not
   # depend on it
   budget = memory.device_bytes() if jax.default_backend() != "cpu" else None
-  correct_fn = evaluation.make_correctness_fn(trainer.model.apply, memory.eval_chunk(trainer, budget))
-  eval_sets = {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
-               for name in task.eval_streams}
+  chunk = memory.eval_chunk(trainer, budget)
+  fns, sets = {}, {}
+
+  def evaluation_of(c):
+    """The run's own task, its evaluation sets and a correctness function that, for a padded
+    group task, predicts among the task's own classes only (one compile per distinct order)."""
+    task = registry.get_task(c.task)
+    if c.task not in sets:
+      sets[c.task] = {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
+                      for name in task.eval_streams}
+    order = task.num_classes if c.pad_order else None
+    if order not in fns:
+      apply = trainer.model.apply if order is None else (
+          lambda p, x: train.mask_classes(trainer.model.apply(p, x), order))
+      fns[order] = evaluation.make_correctness_fn(apply, chunk)
+    return task, sets[c.task], fns[order]
+
   for k, (c, d, w) in enumerate(zip(cfgs, dirs, writers)):
     faults.point("eval")
+    task, eval_sets, correct_fn = evaluation_of(c)
     rows = rundir.read_metrics(d)
     last = rows[-1] if rows else {}
     diverged_at = int(final["diverged_at"][k])

@@ -60,15 +60,40 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
                         f"its config must say so: {', '.join(diff)}")
     return dataclasses.replace(mcfg, **_numerics(cfg))
   task = registry.get_task(cfg.task)
-  return ModelConfig(layers=models.parse_layers(cfg.model, cfg.depth), vocab_size=task.vocab_size,
-                     num_classes=task.num_classes, **arch_fields(cfg))
+  if cfg.pad_order:
+    if task.group is None or task.main_stream != "uniform" or task.num_classes > cfg.pad_order:
+      raise ConfigError(f"pad_order={cfg.pad_order} needs a group task (uniform stream) of order "
+                        f"<= {cfg.pad_order}; {cfg.task} is not one")
+    size = {"vocab_size": cfg.pad_order, "num_classes": cfg.pad_order}
+  else:
+    size = {"vocab_size": task.vocab_size, "num_classes": task.num_classes}
+  return ModelConfig(layers=models.parse_layers(cfg.model, cfg.depth), **size, **arch_fields(cfg))
+
+
+def padded_table(cfg: TrainConfig):
+  """The run's Cayley table padded to pad_order (rows and columns past the order unused)."""
+  import numpy as np
+  t = registry.get_task(cfg.task).table
+  out = np.zeros((cfg.pad_order, cfg.pad_order), np.int32)
+  out[:t.shape[0], :t.shape[1]] = t
+  return out
 
 
 def hparams(cfgs) -> dict:
   """The traced hyperparameters of a list of configs, stacked along axis 0."""
-  return {"lr": jnp.array([c.lr for c in cfgs], jnp.float32),
-          "schedule": jnp.array([SCHEDULES.index(c.schedule) for c in cfgs], jnp.int32),
-          "seed": jnp.array([c.seed for c in cfgs], jnp.int32)}
+  hp = {"lr": jnp.array([c.lr for c in cfgs], jnp.float32),
+        "schedule": jnp.array([SCHEDULES.index(c.schedule) for c in cfgs], jnp.int32),
+        "seed": jnp.array([c.seed for c in cfgs], jnp.int32)}
+  if cfgs[0].pad_order:  # each run's task as data: its order and its padded Cayley table
+    hp["order"] = jnp.array([registry.get_task(c.task).num_classes for c in cfgs], jnp.int32)
+    hp["table"] = jnp.stack([jnp.asarray(padded_table(c)) for c in cfgs])
+  return hp
+
+
+def mask_classes(logits, order):
+  """Logits of the classes a task does not have (index >= order) pushed out of every softmax
+  and argmax: each run's loss and accuracy are exactly its own task's."""
+  return jnp.where(jnp.arange(logits.shape[-1]) < order, logits, -1e9)
 
 
 def lr_factor(step, schedule, total: int, warmup: int = 0):
@@ -109,8 +134,10 @@ class Trainer:
             "length": jnp.int32(min(self.cfg.curriculum_start, self.cfg.train_length)),
             "streak": jnp.int32(0), "diverged_at": jnp.int32(-1)}
 
-  def loss_fn(self, params, tokens, labels, mask):
+  def loss_fn(self, params, tokens, labels, mask, order=None):
     logits = self.model.apply(params, tokens)
+    if order is not None:
+      logits = mask_classes(logits, order)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     n = jnp.maximum(mask.sum(), 1)
     acc = ((logits.argmax(-1) == labels) * mask).sum() / n
@@ -119,10 +146,15 @@ class Trainer:
   def step(self, state, hp):
     cfg = self.cfg
     data_key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 1), state["step"])
-    tokens, labels = self.task.sample(data_key, cfg.batch_size, cfg.train_length)
+    if cfg.pad_order:  # the run's own group, as data (uniform stream, prefix products)
+      tokens = jax.random.randint(data_key, (cfg.batch_size, cfg.train_length), 0, hp["order"],
+                                  dtype=jnp.int32)
+      labels = jax.lax.associative_scan(lambda a, b: hp["table"][a, b], tokens, axis=1)
+    else:
+      tokens, labels = self.task.sample(data_key, cfg.batch_size, cfg.train_length)
     mask = jnp.broadcast_to(jnp.arange(cfg.train_length) < state["length"], tokens.shape)
     (loss, acc), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(
-        state["params"], tokens, labels, mask)
+        state["params"], tokens, labels, mask, hp.get("order"))
     lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps, cfg.warmup_steps)
     with jax.named_scope("optimizer"):  # so a profile can tell the update apart
       updates, opt = self.optimizer.update(grads, state["opt"], state["params"])

@@ -237,3 +237,40 @@ def test_offset_run_stores_per_position_event_accuracy_an_example_and_eval_lengt
     ex = res["example"]
     assert len(ex["tokens"]) == len(ex["p1"]) == 1600 and ex["tokens"][1:] == ex["labels"][:-1]
     assert all(0.0 <= p <= 1.0 for p in ex["p1"])
+
+
+MIXED = [TINY.replace(task="C2", pad_order=12, lr=1e-3, seed=0, schedule="constant"),
+         TINY.replace(task="S3", pad_order=12, lr=3e-3, seed=1, schedule="cosine"),
+         TINY.replace(task="A4", pad_order=12, lr=1e-2, seed=2, schedule="cosine_restarts")]
+
+
+def test_a_mixed_task_group_equals_each_run_alone():
+  """Runs that differ in task, seed, learning rate and schedule train in one program (padded
+  classes, each run's Cayley table as data) and end where each ends alone: a program that used
+  run 0's data key, table or schedule for every run fails here."""
+  assert len({c.shape_key() for c in MIXED}) == 1, "tasks up to pad_order share one shape"
+  trainer = train.Trainer(MIXED[0])
+  init, chunk = trainer.compiled(donate=False)
+  hp = train.hparams(MIXED)
+  state = init(hp)
+  for _ in range(3):
+    state, m = chunk(state, hp)
+  for k, cfg in enumerate(MIXED):
+    hp1 = train.hparams([cfg])
+    s1 = init(hp1)
+    for _ in range(3):
+      s1, m1 = chunk(s1, hp1)
+    np.testing.assert_allclose(float(m1["loss"][0]), float(m["loss"][k]), rtol=1e-4,
+                               err_msg=f"{cfg.task}: its loss in the group is another run's")
+    for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(state["params"])):
+      np.testing.assert_allclose(a[0], b[k], rtol=1e-4, atol=1e-5,
+                                 err_msg=f"{cfg.task}: trained in the group differs from alone")
+
+
+def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_path):
+  summaries = runs.train_group(MIXED[:2], [str(tmp_path / "a"), str(tmp_path / "b")])
+  assert [s["status"] for s in summaries] == ["done", "done"]
+  assert [s["config"]["task"] for s in summaries] == ["C2", "S3"]
+  # chance on C2 is 0.5, on S3 1/6: an untrained C2 run predicting among 12 classes would not
+  # reach chance, one among its own 2 does
+  assert summaries[0]["acc_curve"]["20"] > 0.2, summaries[0]["acc_curve"]["20"]

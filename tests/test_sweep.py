@@ -17,14 +17,16 @@ from ssm_bench import runs
 def test_table2_grid_and_groups():
   groups = sweep.plan("table2", "/tmp/unused")
   assert sum(len(c) for c, _ in groups) == 9 * 5 * 2 * 3 * 3 * 3 * 3 == 7290
-  assert len(groups) == 9 * 5 * 2 * 3, "one compiled group per (group, model, depth, d_state)"
-  assert all(len(c) == 27 for c, _ in groups), "lr x schedule x seed train together"
+  assert len(groups) == 5 * 2 * 3, "one compiled group per (model, depth, d_state)"
+  assert all(len(c) == 9 * 27 for c, _ in groups), "groups x lr x schedule x seed train together"
   assert all(len({x.shape_key() for x in c}) == 1 for c, _ in groups)
   runs = [c for cs, _ in groups for c in cs]
   assert sorted({c.lr for c in runs}) == [1e-4, 1e-3, 1e-2], "one lr per decade, 1e-4 to 1e-2"
   assert {c.conv_kernel for c in runs} == {0}, "the protocol trains without the Mamba conv"
   assert {c.matmul_precision for c in runs} == {"float32"}, "the paper trains in true float32"
-  lite = [c for cs, _ in sweep.plan("table2_lite", "/tmp/unused") for c in cs]
+  lite_groups = sweep.plan("table2_lite", "/tmp/unused")
+  assert len(lite_groups) == 10, "table2_lite: one program per (model, depth)"
+  lite = [c for cs, _ in lite_groups for c in cs]
   assert {c.matmul_precision for c in lite} == {"float32"}
   assert {c.steps for c in runs} == {20000}
 
