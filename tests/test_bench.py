@@ -157,3 +157,9 @@ def test_profile_kinds_of_gpu_ops():
                                 "copy / transpose": 1.0, "reduction": 1.0,
                                 "optimizer update": 0.5}, out
   assert out["device_ms_per_step"] == 6.5 and out["host_gap_ms_per_step"] == 3.5
+
+
+def test_precision_section_times_float32_against_tf32():
+  rows = bench.bench_precision(["negmamba"], reps=1)
+  assert rows[0]["float32_ms"] > 0 and rows[0]["tensorfloat32_ms"] > 0
+  assert rows[0]["float32_over_tf32"] > 0
