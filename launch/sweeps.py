@@ -281,7 +281,8 @@ def languages_sweep(base: TrainConfig) -> list[TrainConfig]:
   """Each named language (lang-<name>, the next-symbol-set target) x LANGUAGE_MODELS x depth 1,
   2 x lr {3e-3, 3e-2}, seed 0; a model's own preset values as in the profile."""
   from tasks import languages
-  return [c for name, m, depth in itertools.product(languages.LANGUAGES, LANGUAGE_MODELS, (1, 2))
+  names = list(languages.LANGUAGES) + list(languages.VARIANTS)
+  return [c for name, m, depth in itertools.product(names, LANGUAGE_MODELS, (1, 2))
           for c in _grid(base.replace(task=f"lang-{name}", model=m, depth=depth,
                                       **registry.preset_values(base.preset, m)),
                          lr=(3e-3, 3e-2))]

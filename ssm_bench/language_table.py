@@ -25,10 +25,11 @@ def language_data(summaries) -> dict:
   out = {}
   for s in summaries:
     key = _language(s["config"]["task"])
-    if key is None or key[0] not in languages.LANGUAGES:
+    base = languages.VARIANTS.get(key[0], (key[0],))[0] if key else None
+    if key is None or base not in languages.LANGUAGES:
       continue
     if key not in out:
-      d = language_theory.describe(languages.get(key[0]))
+      d = language_theory.describe(languages.get(base))
       out[key] = {"star_free": d["star_free"], "subgroups": d["maximal_subgroups"],
                   "predictions": d["predictions"], "cells": {}}
     c = s["config"]

@@ -206,19 +206,21 @@ def next_sets(dfa: DFA) -> np.ndarray:
   return out
 
 
-def walk_sampler(dfa: DFA):
-  """Jittable (key, batch, length) -> tokens: a walk from the start state choosing uniformly
-  among the symbols that keep the prefix live, so streams stay inside the language's prefixes
-  (uniform strings would leave e.g. Dyck-1 at once)."""
+def walk_sampler(dfa: DFA, weights: dict | None = None):
+  """Jittable (key, batch, length) -> tokens: a walk from the start state choosing among the
+  symbols that keep the prefix live (uniformly, or in proportion to `weights` per symbol), so
+  streams stay inside the language's prefixes (uniform strings would leave e.g. Dyck-1 at once)."""
   import jax
   import jax.numpy as jnp
   live = live_states(dfa)
   allowed = jnp.asarray(live[dfa.delta])  # (states, symbols)
   delta = jnp.asarray(dfa.delta)
+  w = np.array([float((weights or {}).get(a, 1.0)) for a in dfa.alphabet])
+  log_w = jnp.asarray(np.log(w), jnp.float32)
 
   def sample(key, batch, length):
     def step(q, k):
-      logits = jnp.where(allowed[q], 0.0, -jnp.inf)
+      logits = jnp.where(allowed[q], log_w, -jnp.inf)
       a = jax.random.categorical(k, logits).astype(jnp.int32)
       return delta[q, a], a
     keys = jax.random.split(key, length)  # one key a step; categorical draws per row
@@ -226,3 +228,14 @@ def walk_sampler(dfa: DFA):
     _, tokens = jax.lax.scan(step, q0, keys)
     return tokens.T
   return sample
+
+
+# Streams of one language with other symbol frequencies: name -> (language, weights). The
+# flip-flop language as in Liu et al. 2023: an instruction is ignore with probability p (sparse:
+# 0.98, so reads must reach far back to the last write; dense: 0.1), write or read otherwise.
+def _flipflop_weights(p_ignore: float) -> dict:
+  return {"i": p_ignore, "w": (1 - p_ignore) / 2, "r": (1 - p_ignore) / 2}
+
+
+VARIANTS = {"flipflop_sparse": ("flipflop_language", _flipflop_weights(0.98)),
+            "flipflop_dense": ("flipflop_language", _flipflop_weights(0.1))}

@@ -110,14 +110,19 @@ def language(name: str, membership: bool = False) -> Task:
   """lang-<name>: the predictive-modelling target (at each position the set of symbols that may
   come next, with 'may end here', as one class per set: exact-set accuracy), or with -member the
   membership of each prefix; streams are walks that stay inside the language's prefixes."""
-  dfa = languages.get(name)
+  base, weights = languages.VARIANTS.get(name, (name, None))
+  dfa = languages.get(base)
   table, images = languages.monoid_table(dfa)
   labels = (np.array([int(q in dfa.accept) for q in range(dfa.num_states)], np.int32)
             if membership else languages.next_sets(dfa))
-  walk = languages.walk_sampler(dfa)
+  walk = languages.walk_sampler(dfa, weights)
+  events = None
+  if "r" in dfa.alphabet and base == "flipflop_language":
+    read = dfa.alphabet.index("r")  # the position of a read predicts the bit it must return
+    events = lambda tokens, labels: {"after_read": tokens == read}
   return Task(f"lang-{name}" + ("-member" if membership else ""), len(dfa.alphabet),
               2 if membership else 2 ** (len(dfa.alphabet) + 1), table, walk, {"walk": walk},
-              label_map=labels[images], main_stream="walk")
+              label_map=labels[images], main_stream="walk", events=events)
 
 
 # Fixed names; group names (and their '-gen' variants) are parsed on top of these.

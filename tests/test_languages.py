@@ -73,14 +73,14 @@ def _is_prefix_of_member(d, w, extra: int) -> bool:
   return False
 
 
-@pytest.mark.parametrize("name", list(languages.LANGUAGES))
+@pytest.mark.parametrize("name", list(languages.LANGUAGES) + list(languages.VARIANTS))
 def test_task_labels_agree_with_brute_force(name):
   """The task's labels (through the monoid table and the label map) against membership checked
   word by word: the predictive target's 'may come next' set and 'may end here', and -member."""
   import jax
   import numpy as np
   from tasks import registry
-  d = languages.get(name)
+  d = languages.get(languages.VARIANTS.get(name, (name,))[0])
   extra = 4  # every named language's live prefixes complete within 4 symbols
   for member in (False, True):
     task = registry.get_task(f"lang-{name}" + ("-member" if member else ""))
@@ -114,3 +114,17 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
   assert "| no | C2 |" in rows["parity"] and "✘ (0/1) ✗" in rows["parity"], md
   assert "1000 (1/2) ✓" in rows["parity"], "a diverged run must count as a run"
   assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
+
+
+def test_flipflop_variants_have_their_ignore_rates_and_mark_read_positions():
+  import jax
+  import numpy as np
+  from tasks import registry
+  a = languages.get("flipflop_language").alphabet
+  for name, p in (("flipflop_sparse", 0.98), ("flipflop_dense", 0.1)):
+    task = registry.get_task(f"lang-{name}")
+    tokens, labels = task.sample(jax.random.PRNGKey(0), 64, 400)
+    ins = np.asarray(tokens)[:, ::2]
+    assert abs((ins == a.index("i")).mean() - p) < 0.02, f"{name}: ignore rate"
+    reads = np.asarray(task.events(tokens, labels)["after_read"])
+    assert reads.any() and (np.asarray(tokens)[reads] == a.index("r")).all()
