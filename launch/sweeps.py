@@ -235,6 +235,20 @@ def verdict_not_on_one_run(cfg: TrainConfig, finished) -> bool:
              for s in cell) != 1
 
 
+BASELINES = ("lstm", "gru", "deltanet", "deltaproduct", "transformer")
+EXT_GROUPS = ("C2", "S3", "A5")
+
+
+def table2_baselines(base: TrainConfig) -> list[TrainConfig]:
+  """The baselines on Table 2's C2, S3 and A5 rows at CPU scale (table2_ext_cpu: table2_cpu's
+  values, a layer's own sizes from its record), depth 1 and 2, lr {3e-3, 3e-2}, seeds 0 and 1;
+  launch.tables shows them beside the paper models' table2_cpu runs (table2_extended.md)."""
+  return [c for g, depth, m in itertools.product(EXT_GROUPS, TABLE2_DEPTHS, BASELINES)
+          for c in _grid(base.replace(task=g, depth=depth, model=m,
+                                      **registry.preset_values(base.preset, m)),
+                         lr=(3e-3, 3e-2), seed=(0, 1))]
+
+
 def tiny(base: TrainConfig) -> list[TrainConfig]:
   """Seconds-sized sweep for tests of the launcher and executors."""
   return _grid(base.replace(task="C2"), model=("mamba", "negmamba"), lr=(1e-3, 3e-3), seed=(0,))
@@ -306,6 +320,7 @@ SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "p
                               skip=verdict_not_on_one_run), "smoke": Sweep(smoke, "cpu"),
           "smoke_p": Sweep(smoke_p, "cpu"),
           "languages": Sweep(languages_sweep, "cpu"),
+          "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu"),
           "profile": Sweep(profile, "profile_cpu", stage=lambda c: c.depth,
                            skip=shallower_extrapolated),
           "tiny": Sweep(tiny, "tiny")}

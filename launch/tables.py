@@ -106,6 +106,13 @@ def render(data: dict) -> dict:
   cmp += [tables.markdown_table2(data["table2"], compare=True)]
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
+  if ext := tables.extended_data(data["table2"]):
+    files["table2_extended.md"] = "\n".join([
+        "# Table 2's C2, S3 and A5 rows with the baselines (not the paper's Table 2)", "",
+        "The paper's models from protocol table2_cpu, the baselines (lstm, gru, deltanet, "
+        "deltaproduct, transformer) from protocol table2_ext_cpu (the same values). Cell: best "
+        "max_len, (runs that reach 100 / runs), then the theory's verdict for the layer's "
+        "class.", "", tables.markdown_extended(ext)])
   if data["languages"]:
     files["languages.md"] = "\n".join(["# Formal languages (paper 003)", "",
                                         language_table.INTRO, "",

@@ -288,3 +288,36 @@ def sweep_table(runs_dir: str) -> str:
     parts.append(tracking_profile.markdown(prof))
   parts.append(problems_markdown(rs))
   return "\n".join(parts)
+
+
+EXTENDED = ("table2_cpu", "table2_ext_cpu")  # the paper models' protocol, then the baselines'
+
+
+def extended_data(data: dict) -> dict:
+  """The baselines' table (protocol table2_ext_cpu) with the paper models' table2_cpu cells of
+  the same groups beside them, per depth: {depth: {"models", "rows"}}."""
+  base, ext = (next((v for p, v in data.items() if p.split(" + ")[0] == name), None)
+               for name in EXTENDED)
+  if not ext:
+    return {}
+  out = {}
+  for depth, t in ext.items():
+    paper_t = (base or {}).get(depth, {"models": [], "rows": {}})
+    rows = {g: {**paper_t["rows"].get(g, {}), **row} for g, row in t["rows"].items()}
+    measured = [m for m in paper_t["models"] if any(
+        rows[g].get(m, {}).get("max_len") is not None for g in rows)]  # on these groups
+    out[depth] = {"models": measured + t["models"], "rows": rows}
+  return out
+
+
+def markdown_extended(ext: dict) -> str:
+  lines = []
+  for depth, t in ext.items():
+    lines += [f"**Depth {depth}** — ours / theory (✓ expressible, ✗ not, ? no theorem)", "",
+              "| group | " + " | ".join(t["models"]) + " |", "|---|" + "---|" * len(t["models"])]
+    for g, row in t["rows"].items():
+      cells = [f"{cell_with_rate(row[m])} / {THEORY_MARK[row[m].get('theory')]}" if m in row
+               else "·" for m in t["models"]]
+      lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    lines.append("")
+  return "\n".join(lines)

@@ -167,3 +167,19 @@ def test_figures_keep_two_protocols_of_one_preset_apart(tmp_path):
     made.append({"config": c, "status": "done", "max_len": 1000, "acc_curve": curve})
   names = figures.write_curves(tables.RunSet(made, []), str(tmp_path))
   assert len(names) == 2, f"one figure for two protocols: {names}"
+
+
+def test_extended_table_puts_baselines_beside_the_paper_models_of_their_groups():
+  import dataclasses
+  from ssm_bench.config import PRESETS
+  curve = {str(L): 1.0 for L in range(20, 1001, 20)}
+
+  def run(task, model, preset, max_len):
+    c = dataclasses.asdict(TrainConfig(**{**PRESETS[preset], "task": task, "model": model}))
+    return {"config": c, "status": "done", "max_len": max_len, "acc_curve": curve, "run": "x"}
+  rs = tables.RunSet([run("C2", "negmamba", "table2_cpu", 1000), run("S3", "mamba", "table2_cpu", 0),
+                      run("C2", "deltanet", "table2_ext_cpu", 500)], [])
+  md = tables.markdown_extended(tables.extended_data(tables.table2_data(rs)))
+  header = md.splitlines()[2]
+  assert header == "| group | negmamba | deltanet |", header  # paper models first, S3 not listed
+  assert "| C2 | 1000 (1/1) / ✓ | 500 (1/1) / ✓ |" in md, md

@@ -59,10 +59,10 @@ register_layer("ids4", rnn.IDS4, theory_class="nonlinear_or_dense",
 
 # Baselines (BUILD_NOTES, "Baselines"): registered like any plugin's layers.
 register_layer("lstm", gated_rnn.LSTM, theory_class="nonlinear_or_dense", uses_scan_method=False,
-               presets={"table2_cpu": _WIDE, "profile_cpu": _WIDE},
+               presets={"table2_ext_cpu": _WIDE, "profile_cpu": _WIDE},
                description="LSTM (hidden size d_state), forget-gate bias 1", source=BUILTIN_SOURCE)
 register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_scan_method=False,
-               presets={"table2_cpu": _WIDE, "profile_cpu": _WIDE},
+               presets={"table2_ext_cpu": _WIDE, "profile_cpu": _WIDE},
                description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
 register_layer("deltanet", functools.partial(deltanet.DeltaProduct, n_h=1),
                theory_class=_householder, kwargs=_DELTA,
