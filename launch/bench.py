@@ -28,6 +28,7 @@ import numpy as np
 
 from launch import bench_projection
 from launch import bench_tiles
+from launch import bench_precision
 from launch import bench_profile
 from launch import common
 from launch.timing import interleaved
@@ -108,30 +109,6 @@ def _reference_grads(trainer, state):
 def _relative_error(got, ref) -> float:
   err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(ref, got)))
   return float(err / max(np.sqrt(sum(np.sum(a ** 2) for a in ref)), 1e-30))
-
-
-def bench_precision(model_names, reps, precisions=("float32", "tensorfloat32")):
-  """A training step per model at each matmul precision, timed in turn (the paper protocol
-  computes in float32; jax's default on recent NVIDIA GPUs is TF32): the cost of float32 as a
-  ratio. On a CPU both are float32 arithmetic, so the ratio is about 1."""
-  rows = []
-  for name in model_names:
-    calls = {}
-    for p in precisions:
-      cfg = step_config(name, "auto", matmul_precision=p)
-      trainer = train.Trainer(cfg)
-      init, chunk = trainer.compiled(donate=False)
-      hp = train.hparams([cfg])
-      state = init(hp)
-      compiled, _, _, _ = prepare(chunk, state, hp)
-      calls[p] = functools.partial(compiled, state, hp)
-    times = dict(zip(calls, interleaved(list(calls.values()), reps)))
-    row = {"model": name, **{f"{p}_ms": round(t * 1e3, 3) for p, t in times.items()}}
-    row["float32_over_tf32"] = round(times[precisions[0]] / times[precisions[1]], 3)
-    common.progress(f"precision: {name}: " + ", ".join(f"{p} {t * 1e3:.2f} ms"
-                                                         for p, t in times.items()))
-    rows.append(row)
-  return rows
 
 
 def bench_step(model_names, reps, methods=None):
@@ -388,7 +365,8 @@ def main(argv):
                                     for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
-             "precision": lambda: bench_precision(names, _REPS.value),
+             "precision": lambda: bench_precision.bench_precision(step_config, names,
+                                                                  _REPS.value),
              "profile": lambda: bench_profile.bench_profile(
                  step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value),
              "projection": lambda: bench_projection.bench_projection(

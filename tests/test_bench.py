@@ -160,6 +160,7 @@ def test_profile_kinds_of_gpu_ops():
 
 
 def test_precision_section_times_float32_against_tf32():
-  rows = bench.bench_precision(["negmamba"], reps=1)
+  from launch import bench_precision
+  rows = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)
   assert rows[0]["float32_ms"] > 0 and rows[0]["tensorfloat32_ms"] > 0
   assert rows[0]["float32_over_tf32"] > 0
