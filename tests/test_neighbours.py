@@ -38,7 +38,7 @@ def test_parity_table_gives_train_accuracy_and_accuracy_at_the_evaluation_length
   runs_ = [_parity("rnn", 1, 1.0, 1.0, 1.0), _parity("rnn", 1, 1.0, 0.99, 0.5),
            _parity("s4d,mamba", 2, 0.99, 0.51, 0.49)]
   data = neighbours.parity_data(runs_)
-  assert data[("rnn x1", 10000)] == {"runs": 2, "train_acc": [1.0, 1.0],
+  assert data[("rnn x1", 10000)] == {"runs": 2, "diverged": 0, "train_acc": [1.0, 1.0],
                                      "uniform": [1.0, 0.99], "adversarial": [1.0, 0.5]}
   table = neighbours.parity_markdown(data)
   assert "| rnn x1 | 2 | 1.000 | 0.995 (2/2) | 0.750 (1/2) | 10000 |" in table, table
@@ -82,7 +82,8 @@ def test_offset_table_reports_each_stream_and_kind_of_position():
 def test_curve_figures_keep_protocols_apart_and_leave_out_other_experiments(tmp_path):
   from ssm_bench import figures
   paper, cpu = fake_summary("C2", "mamba", 1, 60), fake_summary("C2", "mamba", 1, 1000)
-  cpu["config"]["preset"] = "cpu"
+  from ssm_bench.config import PRESETS
+  cpu["config"].update(PRESETS["cpu"])  # the cpu protocol: its preset's values
   fixed = fake_summary("A5", "mamba", 1, 0)  # an illusion run: fixed length, not Table 2
   fixed["config"].update(train_length=4, curriculum_start=4)
   rs = tables.RunSet([paper, cpu, fixed], [])
