@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from ssm_bench import language_theory
 from ssm_bench import registry
+from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK
 from tasks import languages
 
-EXTRAPOLATES = 100
-MARK = {True: "✓", False: "✗", None: "?"}
 
 
 def _language(task: str):
@@ -58,7 +57,7 @@ def markdown(data: dict) -> str:
         continue
       best = max(c["max_lens"])
       ok = sum(v >= EXTRAPOLATES for v in c["max_lens"])
-      cells.append(f"{'✘' if best < EXTRAPOLATES else best} ({ok}/{len(c['max_lens'])}) "
+      cells.append(f"{CROSS if best < EXTRAPOLATES else best} ({ok}/{len(c['max_lens'])}) "
                    f"{MARK[_prediction(e, m)]}")
     lines.append(f"| {name} | {target} | {'yes' if e['star_free'] else 'no'} | "
                  f"{', '.join(e['subgroups']) or '-'} | " + " | ".join(cells) + " |")

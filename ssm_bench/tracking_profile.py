@@ -11,6 +11,7 @@ reported too: a layer whose transitions leave its declared set is flagged.
 from __future__ import annotations
 
 from ssm_bench import registry
+from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK
 from ssm_bench import theory
 from ssm_bench.config import PROFILE_LABELS
 from tasks import groups as groups_lib
@@ -20,8 +21,6 @@ from tasks import groups as groups_lib
 # length 2 (S3, A4) and 3 (S4), and a non-solvable group (A5).
 GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
 DEPTHS = (1, 2, 3)
-EXTRAPOLATES = 100  # as in Table 2: max_len below 100 is "did not extrapolate"
-MARK = {True: "✓", False: "✗", None: "?"}
 
 
 def is_profile_run(config: dict) -> bool:
@@ -95,7 +94,7 @@ def _cell(e: dict) -> str:
   if e["runs"] == 0:
     return f"= d{e['solved_at']}" if e["solved_at"] else "·"
   best = e["max_len"]
-  shown = "✘" if best < EXTRAPOLATES else str(best)
+  shown = CROSS if best < EXTRAPOLATES else str(best)
   flag = verdict(e)
   return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" **{flag}**" if flag else "")
 

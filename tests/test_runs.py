@@ -77,19 +77,24 @@ def test_planted_nan_is_recorded_as_diverged(tmp_path, monkeypatch):
   assert runs.validate_summary(summary) == []
 
 
+def _group_and_alone(cfgs, chunks=3):
+  """The runs trained together for `chunks` chunks, and each trained alone: (group state and
+  last metrics, [(state, metrics) alone]), from one compiled program per group size."""
+  trainer = train.Trainer(cfgs[0])
+  init, chunk = trainer.compiled(donate=False)
+
+  def trained(hp):
+    state = init(hp)
+    for _ in range(chunks):
+      state, m = chunk(state, hp)
+    return state, m
+  return trainer, trained(train.hparams(cfgs)), [trained(train.hparams([c])) for c in cfgs]
+
+
 def test_train_many_equals_separate_runs():
   cfgs = [TINY.replace(lr=lr) for lr in (1e-3, 3e-3, 1e-2)]
-  trainer = train.Trainer(TINY)
-  init, chunk = trainer.compiled()
-  hp = train.hparams(cfgs)
-  state = init(hp)
-  for _ in range(3):
-    state, _ = chunk(state, hp)
-  for k, cfg in enumerate(cfgs):
-    hp1 = train.hparams([cfg])
-    s1 = init(hp1)
-    for _ in range(3):
-      s1, _ = chunk(s1, hp1)
+  trainer, (state, _), alone = _group_and_alone(cfgs)
+  for k, (cfg, (s1, _)) in enumerate(zip(cfgs, alone)):
     for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(state["params"])):
       np.testing.assert_allclose(a[0], b[k], rtol=1e-5, atol=1e-6,
                                  err_msg=f"lr={cfg.lr}: vmapped run differs from a separate run")
@@ -249,17 +254,8 @@ def test_a_mixed_task_group_equals_each_run_alone():
   classes, each run's Cayley table as data) and end where each ends alone: a program that used
   run 0's data key, table or schedule for every run fails here."""
   assert len({c.shape_key() for c in MIXED}) == 1, "tasks up to pad_order share one shape"
-  trainer = train.Trainer(MIXED[0])
-  init, chunk = trainer.compiled(donate=False)
-  hp = train.hparams(MIXED)
-  state = init(hp)
-  for _ in range(3):
-    state, m = chunk(state, hp)
-  for k, cfg in enumerate(MIXED):
-    hp1 = train.hparams([cfg])
-    s1 = init(hp1)
-    for _ in range(3):
-      s1, m1 = chunk(s1, hp1)
+  _, (state, m), alone = _group_and_alone(MIXED)
+  for k, (cfg, (s1, m1)) in enumerate(zip(MIXED, alone)):
     np.testing.assert_allclose(float(m1["loss"][0]), float(m["loss"][k]), rtol=1e-4,
                                err_msg=f"{cfg.task}: its loss in the group is another run's")
     for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(state["params"])):
