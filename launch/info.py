@@ -97,16 +97,20 @@ def language(name: str) -> dict:
   from ssm_bench import language_theory
   from tasks import languages
   try:
-    return language_theory.describe(languages.get(name))
+    return language_theory.describe_language(name)
   except languages.LanguageError as e:
     raise common.UsageError(str(e)) from None
 
 
 def _print_language(d: dict):
-  print(f"{d['name']} ({d['description']}; alphabet {d['alphabet']!r}): minimal DFA "
-        f"{d['minimal_states']} states, syntactic monoid of {d['monoid_size']} elements, "
-        + ("aperiodic: star-free" if d["star_free"] else "not aperiodic: not star-free")
-        + f"; maximal subgroups: {', '.join(d['maximal_subgroups']) or 'trivial only'}")
+  if not d["regular"]:
+    print(f"{d['name']} ({d['description']}; alphabet {d['alphabet']!r}): not regular (a "
+          "counter language): no finite syntactic monoid")
+  else:
+    print(f"{d['name']} ({d['description']}; alphabet {d['alphabet']!r}): minimal DFA "
+          f"{d['minimal_states']} states, syntactic monoid of {d['monoid_size']} elements, "
+          + ("aperiodic: star-free" if d["star_free"] else "not aperiodic: not star-free")
+          + f"; maximal subgroups: {', '.join(d['maximal_subgroups']) or 'trivial only'}")
   mark = {True: "yes", False: "no", None: "?"}
   for cls, p in d["predictions"].items():
     print(f"  {cls:<22} {mark[p['verdict']]:<4} {p['source']}")

@@ -16,6 +16,7 @@ from ssm_bench.config import SCHEDULES, TrainConfig
 from ssm_bench.neighbours import NEAR_SOLUTION, illusion_solved
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
 from ssm_bench.tables import EXTRAPOLATES
+from tasks import registry as task_registry
 
 D_STATES = (32, 64, 128)
 # Every Table 2 group has order <= 60: padded to 60, one compiled program per (model, depth,
@@ -294,8 +295,7 @@ LANGUAGE_MODELS = ("mamba", "negmamba", "aussm", "rnn", "lstm", "deltanet", "tra
 def languages_sweep(base: TrainConfig) -> list[TrainConfig]:
   """Each named language (lang-<name>, the next-symbol-set target) x LANGUAGE_MODELS x depth 1,
   2 x lr {3e-3, 3e-2}, seed 0; a model's own preset values as in the profile."""
-  from tasks import languages
-  names = list(languages.LANGUAGES) + list(languages.VARIANTS)
+  names = task_registry.language_names()
   return [c for name, m, depth in itertools.product(names, LANGUAGE_MODELS, (1, 2))
           for c in _grid(base.replace(task=f"lang-{name}", model=m, depth=depth,
                                       **registry.preset_values(base.preset, m)),

@@ -24,11 +24,13 @@ def language_data(summaries) -> dict:
   out = {}
   for s in summaries:
     key = _language(s["config"]["task"])
-    base = languages.VARIANTS.get(key[0], (key[0],))[0] if key else None
-    if key is None or base not in languages.LANGUAGES:
+    if key is None:
       continue
     if key not in out:
-      d = language_theory.describe(languages.get(base))
+      try:
+        d = language_theory.describe_language(key[0])
+      except languages.LanguageError:
+        continue
       out[key] = {"star_free": d["star_free"], "subgroups": d["maximal_subgroups"],
                   "predictions": d["predictions"], "cells": {}}
     c = s["config"]
@@ -59,7 +61,8 @@ def markdown(data: dict) -> str:
       ok = sum(v >= EXTRAPOLATES for v in c["max_lens"])
       cells.append(f"{CROSS if best < EXTRAPOLATES else best} ({ok}/{len(c['max_lens'])}) "
                    f"{MARK[_prediction(e, m)]}")
-    lines.append(f"| {name} | {target} | {'yes' if e['star_free'] else 'no'} | "
+    star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
+    lines.append(f"| {name} | {target} | {star_free} | "
                  f"{', '.join(e['subgroups']) or '-'} | " + " | ".join(cells) + " |")
   return "\n".join(lines)
 

@@ -144,3 +144,31 @@ def describe(dfa) -> dict:
   return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
           "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
           "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}
+
+
+def describe_counter(lang) -> dict:
+  """A counter language has no finite monoid; the seed's result needs unbounded integer state
+  values, which float32 holds exactly to 2^24, past every length evaluated here."""
+  preds = {"nonnegative_diagonal": {
+      "verdict": True, "source": "predictively modelled by an SSM with unbounded integer state "
+      "values (a counter with a = 1; Sarrof et al. 2024, paper 003)"}}
+  preds["signed_diagonal"] = {"verdict": True, "source": "the class contains the non-negative "
+                              "one: the same counters (Sarrof et al. 2024)"}
+  return {"name": lang.name, "description": lang.description, "alphabet": lang.alphabet,
+          "regular": False, "minimal_states": None, "monoid_size": None, "star_free": None,
+          "aperiodic": None, "maximal_subgroups": [], "predictions": preds}
+
+
+def describe_language(name: str) -> dict:
+  """`describe` for any name lang-<name> accepts (a DFA language, a stream variant of one, or a
+  counter language); raises languages.LanguageError naming the choices."""
+  from tasks import counter_languages
+  from tasks import languages
+  from tasks import registry
+  if name in counter_languages.LANGUAGES:
+    return describe_counter(counter_languages.get(name))
+  base = languages.VARIANTS.get(name, (name,))[0]
+  if base not in languages.LANGUAGES:
+    raise languages.LanguageError(f"unknown language {name!r}; choose from "
+                                  f"{', '.join(registry.language_names())}")
+  return {**describe(languages.get(base)), "regular": True}

@@ -77,6 +77,38 @@ def _dyck(depth: int):
   return member
 
 
+def _all_stacks(opens: str, depth: int) -> list[str]:
+  out, frontier = [""], [""]
+  for _ in range(depth):
+    frontier = [s + c for s in frontier for c in opens]
+    out += frontier
+  return out
+
+
+def _dyck_moves(stack: str, depth: int):
+  """(symbol, next stack) for the symbols that keep a bounded Dyck prefix live."""
+  for o, c in (("(", ")"), ("[", "]")):
+    if len(stack) < depth:
+      yield o, stack + o
+    if stack.endswith(o):
+      yield c, stack[:-1]
+
+
+def _dyck_k(pairs: str, depth: int):
+  def member(w: str) -> bool:
+    stack = []
+    for ch in w:
+      i = pairs.index(ch)
+      if i % 2 == 0:
+        stack.append(i)
+      elif not stack or stack.pop() != i - 1:
+        return False
+      if len(stack) > depth:
+        return False
+    return not stack
+  return member
+
+
 def _flipflop(w: str) -> bool:
   """Pairs (instruction, bit): w writes the bit, i ignores it, r must read the last written bit
   (Liu et al. 2023; a read before any write reads 0)."""
@@ -136,6 +168,11 @@ def _named() -> dict:
         {**{f"h{k} (": f"h{k + 1}" for k in range(n)}, **{f"h{k} )": f"h{k - 1}" for k in
                                                           range(1, n + 1)}},
         _dyck(n), f"Dyck-1 of depth at most {n}")
+  # Dyck(K, m): K bracket types nested at most m deep; a state is the stack of open brackets.
+  stacks = [s for s in _all_stacks("([", 3)]
+  add("dyck2_depth3", "()[]", [s or "e" for s in stacks], "e", ["e"],
+      {f"{s or 'e'} {c}": t or "e" for s in stacks for c, t in _dyck_moves(s, 3)},
+      _dyck_k("()[]", 3), "Dyck(2, 3): two bracket types nested at most 3 deep")
   add("flipflop_language", "wri01", ["q0", "q1", "w?0", "w?1", "r0?", "r1?", "i0?", "i1?"],
       "q0", ["q0", "q1"],
       # q<b>: between pairs, last written bit b; then the instruction, then its bit.

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tasks import groups
+from tasks import counter_languages
 from tasks import languages
 from tasks import streams
 
@@ -38,13 +39,18 @@ class Task:
   # (tokens, labels) -> {event: bool mask}: positions whose accuracy summaries report apart, and
   # a sign that per-position curves and an example output are worth storing
   events: Callable | None = None
+  # tokens (batch, length) -> labels, for tasks whose state is not a finite table (counter
+  # languages); None: labels are folded through `table`
+  label_fn: Callable | None = None
 
   @property
   def next_token(self) -> bool:
-    """Labels are the next input token (no table to fold)."""
-    return self.table is None
+    """Labels are the next input token (no table to fold, no label rule)."""
+    return self.table is None and self.label_fn is None
 
   def labels(self, tokens):
+    if self.label_fn is not None:
+      return self.label_fn(tokens)
     y = streams.prefix_products(self.table, tokens)
     return y if self.label_map is None else jnp.asarray(self.label_map)[y]
 
@@ -110,7 +116,12 @@ def language(name: str, membership: bool = False) -> Task:
   """lang-<name>: the predictive-modelling target (at each position the set of symbols that may
   come next, with 'may end here', as one class per set: exact-set accuracy), or with -member the
   membership of each prefix; streams are walks that stay inside the language's prefixes."""
+  if name in counter_languages.LANGUAGES:
+    return _counter_language(name, membership)
   base, weights = languages.VARIANTS.get(name, (name, None))
+  if base not in languages.LANGUAGES:
+    raise languages.LanguageError(f"unknown language {name!r}; choose from "
+                                  f"{', '.join(language_names())}")
   dfa = languages.get(base)
   table, images = languages.monoid_table(dfa)
   labels = (np.array([int(q in dfa.accept) for q in range(dfa.num_states)], np.int32)
@@ -125,10 +136,25 @@ def language(name: str, membership: bool = False) -> Task:
               label_map=labels[images], main_stream="walk", events=events)
 
 
+def _counter_language(name: str, membership: bool) -> Task:
+  """A counter language (tasks/counter_languages.py): labels from its counter machine."""
+  lang = counter_languages.get(name)
+  walk = counter_languages.sampler(lang)
+  return Task(f"lang-{name}" + ("-member" if membership else ""), len(lang.alphabet),
+              2 if membership else 2 ** (len(lang.alphabet) + 1), None, walk, {"walk": walk},
+              main_stream="walk", label_fn=counter_languages.label_fn(lang, membership))
+
+
+def language_names() -> list[str]:
+  """Every name lang-<name> accepts: the DFA languages, their stream variants, the counter
+  languages."""
+  return list(languages.LANGUAGES) + list(languages.VARIANTS) + list(counter_languages.LANGUAGES)
+
+
 # Fixed names; group names (and their '-gen' variants) are parsed on top of these.
 TASKS = {"parity": parity, "flipflop": flipflop, "offset": offset}
 GRAMMAR = ("tasks: " + ", ".join(sorted(TASKS)) + ", modcount<m> (m>=2), lang-<language>[-member] "
-           "(tasks/languages.py), a group name "
+           "(tasks/languages.py, tasks/counter_languages.py), a group name "
            "(uniform stream) or <group>-gen (stream over a generating set); " + groups.GRAMMAR)
 
 

@@ -28,7 +28,7 @@ def test_dfa_agrees_with_brute_force_membership(name):
 STAR_FREE = {"tomita1": True, "tomita2": True, "tomita3": False, "tomita4": True,
              "tomita5": False, "tomita6": False, "tomita7": True, "parity": False,
              "aa_star": False, "abab_star": False, "dyck1_depth2": True, "dyck1_depth4": True,
-             "flipflop_language": True}
+             "dyck2_depth3": True, "flipflop_language": True}
 
 
 def test_every_named_language_has_a_pinned_verdict():

@@ -117,7 +117,8 @@ def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
 
 def test_example_layer_through_every_entry_point(tmp_path):
   """examples/rotation.py, nothing in the package edited: train, a sweep under the watchdog
-  (the re-exec), Ray, tables, TensorBoard and the profile report, all from --plugins."""
+  (the re-exec), tables, TensorBoard and the profile report, all from --plugins (Ray workers:
+  test_sweep.py's Ray test runs the same layer)."""
   work = tmp_path / "runs"
   p = run("launch.train", "--plugins=examples.rotation", "--model=rotation", "--task=C3",
           "--preset=tiny", f"--workdir={work}/one")
@@ -133,19 +134,3 @@ def test_example_layer_through_every_entry_point(tmp_path):
   p = run("launch.tables", f"--runs={work}", f"--out={tmp_path}/tables")
   assert p.returncode == 0, p.stderr[-2000:]
   assert "rotation" in open(tmp_path / "tables" / "profile.md").read()
-
-
-def test_example_layer_on_ray_workers(tmp_path):
-  pytest.importorskip("ray")
-  from launch import executors, sweep
-  groups = sweep.plan("profile", str(tmp_path), only=r"^C2-rotation-L1-", preset="profile_tiny",
-                      overrides={"model": "rotation", "plugins": "examples.rotation"})
-  cwd = os.getcwd()
-  os.chdir(ROOT)  # the driver's directory is on the workers' path
-  try:
-    assert executors.ray(groups) == 0
-  finally:
-    os.chdir(cwd)
-  for _, dirs in groups:
-    for d in dirs:
-      assert runs.read_summary(d)["status"] == "done", f"{d} did not finish on Ray"

@@ -14,6 +14,9 @@ from ssm_bench import evaluation
 from ssm_bench import runs
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def test_table2_grid_and_groups():
   groups = sweep.plan("table2", "/tmp/unused")
   assert sum(len(c) for c, _ in groups) == 9 * 5 * 2 * 3 * 3 * 3 * 3 == 7290
@@ -147,17 +150,47 @@ def test_progress_of_a_resumed_group_counts_only_the_runs_it_trains(tmp_path):
   assert "[2/2 groups, 3/3 runs]" in out.getvalue(), out.getvalue()
 
 
-def test_ray_executor_matches_local(tmp_path):
+def _ray_plans_memory_splits_on_a_worker(groups):
+  """The budget and the estimates come from a worker (the workers' device and backend), not from
+  the driver, which may be a CPU head node; a run that fits nowhere is refused in one line."""
+  same = executors.ray_plan(groups)  # CPU workers report no budget: groups stay whole
+  assert same == groups
+  try:
+    split = executors.ray_plan(groups, memory_gb=1e-9)
+  except ValueError as e:
+    assert "one run needs" in str(e), e
+  else:
+    raise AssertionError(f"a run larger than the budget was planned: {split}")
+
+
+def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path):
+  """One Ray instance for three behaviours: memory planned on a worker, the same summaries as
+  the local executor, and a plugin layer (examples/rotation.py, recorded in its runs' config)
+  found on the workers."""
   pytest.importorskip("ray")
   local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
   executors.local(sweep.plan("tiny", str(local_dir)))
-  failures = executors.ray(sweep.plan("tiny", str(ray_dir)))
+  plugin = sweep.plan("profile", str(tmp_path / "plugin"), only=r"^C2-rotation-L1-",
+                      preset="profile_tiny",
+                      overrides={"model": "rotation", "plugins": "examples.rotation"})
+  cwd = os.getcwd()
+  os.chdir(ROOT)  # the driver's directory is on the workers' path
+  try:
+    _ray_plans_memory_splits_on_a_worker(sweep.plan("tiny", str(ray_dir)))
+    failures = executors.ray(sweep.plan("tiny", str(ray_dir)) + plugin)
+  finally:
+    os.chdir(cwd)
+    import ray
+    ray.shutdown()
   assert failures == 0
   for name in os.listdir(local_dir):
     a, b = runs.read_summary(local_dir / name), runs.read_summary(ray_dir / name)
     assert b is not None, f"ray did not finish {name}"
     for key in ("status", "max_len", "acc_curve", "seq_acc_curve", "steps", "final_loss"):
       assert a[key] == b[key], f"{name}: {key} differs between executors"
+  for _, dirs in plugin:
+    for d in dirs:
+      assert runs.read_summary(d)["status"] == "done", f"{d}: the plugin layer did not run on Ray"
 
 
 def _finish(cfg, run_dir, seq_acc):
@@ -264,24 +297,6 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
   for d in dirs:
     steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
     assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
-
-
-def test_ray_plans_memory_splits_on_a_worker(tmp_path):
-  """The budget and the estimates come from a worker (the workers' device and backend), not from
-  the driver, which may be a CPU head node; a run that fits nowhere is refused in one line."""
-  pytest.importorskip("ray")
-  groups = sweep.plan("tiny", str(tmp_path))
-  try:
-    same = executors.ray_plan(groups)  # CPU workers report no budget: groups stay whole
-    assert same == groups
-    split = executors.ray_plan(groups, memory_gb=1e-9)
-  except ValueError as e:
-    assert "one run needs" in str(e), e
-  else:
-    raise AssertionError(f"a run larger than the budget was planned: {split}")
-  finally:
-    import ray
-    ray.shutdown()
 
 
 def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path):
