@@ -311,7 +311,7 @@ _TM_K = flags.DEFINE_list("train_many_k", [], "train_many: the group sizes K (de
 
 def train_many_ks() -> list[int]:
   """--train_many_k, else 1, 9, 27; on a CPU 1, 9: 27 runs of the CPU cell compile for minutes
-  and cost 17x the per-run time of 9 there (BUILD_NOTES), so the default bench would not end in
+  and cost 17x the per-run time of 9 there (results/bench/README.md), so the default bench would not end in
   a few minutes."""
   given = _TM_K.value or (["1", "9"] if jax.default_backend() == "cpu" else ["1", "9", "27"])
   return [int(k) for k in given]

@@ -42,7 +42,7 @@ _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups int
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
 _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep when it makes no "
-                            "progress for this long (a hung program; BUILD_NOTES); 0: never.",
+                            "progress for this long (a hung program; results/pilots.md); 0: never.",
                             lower_bound=0.0)
 
 

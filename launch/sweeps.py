@@ -24,7 +24,7 @@ D_STATES = (32, 64, 128)
 TABLE2_PAD = 60
 # One rate per decade from 1e-4 to 1e-2 (SPEC 4; the AUSSM authors' grid): at paper width negmamba
 # extrapolates on C2 only with lr >= 3e-3, so a grid that stops at 1e-3 cannot show the paper's
-# central contrast (BUILD_NOTES, "The table2 protocol").
+# central contrast (results/pilots.md, "The table2 protocol").
 LRS = (1e-4, 1e-3, 1e-2)
 SEEDS = (0, 1, 2)
 
@@ -36,7 +36,7 @@ def _grid(base: TrainConfig, **axes) -> list[TrainConfig]:
 
 def table2(base: TrainConfig) -> list[TrainConfig]:
   """Paper 000, Table 2: 9 groups x 5 models x depth {1,2} x d_state x lr x schedule x seed,
-  20,000 steps, no conv in the Mamba block (both measured: BUILD_NOTES, "The table2 protocol"),
+  20,000 steps, no conv in the Mamba block (both measured: results/pilots.md, "The table2 protocol"),
   the groups padded to order 60 so that they train together."""
   base = base.replace(conv_kernel=0, pad_order=TABLE2_PAD)
   return _grid(base, task=TABLE2_GROUPS, model=TABLE2_MODELS, depth=TABLE2_DEPTHS,
@@ -50,9 +50,9 @@ LITE_SEEDS = (0, 1)
 
 def table2_lite(base: TrainConfig) -> list[TrainConfig]:
   """Every Table 2 cell (9 groups x 5 models x depth 1, 2) on a grid that still answers
-  "extrapolates or not" in about half an hour on one GPU (reasons in BUILD_NOTES): d_state 32,
-  lr {1e-3, 1e-2} (the two decades where the paper's contrasts appear; negmamba needs >= 3e-3),
-  cosine, seeds {0, 1}, no conv, 3000 steps: 4 runs per cell, 360 runs in 10 programs (the
+  "extrapolates or not" in about half an hour on one GPU (reasons in BUILD_NOTES, "Protocols"):
+  d_state 32, lr {1e-3, 1e-2} (the two decades where the paper's contrasts appear; negmamba
+  needs >= 3e-3), cosine, seeds {0, 1}, no conv, 3000 steps: 4 runs per cell, 360 runs in 10 programs (the
   groups padded to order 60)."""
   base = base.replace(d_state=LITE_D_STATE, schedule="cosine", conv_kernel=0, steps=3000,
                       checkpoint_every=1000, preset=base.preset or "table2_lite",
@@ -75,7 +75,7 @@ def parity_hybrid(base: TrainConfig) -> list[TrainConfig]:
   """Paper 001, Table 1: parity trained at length 8 (fixed, no curriculum), evaluated to 10,000
   on the uniform and the adversarial (0^k 1^m)^* streams (the parity task carries both);
   mamba-minimal's conv of width 4; 10,000 steps at lr {1e-2, 3e-2} x 3 seeds per model (at
-  3000 steps and lr {1e-3, 1e-2} no RNN run extrapolated: BUILD_NOTES)."""
+  3000 steps and lr {1e-3, 1e-2} no RNN run extrapolated: results/pilots.md)."""
   base = base.replace(task="parity", train_length=8, curriculum_start=8, eval_length=10000,
                       conv_kernel=4, steps=10000)
   return [base.replace(model=m, depth=depth, d_model=dm, d_state=ds, lr=lr, seed=s)
@@ -84,12 +84,12 @@ def parity_hybrid(base: TrainConfig) -> list[TrainConfig]:
 
 ILLUSION_LENGTHS = tuple(range(2, 21, 2))
 ILLUSION_DEPTHS = (1, 2, 3, 4)
-# CPU scale (BUILD_NOTES): learning an order-60 multiplication table is the bottleneck here, so
+# CPU scale (results/pilots.md): learning an order-60 multiplication table is the bottleneck here, so
 # short lengths, depth up to 3 and 2000 steps keep the sweep near half an hour on 2 cores.
 ILLUSION_LENGTHS_CPU = (2, 4, 8)
 ILLUSION_DEPTHS_CPU = (1, 2, 3)
 # On the cpu preset the rnn's hidden size (d_state) is widened as in table2_cpu: at 16 it does
-# not learn the order-60 groups (BUILD_NOTES).
+# not learn the order-60 groups (results/pilots.md).
 ILLUSION_CPU_MODEL = {"rnn": dict(d_state=64)}
 
 
@@ -106,7 +106,7 @@ def illusion(base: TrainConfig) -> list[TrainConfig]:
   fixed length (no curriculum) and evaluated there; the table gives the minimal depth whose
   held-out sequence accuracy at that length exceeds 90%. Lengths 2, 4, .., 20 on the paper
   preset; on the cpu preset lengths 2, 4, 8 and depth 1..3 at width 64 / 16 states, 2000
-  steps (BUILD_NOTES). Deeper stacks of a length some depth solved are skipped (shallower_solved)."""
+  steps (results/pilots.md). Deeper stacks of a length some depth solved are skipped (shallower_solved)."""
   if base.preset == "cpu":
     base = base.replace(d_model=64, d_state=16, lr=3e-3, steps=2000)
     lengths, depths = ILLUSION_LENGTHS_CPU, ILLUSION_DEPTHS_CPU
@@ -147,7 +147,7 @@ def near_solution(base: TrainConfig) -> list[TrainConfig]:
   return _grid(base, init_from_analytic=NEAR_NOISE + (-1.0,), seed=SEEDS)
 
 
-# The smoke row's configs per model (CPU tuning, BUILD_NOTES): negmamba needs a high peak lr to
+# The smoke row's configs per model (CPU tuning, results/pilots.md): negmamba needs a high peak lr to
 # saturate Delta; aussm stalls at lr 3e-2 and is twice as slow per step; the rnn's hidden size is
 # d_state, so it gets 32 units instead of the preset's 4 (it was starved: 1 of 8 runs succeeded).
 SMOKE = {"mamba": dict(lr=(3e-3, 3e-2)), "negmamba": dict(lr=(1e-2, 3e-2)),
@@ -187,7 +187,7 @@ def smoke_p(base: TrainConfig) -> list[TrainConfig]:
   return _smoke(base, lambda m: 8)
 
 
-# table2_cpu's grid per model, 2 or 4 runs per cell (BUILD_NOTES, "Table 2 at CPU scale"): mamba
+# table2_cpu's grid per model, 2 or 4 runs per cell (results/pilots.md, "Table 2 at CPU scale"): mamba
 # and negmamba on the smoke row's two learning rates; aussm on the rate that learned C60 / A4 in
 # the pilots, over four seeds (two first; its cells sat at 0/2 or 1/2 where the paper has a
 # number); the rnn on that rate over four seeds (its runs are the cheapest and
@@ -203,7 +203,7 @@ TABLE2_CPU = {"mamba": dict(lr=(3e-3, 3e-2), seed=(0,)),
 
 # table2_cpu's second stage: a cell whose verdict rests on one run (exactly one of its runs
 # extrapolates) trains its learning rates again over these seeds, so that a lucky or unlucky
-# seed on some machine does not decide it alone (BUILD_NOTES, "Table 2 at CPU scale").
+# seed on some machine does not decide it alone (results/pilots.md, "Table 2 at CPU scale").
 TABLE2_CPU_MORE_SEEDS = (4, 5, 6, 7)
 
 
@@ -260,7 +260,7 @@ def tiny(base: TrainConfig) -> list[TrainConfig]:
 # and A4 (derived length 2), S4 (3) and A5 (not solvable) - at depths 1-3, for any one layer.
 PROFILE_GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
 PROFILE_DEPTHS = (1, 2, 3)
-# Per protocol: learning rates and seeds. At CPU scale the two rates of the smoke row (BUILD_NOTES:
+# Per protocol: learning rates and seeds. At CPU scale the two rates of the smoke row (results/pilots.md:
 # negmamba needs a high peak rate, aussm stalls at the high one); on a GPU, table2_lite's.
 PROFILE_GRID = {"profile_cpu": dict(lr=(3e-3, 3e-2), seed=(0,)),
                 "profile_tiny": dict(lr=(1e-3,), seed=(0,)),
@@ -291,7 +291,7 @@ def shallower_extrapolated(cfg: TrainConfig, finished) -> bool:
 # predictive task x the models it contrasts (and the baselines) x depth 1, 2, at the cpu preset.
 LANGUAGE_MODELS = ("mamba", "negmamba", "aussm", "rnn", "lstm", "deltanet", "transformer")
 # Non-linear RNNs at the cpu preset's 4 state units are starved: the smoke's rnn reached 1000 on
-# C2 in 1 of 8 runs at 4 units and 16 of 16 at 32 (BUILD_NOTES, "Sweeps"); a pilot here: parity
+# C2 in 1 of 8 runs at 4 units and 16 of 16 at 32 (results/pilots.md, "The smoke table's success rates"); a pilot here: parity
 # 0 of 2 at 4 units. So they get 32 units, as in the smoke.
 LANGUAGE_SIZES = {"rnn": dict(d_state=32), "lstm": dict(d_state=32)}
 

@@ -1,6 +1,6 @@
 """Restart a local sweep whose process stops making progress; stop it for sure on Ctrl-C.
 
-A CPU sweep hung nine times at a group's start (BUILD_NOTES, "Known limits": a deadlock in
+A CPU sweep hung nine times at a group's start (results/pilots.md, "Incidents": a deadlock in
 jaxlib's batched CPU QR, since avoided): no in-process timer can cancel a running XLA program.
 So the sweep runs as a child process that touches a heartbeat file at every progress event
 (a group starting, a chunk of steps, a group done). When the file is older than `stall_s`
@@ -58,7 +58,7 @@ def exit_like(rc: int):
 def _stop(child) -> int:
   """Ctrl-C reached this process. A terminal's Ctrl-C reaches the child too and it stops cleanly
   (status 130); a SIGINT sent to this process alone is passed on. A child still running
-  STOP_GRACE_S later never acted on its SIGINT (BUILD_NOTES, "A Ctrl-C that got lost") and is
+  STOP_GRACE_S later never acted on its SIGINT (results/pilots.md, "Incidents") and is
   killed, which a sweep survives like any kill: finished runs and checkpoints are kept."""
   try:
     return child.wait(timeout=3)

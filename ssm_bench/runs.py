@@ -73,7 +73,7 @@ def _restore(dirs, state):
   managers = [rundir.checkpointer(d) for d in dirs]
   common = sorted(set.intersection(*(set(m.all_steps()) for m in managers)), reverse=True)
   # An abstract template: no eager op on the freshly initialised state (a group start once hung
-  # in the eager slice here, BUILD_NOTES "Known limits").
+  # in the eager slice here: results/pilots.md, "Incidents").
   template = jax.eval_shape(lambda s: _take(s, 0), state)
   start, restored = 0, None
   for step in common:

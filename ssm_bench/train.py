@@ -192,7 +192,7 @@ class Trainer:
     init_many initialises the runs one after another (`lax.map`, bit-identical to `vmap`): a
     vmapped orthogonal init is a batched LAPACK QR, which jaxlib 0.10's CPU kernels split over
     XLA's intra-op pool and then block on; two such QRs at once (rnn depth 2) hold both threads
-    of a 2-core pool and wait forever (BUILD_NOTES, Known limits). Unbatched, a QR runs inline.
+    of a 2-core pool and wait forever (results/pilots.md, "Incidents"). Unbatched, a QR runs inline.
     """
     if not hasattr(self, "_compiled"):
       self._compiled = {}
@@ -205,7 +205,7 @@ class Trainer:
 def _over_runs(fn):
   """fn vmapped over the leading (run) axis of its arguments, except for a group of one run,
   which runs fn itself: on a CPU the vmapped program of one run took 1.1-3.8x the time per step
-  of the same run unbatched (BUILD_NOTES, "Interleaved timings, and a group of one")."""
+  of the same run unbatched (results/bench/README.md, "Interleaved timings, and a group of one")."""
   def many(*args):
     if jax.tree.leaves(args)[0].shape[0] != 1:
       return jax.vmap(fn)(*args)

@@ -2,7 +2,7 @@
 
 Each record says what the suite knows about the layer: its transition class (what the theory
 predicts from), the scan family it hands diagonal_scan, its hand-built constructions, and the
-values a preset gives it on top of the preset's own (BUILD_NOTES, "Table 2 at CPU scale").
+values a preset gives it on top of the preset's own (BUILD_NOTES, "Protocols"; results/pilots.md).
 """
 from __future__ import annotations
 

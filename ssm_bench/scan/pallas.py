@@ -13,7 +13,7 @@ changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow)
 
 Tiles: the forward and backward kernels take their own (channels per program, warps), since the
 backward holds chunk + 1 states per program and may want a smaller tile than the forward; the
-chunk (steps between saved states) is shared by the two. A sweep on an H100 (BUILD_NOTES,
+chunk (steps between saved states) is shared by the two. A sweep on an H100 (results/bench/README.md,
 Performance) picked 16 channels and 4 warps for the real family and chunks of 8 steps, timed
 with the same tile in both kernels; the complex families keep 8 channels (not swept yet).
 `launch.bench --sections=tiles` sweeps the two kernels separately.
@@ -28,7 +28,7 @@ from jax.experimental import pallas as pl
 
 from ssm_bench.scan import factors as F
 
-# (channels per program, warps) per kernel and kind, measured on an H100 (BUILD_NOTES,
+# (channels per program, warps) per kernel and kind, measured on an H100 (results/bench/README.md,
 # Performance): the real family runs fastest with 16 channels; the complex ones keep 8 (twice the
 # registers per state; untuned). The backward tiles were swept only together with the forward's.
 FORWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
