@@ -281,7 +281,8 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
 
 
 def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
-  """A group that hangs (as the XLA CPU runtime did: results/pilots.md, "Incidents") is killed after --stall_s
+  """A group that hangs (as the XLA CPU runtime did: results/pilots.md, "Incidents") is killed
+  after --stall_s
   without progress and the sweep relaunched; it resumes and finishes every run once."""
   env = {**os.environ, "SSM_BENCH_FAULT": "group_start:2:hang"}
   try:
