@@ -70,5 +70,8 @@ def markdown(data: dict) -> str:
 INTRO = ("A cell: the best max_len (`✘` below 100), (runs that reach 100 / runs), then the "
          "prediction for the model's class: ✓ predicted to be modelled, ✗ not, ? no theorem "
          "(non-negative diagonal: iff star-free, Sarrof et al. 2024; a class that cannot track a "
-         "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓). "
+         "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓ on regular languages; "
+         "counter languages (not regular): non-negative and signed diagonal ✓ with unbounded "
+         "integer state values, Sarrof et al. 2024). Depth 2 is trained only where no depth-1 "
+         "run reached 100 (`·` otherwise). "
          "`python -m launch.info --language=NAME` gives each language's sources.")
