@@ -46,9 +46,9 @@ def test_scan_section_checks_every_method_against_float64(monkeypatch):
 
 def test_train_many_matches_separate_runs():
   # one method: every method's equality with the reference is tested in tests/test_scan.py
-  out = bench.bench_train_many(reps=1, base=TINY, methods=("chunked",))
+  out = bench.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(1, 4))
   for method, rows in out["methods"].items():
-    assert [r["K"] for r in rows] == [1, 9, 27], method
+    assert [r["K"] for r in rows] == [1, 4], method
     assert all(r["matches_separate"] for r in rows), (method, rows)
     assert rows[0]["max_rel_diff"] == 0.0, "run 0 alone differs from itself"
     assert all(r["max_rel_diff"] < 1e-4 for r in rows), (method, rows)
