@@ -1,6 +1,7 @@
 """Length-generalisation evaluation: one forward pass at full length yields every acc(L).
 
-acc(L) = fraction of evaluation sequences whose prediction at position L equals y_L.
+acc(L) = fraction of evaluation sequences whose prediction at position L equals y_L (a task
+with a window w: the mean accuracy over positions L-w+1..L).
 max_len = the largest grid L with acc(l) > 0.9 for every grid l <= L (0 if none).
 """
 from __future__ import annotations
@@ -59,9 +60,14 @@ def curves(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   return correct.mean(0), np.cumprod(correct, axis=1).mean(0)
 
 
-def on_grid(per_position: np.ndarray) -> dict:
-  """{"20": acc(20), ...} over grid(len(per_position)): string keys, so it is JSON as it is."""
-  return {str(L): float(per_position[L - 1]) for L in grid(len(per_position))}
+def on_grid(per_position: np.ndarray, window: int = 1) -> dict:
+  """{"20": acc(20), ...} over grid(len(per_position)): string keys, so it is JSON as it is.
+  With `window` > 1, acc(L) is the mean over the `window` positions ending at L: a stream with
+  periodic structure (a formal language: (aa)*, flip-flop's instruction/bit pairs) would
+  otherwise be scored on one phase only, since every grid length is a multiple of 20."""
+  per_position = np.asarray(per_position)
+  return {str(L): float(per_position[max(0, L - window):L].mean())
+          for L in grid(len(per_position))}
 
 
 def max_len(acc_curve: dict, threshold: float = THRESHOLD) -> int:

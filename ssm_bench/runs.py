@@ -234,12 +234,13 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
       for name, (tokens, labels) in eval_sets.items():
         correct = correct_fn(_take(params, k), tokens, labels)
         per_pos, seq = evaluation.curves(correct)
-        acc = evaluation.on_grid(per_pos)
+        acc = evaluation.on_grid(per_pos, task.acc_window)
         streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
                          "seq_acc_curve": evaluation.on_grid(seq),
                          "full_seq_acc": float(seq[-1]),
                          # at the longest length the curriculum reached, not at its cap
-                         "acc_at_train_length": float(per_pos[reached - 1]),
+                         "acc_at_train_length": float(
+                             per_pos[max(0, reached - task.acc_window):reached].mean()),
                          "seq_acc_at_train_length": float(seq[reached - 1])}
         if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
           streams[name].update(
@@ -250,6 +251,8 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
       main = streams.pop(task.main_stream)
       result = {"status": "done", "diverged_at": None, "eval_stream": task.main_stream,
                 **main, **common}
+      if task.acc_window > 1:
+        result["acc_window"] = task.acc_window
       # the trained layers' transitions on a few evaluation sequences, against their classes
       result["declaration"] = declaration.check(trainer.model, _take(params, k),
                                                 eval_sets[task.main_stream][0][:4, :64])

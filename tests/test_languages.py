@@ -128,3 +128,18 @@ def test_flipflop_variants_have_their_ignore_rates_and_mark_read_positions():
     assert abs((ins == a.index("i")).mean() - p) < 0.02, f"{name}: ignore rate"
     reads = np.asarray(task.events(tokens, labels)["after_read"])
     assert reads.any() and (np.asarray(tokens)[reads] == a.index("r")).all()
+
+
+def test_a_language_is_scored_on_every_phase_not_one_position_per_grid_length():
+  """(aa)*'s labels alternate with the position and every grid length is a multiple of 20: a
+  model right only at even positions scored 1.0 per position, and must score 0.5 here."""
+  import numpy as np
+  from ssm_bench import evaluation
+  from tasks import registry
+  even_only = np.tile([0.0, 1.0], 500)  # right at positions 2, 4, ... (1-based)
+  assert evaluation.on_grid(even_only)["1000"] == 1.0  # the single-position score it fools
+  task = registry.get_task("lang-aa_star")
+  assert task.acc_window > 1 and registry.get_task("C2").acc_window == 1
+  acc = evaluation.on_grid(even_only, task.acc_window)
+  assert set(acc.values()) == {0.5}, acc
+  assert evaluation.max_len(acc) == 0
