@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 
 from ssm_bench import config
+from ssm_bench import language_table
 from ssm_bench import registry
 from ssm_bench import train
 from ssm_bench.config import SCHEDULES, TrainConfig
@@ -278,13 +279,23 @@ def profile(base: TrainConfig) -> list[TrainConfig]:
           for c in _grid(base.replace(task=g, depth=depth), **PROFILE_GRID[preset])]
 
 
+def _shallower_succeeded(cfg: TrainConfig, finished, succeeded) -> bool:
+  return any(c.depth < cfg.depth and c.task == cfg.task and succeeded(s)
+             and c.replace(depth=cfg.depth, lr=cfg.lr, schedule=cfg.schedule, seed=cfg.seed) == cfg
+             for c, s in finished)
+
+
 def shallower_extrapolated(cfg: TrainConfig, finished) -> bool:
   """The profile's skip rule: some finished run of the same group and model (any lr, schedule,
   seed) at a smaller depth reached max_len >= 100."""
-  return any(c.depth < cfg.depth and c.task == cfg.task and s.get("status") == "done"
-             and s.get("max_len", 0) >= EXTRAPOLATES
-             and c.replace(depth=cfg.depth, lr=cfg.lr, schedule=cfg.schedule, seed=cfg.seed) == cfg
-             for c, s in finished)
+  return _shallower_succeeded(cfg, finished, lambda s: s.get("status") == "done"
+                              and s.get("max_len", 0) >= EXTRAPOLATES)
+
+
+def shallower_modelled(cfg: TrainConfig, finished) -> bool:
+  """The languages' skip rule: as the profile's, with the language table's success (flip-flop:
+  accuracy after reads above 0.9, which max_len over every position does not see)."""
+  return _shallower_succeeded(cfg, finished, lambda s: language_table.score(s)[1])
 
 
 # The formal-language seed's experiment at CPU scale (paper 003): every named language's
@@ -326,7 +337,7 @@ SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "p
                               skip=verdict_not_on_one_run), "smoke": Sweep(smoke, "cpu"),
           "smoke_p": Sweep(smoke_p, "cpu"),
           "languages": Sweep(languages_sweep, "cpu", stage=lambda c: c.depth,
-                             skip=shallower_extrapolated),
+                             skip=shallower_modelled),
           "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu"),
           "profile": Sweep(profile, "profile_cpu", stage=lambda c: c.depth,
                            skip=shallower_extrapolated),

@@ -143,3 +143,24 @@ def test_a_language_is_scored_on_every_phase_not_one_position_per_grid_length():
   acc = evaluation.on_grid(even_only, task.acc_window)
   assert set(acc.values()) == {0.5}, acc
   assert evaluation.max_len(acc) == 0
+
+
+def test_flipflop_rows_score_the_reads_and_depth_2_trains_where_reads_failed():
+  """Every flip-flop run reached max_len 1000 over all positions while its reads were at chance
+  (sparse: reads are 1% of positions): the table and the sweep's depth staging must use reads."""
+  import dataclasses
+  from launch import sweeps
+  from ssm_bench import language_table
+  from ssm_bench.config import TrainConfig
+  cfg = TrainConfig(task="lang-flipflop_sparse", model="mamba", preset="cpu")
+  chance = {"config": dataclasses.asdict(cfg), "status": "done", "max_len": 1000,
+            "event_acc": {"after_read": 0.59}}
+  md = language_table.markdown(language_table.language_data([chance]))
+  assert "0.59 (0/1)" in md, md
+  deeper = cfg.replace(depth=2)
+  assert not sweeps.shallower_modelled(deeper, [(cfg, chance)]), "depth 2 skipped on max_len"
+  solved = {**chance, "event_acc": {"after_read": 0.97}}
+  assert sweeps.shallower_modelled(deeper, [(cfg, solved)])
+  group = TrainConfig(task="lang-parity", model="mamba", preset="cpu")
+  assert sweeps.shallower_modelled(group.replace(depth=2), [(group, {
+      "config": dataclasses.asdict(group), "status": "done", "max_len": 1000})])
