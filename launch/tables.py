@@ -114,7 +114,7 @@ def render(data: dict) -> dict:
         "max_len, (runs that reach 100 / runs), then the theory's verdict for the layer's "
         "class.", "", tables.markdown_extended(ext)])
   if data["languages"]:
-    files["languages.md"] = "\n".join(["# Formal languages (paper 003)", "",
+    files["languages.md"] = "\n".join(["# Formal languages (Sarrof et al. 2024)", "",
                                         language_table.INTRO, "",
                                         language_table.markdown(data["languages"]), ""])
   if data["profile"]:

@@ -100,8 +100,8 @@ def write_examples(rs, out_dir: str) -> list[str]:
     return []
   first = {}
   for s in sorted(rs.good, key=lambda s: (s["config"]["seed"], s["run"])):
-    if "example" in s:
-      c = s["config"]
+    c = s["config"]
+    if "example" in s and c["task"] == "offset":  # flip-flop languages store one too
       first.setdefault((c["task"], c["model"], c["depth"]), s)
   written = []
   for (task, model, depth), s in sorted(first.items()):

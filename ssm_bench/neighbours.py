@@ -176,8 +176,10 @@ def offset_data(summaries) -> dict:
   """{stack: {stream: {"all" or event: [accuracy of each run]}}} for runs with event accuracies."""
   out = {}
   for s in summaries:
+    if s["config"]["task"] != "offset":  # flip-flop languages store event accuracies too
+      continue
     streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
-    if s.get("status") == "diverged" and s["config"]["task"] == "offset":
+    if s.get("status") == "diverged":
       streams = {name: {} for name in task_registry.get_task("offset").eval_streams}
     elif "event_acc" not in s:
       continue

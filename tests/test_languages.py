@@ -164,3 +164,14 @@ def test_flipflop_rows_score_the_reads_and_depth_2_trains_where_reads_failed():
   group = TrainConfig(task="lang-parity", model="mamba", preset="cpu")
   assert sweeps.shallower_modelled(group.replace(depth=2), [(group, {
       "config": dataclasses.asdict(group), "status": "done", "max_len": 1000})])
+
+
+def test_flipflop_runs_stay_out_of_the_offset_table_and_its_figures():
+  """Flip-flop summaries carry event accuracies and an example like offset runs do."""
+  import dataclasses
+  from ssm_bench import neighbours
+  from ssm_bench.config import TrainConfig
+  run = {"config": dataclasses.asdict(TrainConfig(task="lang-flipflop_sparse", model="mamba")),
+         "status": "done", "eval_stream": "walk", "acc_per_position": [1.0],
+         "event_acc": {"after_read": 0.6}}
+  assert neighbours.offset_data([run]) == {}
