@@ -35,6 +35,87 @@ def local(groups, progress=None, **_) -> int:
   return failures
 
 
+def core_slices(cores: list[int], workers: int) -> list[list[int]]:
+  """The CPU cores of each worker: disjoint and as even as possible; with more workers than
+  cores, workers share cores round-robin (each then gets one)."""
+  if workers >= len(cores):
+    return [[cores[i % len(cores)]] for i in range(workers)]
+  return [cores[i::workers] for i in range(workers)]
+
+
+def cpu_worker_env(threads: int, base: dict | None = None) -> dict:
+  """A CPU worker's environment: jax on the CPU with `threads` XLA threads. One thread per
+  process is what makes several processes pay: on 2 cores a lone sweep spent half its CPU time
+  in the kernel (XLA's thread pool synchronising on tiny ops; results/bench/README.md)."""
+  env = dict(os.environ if base is None else base)
+  xla = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(
+      ("--xla_cpu_multi_thread_eigen", "--intra_op_parallelism_threads",
+       "intra_op_parallelism_threads"))]
+  if threads == 1:
+    xla.append("--xla_cpu_multi_thread_eigen=false")
+  xla.append(f"intra_op_parallelism_threads={threads}")
+  env.update(XLA_FLAGS=" ".join(xla), JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
+  return env
+
+
+def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_) -> int:
+  """Train up to `workers` groups at a time, each in a fresh CPU process (launch/worker.py)
+  pinned to its own cores with as many XLA threads; returns the number of failed groups.
+  Groups finish in any order, into the same run directories as `local`. A worker killed by a
+  signal leaves its runs unfinished (the next launch resumes them) and counts as failed; a run
+  directory holding another run stops the sweep, as in `local`."""
+  import json
+  import subprocess
+  import time
+  from launch import watchdog
+  from launch import worker
+  from ssm_bench import runs
+  cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(
+      range(os.cpu_count() or 1))
+  free = core_slices(cores, workers)
+  queue, running, failures = list(groups), {}, 0
+
+  def start(cfgs, dirs, slot):
+    env = {**cpu_worker_env(len(slot)), worker.CORES_ENV: ",".join(map(str, slot))}
+    proc = subprocess.Popen([sys.executable, "-m", "launch.worker"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    proc.stdin.write(json.dumps({"configs": [dataclasses.asdict(c) for c in cfgs],
+                                 "dirs": [os.path.abspath(d) for d in dirs]}))
+    proc.stdin.close()
+    return proc
+
+  try:
+    while queue or running:
+      while queue and free:
+        cfgs, dirs = queue.pop(0)
+        slot = free.pop(0)
+        running[start(cfgs, dirs, slot)] = (slot, runs.unfinished(dirs))
+        watchdog.beat()
+      time.sleep(poll_s)
+      for proc in [p for p in running if p.poll() is not None]:
+        slot, n = running.pop(proc)
+        free.append(slot)
+        out = proc.stdout.read()
+        proc.stdout.close()
+        if proc.returncode == 2 and "run_error" in out:
+          raise runs.RunError(json.loads(out.strip().splitlines()[-1])["run_error"])
+        if proc.returncode == 130 or proc.returncode == -2:
+          raise KeyboardInterrupt
+        failures += proc.returncode != 0
+        if progress:
+          progress.group_done(n)
+  finally:  # Ctrl-C or an error: stop the workers (their checkpoints stay for the next launch)
+    for proc in running:
+      proc.send_signal(2)
+    for proc in running:
+      try:
+        proc.wait(timeout=30)
+      except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+  return failures
+
+
 def worker_env(gpus_per_group: float) -> dict:
   """Environment of a Ray worker, set before it imports jax (hence runtime_env, not os.environ).
   A worker with a share of a GPU preallocates that share of its memory (JAX's default BFC

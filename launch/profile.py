@@ -36,6 +36,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (d
                                "runs/profile).")
 _OUT = flags.DEFINE_string("out", None, "Where the report and figure go (default: the workdir).")
 _EXECUTOR = flags.DEFINE_enum("executor", "local", ["local", "ray"], "Where groups run.")
+_WORKERS = flags.DEFINE_integer("workers", 1, "Local executor on a CPU: groups trained at a "
+                               "time, each in its own single-threaded process (e.g. 2 on 2 "
+                               "cores).", lower_bound=1)
 _DRY = flags.DEFINE_bool("dry_run", False, "List the runs; train nothing, write no report.")
 _REPORT = flags.DEFINE_bool("report_only", False, "Write the report from the finished runs; "
                             "train nothing.")
@@ -94,7 +97,8 @@ def main(argv):
     raise common.UsageError(str(e)) from None
   if not _REPORT.value:
     args = ["--sweep=profile", f"--preset={protocol}", f"--config.model={model}",
-            f"--workdir={workdir}", f"--only={only}", f"--executor={_EXECUTOR.value}"]
+            f"--workdir={workdir}", f"--only={only}", f"--executor={_EXECUTOR.value}",
+            f"--workers={_WORKERS.value}"]
     args += [f"--config.plugins={common.PLUGINS.value}"] if common.PLUGINS.value else []
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value

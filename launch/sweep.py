@@ -36,6 +36,10 @@ _EXECUTOR = flags.DEFINE_enum("executor", "local", list(executors.EXECUTORS), "W
 _GPUS = flags.DEFINE_float("gpus_per_group", None, "Ray: GPUs per group task (default: 1 where "
                            "the cluster has GPUs, else 0); a fraction shares a GPU, each worker "
                            "taking that fraction of its memory.", lower_bound=0.0)
+_WORKERS = flags.DEFINE_integer("workers", 1, "Local executor on a CPU: train this many groups "
+                               "at a time, each in its own process pinned to its share of the "
+                               "cores with as many XLA threads (e.g. 2 on 2 cores); 1: one group "
+                               "at a time in this process.", lower_bound=1)
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Ray: cluster address (default: local).")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
@@ -182,6 +186,8 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
+  if _WORKERS.value > 1 and _EXECUTOR.value != "local":
+    raise common.UsageError("--workers is for the local executor (Ray runs a task per group)")
   if _EXECUTOR.value == "ray" and not _DRY.value:
     # The driver only plans and waits: it must not start a GPU backend (jax would preallocate
     # most of every visible GPU in it, under the workers' feet). Budgets and estimates are made
@@ -245,6 +251,11 @@ def main(argv):
   elif budget:
     groups = fit_to_memory(groups, budget)
   check_workdir(workdir)
+  if _WORKERS.value > 1:
+    import jax
+    if jax.default_backend() != "cpu":  # workers are CPU processes
+      raise common.UsageError(f"--workers trains on the CPU, and this machine has a "
+                              f"{jax.default_backend()}: leave it at 1 (or use --executor=ray)")
   from ssm_bench import runs
   todo = [(c, d) for c, d in groups
           if any((runs.read_summary(x) or {}).get("status") not in runs.FINISHED for x in d)]
@@ -263,8 +274,10 @@ def main(argv):
         skipped += runs_dropped
         bar.drop(groups_dropped, runs_dropped)
       if stage:  # (a stage the skips emptied starts no executor)
-        failures += executors.EXECUTORS[_EXECUTOR.value](
-            stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value)
+        execute = (executors.processes if _WORKERS.value > 1
+                   else executors.EXECUTORS[_EXECUTOR.value])
+        failures += execute(stage, progress=bar, gpus_per_group=_GPUS.value,
+                            address=_RAY_ADDRESS.value, workers=_WORKERS.value)
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
   finally:

@@ -34,7 +34,7 @@ def supervised() -> bool:
   return ENV in os.environ
 
 
-def _die_with_parent():
+def die_with_parent():
   """In the child: SIGKILL when the supervisor dies (Linux), so killing the sweep kills it all."""
   try:
     import ctypes
@@ -84,7 +84,7 @@ def supervise(args: list[str], stall_s: float, restarts: int = 5) -> int:
     for attempt in range(restarts + 1):
       os.utime(path)
       child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args], env=env,
-                               preexec_fn=_die_with_parent)
+                               preexec_fn=die_with_parent)
       while True:
         try:
           return child.wait(timeout=poll)

@@ -117,7 +117,7 @@ def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
 
 def test_example_layer_through_every_entry_point(tmp_path):
   """examples/rotation.py, nothing in the package edited: train, a sweep under the watchdog
-  (the re-exec), tables, TensorBoard and the profile report, all from --plugins (Ray workers:
+  (the re-exec) with worker processes, tables, TensorBoard and the profile report, all from --plugins (Ray workers:
   test_sweep.py's Ray test runs the same layer)."""
   work = tmp_path / "runs"
   p = run("launch.train", "--plugins=examples.rotation", "--model=rotation", "--task=C3",
@@ -126,7 +126,8 @@ def test_example_layer_through_every_entry_point(tmp_path):
   assert json.load(open(work / "one" / "config.json"))["plugins"] == "examples.rotation"
   assert any(n.startswith("events.out.tfevents") for n in os.listdir(work / "one"))
   p = run("launch.profile", "--plugins=examples.rotation", "--model=rotation", "--preset=tiny",
-          "--groups=C2,S3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet")
+          "--groups=C2,S3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet",
+          "--workers=2")  # each group in a worker process: the plugin must load there too
   assert p.returncode == 0, p.stderr[-2000:]
   report = open(tmp_path / "profile_profile_tiny_rotation.md").read()
   assert "unit_modulus_diagonal" in report and "| S3 | 6 |" in report, report

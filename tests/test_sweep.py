@@ -86,13 +86,33 @@ def run_sweep(*args):
                         text=True, timeout=600)
 
 
-def test_cli_rerun_of_finished_sweep_trains_nothing(tmp_path):
-  first = run_sweep("--sweep=tiny", f"--workdir={tmp_path}")
+@pytest.fixture(scope="module")
+def tiny_local(tmp_path_factory):
+  """The tiny sweep trained once by the local executor: the reference other executors match."""
+  d = tmp_path_factory.mktemp("tiny_local")
+  executors.local(sweep.plan("tiny", str(d)))
+  return d
+
+
+def _same_results(reference, other, what):
+  for name in os.listdir(reference):
+    a, b = runs.read_summary(os.path.join(reference, name)), runs.read_summary(
+        os.path.join(other, name))
+    assert b is not None, f"{what} did not finish {name}"
+    for key in ("status", "max_len", "acc_curve", "seq_acc_curve", "steps", "final_loss"):
+      assert a[key] == b[key], f"{name}: {key} differs between the local executor and {what}"
+
+
+def test_cli_workers_train_as_in_process_and_a_rerun_trains_nothing(tmp_path, tiny_local):
+  """--workers=2: each group in its own single-threaded process, same numbers as one process
+  (measured: bit-identical on CPU); then a plain relaunch finds every run finished."""
+  first = run_sweep("--sweep=tiny", f"--workdir={tmp_path}", "--workers=2")
   assert first.returncode == 0, first.stderr
   assert "| C2 |" in first.stdout, "the sweep should end with its table"
+  _same_results(tiny_local, tmp_path, "--workers=2")
   mtimes = {p: os.path.getmtime(os.path.join(tmp_path, p, "summary.json")) for p in os.listdir(tmp_path)}
   second = run_sweep("--sweep=tiny", f"--workdir={tmp_path}")
-  assert second.returncode == 0 and "2 groups already finished" in second.stdout
+  assert second.returncode == 0 and "2 groups already finished" in second.stdout, second.stdout
   assert mtimes == {p: os.path.getmtime(os.path.join(tmp_path, p, "summary.json")) for p in mtimes}
 
 
@@ -163,13 +183,31 @@ def _ray_plans_memory_splits_on_a_worker(groups):
     raise AssertionError(f"a run larger than the budget was planned: {split}")
 
 
-def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path):
+def test_worker_processes_get_disjoint_cores_and_single_threaded_xla():
+  assert executors.core_slices([0, 1], 2) == [[0], [1]]
+  assert executors.core_slices([0, 1, 2, 3], 2) == [[0, 2], [1, 3]]
+  assert executors.core_slices([0, 1], 3) == [[0], [1], [0]], "more workers than cores share"
+  env = executors.cpu_worker_env(1, {"XLA_FLAGS": "--xla_foo=1 intra_op_parallelism_threads=8"})
+  assert env["XLA_FLAGS"].split() == ["--xla_foo=1", "--xla_cpu_multi_thread_eigen=false",
+                                      "intra_op_parallelism_threads=1"], env["XLA_FLAGS"]
+  assert env["JAX_PLATFORMS"] == "cpu"
+
+
+def test_worker_processes_stop_the_sweep_on_a_directory_holding_another_run(tmp_path, tiny_local):
+  groups = sweep.plan("tiny", str(tmp_path))
+  import shutil  # the first run's directory now holds another run's summary
+  other = sorted(os.listdir(tiny_local))[-1]
+  shutil.copytree(os.path.join(tiny_local, other), groups[0][1][0])
+  with pytest.raises(runs.RunError, match="already holds a different run"):
+    executors.processes(groups[:1], workers=2)
+
+
+def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path, tiny_local):
   """One Ray instance for three behaviours: memory planned on a worker, the same summaries as
   the local executor, and a plugin layer (examples/rotation.py, recorded in its runs' config)
   found on the workers."""
   pytest.importorskip("ray")
-  local_dir, ray_dir = tmp_path / "local", tmp_path / "ray"
-  executors.local(sweep.plan("tiny", str(local_dir)))
+  ray_dir = tmp_path / "ray"
   plugin = sweep.plan("profile", str(tmp_path / "plugin"), only=r"^C2-rotation-L1-",
                       preset="profile_tiny",
                       overrides={"model": "rotation", "plugins": "examples.rotation"})
@@ -183,11 +221,7 @@ def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path
     import ray
     ray.shutdown()
   assert failures == 0
-  for name in os.listdir(local_dir):
-    a, b = runs.read_summary(local_dir / name), runs.read_summary(ray_dir / name)
-    assert b is not None, f"ray did not finish {name}"
-    for key in ("status", "max_len", "acc_curve", "seq_acc_curve", "steps", "final_loss"):
-      assert a[key] == b[key], f"{name}: {key} differs between executors"
+  _same_results(tiny_local, ray_dir, "ray")
   for _, dirs in plugin:
     for d in dirs:
       assert runs.read_summary(d)["status"] == "done", f"{d}: the plugin layer did not run on Ray"
@@ -300,10 +334,12 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
     assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
 
 
-def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path):
+def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path, tiny_local):
   """log_every, checkpoint_every and eval_chunk are execution, not identity: same run names, and
   the finished runs are kept as they are."""
-  executors.local(sweep.plan("tiny", str(tmp_path)))
+  import shutil
+  tmp_path = tmp_path / "runs"
+  shutil.copytree(tiny_local, tmp_path)
   before = {d: runs.read_summary(d)["finished_at"] for _, ds in sweep.plan("tiny", str(tmp_path))
             for d in ds}
   again = sweep.plan("tiny", str(tmp_path), overrides={"checkpoint_every": 20, "log_every": 20,

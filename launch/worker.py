@@ -1,0 +1,53 @@
+"""Train one shape group in a fresh process: the worker of the local executor's `--workers`.
+
+  python -m launch.worker < group.json     # {"configs": [TrainConfig as a dict], "dirs": [...]}
+
+The parent (executors.processes) sets this process's XLA threads and CPU cores before jax is
+imported, which is why a group gets a process of its own. Exit status 0: the group trained
+(finished runs are skipped as in any launch); 1: it failed, and its summaries say so; 2: the
+run directory holds another run (a JSON line on stdout says which), which stops the sweep.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+CORES_ENV = "SSM_BENCH_WORKER_CORES"  # the CPU cores this worker is pinned to, "0,2"
+
+
+def main() -> int:
+  # Pinned and tied to the parent here, before jax starts its threads (a preexec_fn would run
+  # in the forked copy of a multithreaded parent).
+  cores = os.environ.get(CORES_ENV)
+  if cores and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {int(c) for c in cores.split(",")})
+  from launch import watchdog
+  watchdog.die_with_parent()
+  job = json.load(sys.stdin)
+  # stdout is the parent's pipe for the one JSON line below; anything else printed goes to stderr
+  report = os.fdopen(os.dup(1), "w")
+  os.dup2(2, 1)
+  from launch import common
+  from ssm_bench import plugins
+  from ssm_bench import runs
+  from ssm_bench.config import TrainConfig
+  common.enable_compilation_cache()
+  cfgs = [TrainConfig(**c) for c in job["configs"]]
+  for c in cfgs:
+    plugins.load(c.plugins)  # a plugin's layers register in this process too
+  try:
+    runs.train_group(cfgs, job["dirs"], progress=lambda _: watchdog.beat())
+  except runs.RunError as e:  # not the group's failure but the sweep's: the parent stops
+    print(json.dumps({"run_error": str(e)}), file=report, flush=True)
+    return 2
+  except KeyboardInterrupt:
+    return 130
+  except Exception:  # recorded as 'failed' in each run's summary by train_group
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
