@@ -30,6 +30,7 @@ from launch import bench_projection
 from launch import bench_tiles
 from launch import bench_precision
 from launch import bench_profile
+from launch import bench_workers
 from launch import common
 from launch.timing import interleaved
 from launch.timing import prepare
@@ -55,8 +56,13 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "Which benchmarks to run; also 'projection' (device-hours of "
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
                               "kernel's tile sizes; GPU only), 'profile' (a profiler trace of "
-                              "training steps by kind of op, at --profile_k) and 'precision' "
-                              "(a step in float32 vs TF32 matmuls).")
+                              "training steps by kind of op, at --profile_k), 'precision' "
+                              "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
+                              "in one process vs --bench_workers processes).")
+_WORKERS = flags.DEFINE_list("bench_workers", ["1", "2"], "workers: the worker counts to "
+                             "time (1: in this process, as a sweep's default).")
+_WORKERS_STEPS = flags.DEFINE_integer("bench_workers_steps", 1000, "workers: steps per run.",
+                                      lower_bound=1)
 _PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile: vmapped group sizes.")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
@@ -351,9 +357,11 @@ def main(argv):
     if unknown:
       raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from "
                               f"{', '.join(valid)}")
-  bad_k = [k for k in _TM_K.value + _PROFILE_K.value if not (k.isdigit() and int(k) >= 1)]
+  bad_k = [k for k in _TM_K.value + _PROFILE_K.value + _WORKERS.value
+           if not (k.isdigit() and int(k) >= 1)]
   if bad_k:
-    raise common.UsageError(f"--train_many_k: {', '.join(bad_k)}; choose from positive integers")
+    raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(bad_k)}; "
+                            "choose from positive integers")
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value,
          "sizes": sizes()}
@@ -369,6 +377,9 @@ def main(argv):
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(
                  step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value),
+             "workers": lambda: bench_workers.bench_workers(
+                 names if flags.FLAGS["models"].present else ["mamba"],
+                 [int(n) for n in _WORKERS.value], steps=_WORKERS_STEPS.value),
              "projection": lambda: bench_projection.bench_projection(
                  _REPS.value, _PROJ_SWEEPS.value, k_sample=_K_SAMPLE.value,
                  models=set(names) if flags.FLAGS["models"].present else None)}

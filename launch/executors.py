@@ -44,23 +44,22 @@ def core_slices(cores: list[int], workers: int) -> list[list[int]]:
 
 
 def cpu_worker_env(threads: int, base: dict | None = None) -> dict:
-  """A CPU worker's environment: jax on the CPU with `threads` XLA threads. One thread per
-  process is what makes several processes pay: on 2 cores a lone sweep spent half its CPU time
-  in the kernel (XLA's thread pool synchronising on tiny ops; results/bench/README.md)."""
+  """A CPU worker's environment: jax on the CPU, single-threaded XLA when it has one core. One
+  thread per process is what makes several processes pay: on 2 cores a lone sweep spent half its
+  CPU time in the kernel (XLA's thread pool synchronising on tiny ops; results/bench/README.md).
+  With more cores a worker keeps XLA's threads, bounded by the cores it is pinned to."""
   env = dict(os.environ if base is None else base)
-  xla = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(
-      ("--xla_cpu_multi_thread_eigen", "--intra_op_parallelism_threads",
-       "intra_op_parallelism_threads"))]
+  xla = [f for f in env.get("XLA_FLAGS", "").split()
+         if not f.startswith("--xla_cpu_multi_thread_eigen")]
   if threads == 1:
     xla.append("--xla_cpu_multi_thread_eigen=false")
-  xla.append(f"intra_op_parallelism_threads={threads}")
   env.update(XLA_FLAGS=" ".join(xla), JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
   return env
 
 
 def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_) -> int:
   """Train up to `workers` groups at a time, each in a fresh CPU process (launch/worker.py)
-  pinned to its own cores with as many XLA threads; returns the number of failed groups.
+  pinned to its own cores; returns the number of failed groups.
   Groups finish in any order, into the same run directories as `local`. A worker killed by a
   signal leaves its runs unfinished (the next launch resumes them) and counts as failed; a run
   directory holding another run stops the sweep, as in `local`."""

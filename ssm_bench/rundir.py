@@ -118,6 +118,9 @@ def environment() -> dict:
           "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
           # what a config's matmul_precision "default" defers to (None: the backend's choice)
           "jax_matmul_precision": jax.config.jax_default_matmul_precision,
+          # XLA's options, e.g. a sweep worker's single-threaded CPU (its float32 sums are
+          # ordered otherwise: the same run differs in the 7th digit from a multi-threaded one)
+          "xla_flags": os.environ.get("XLA_FLAGS", ""),
           "git_revision": rev}
 
 
