@@ -127,7 +127,7 @@ def language(name: str, membership: bool = False) -> Task:
   membership of each prefix; streams are walks that stay inside the language's prefixes."""
   if name in counter_languages.LANGUAGES:
     return _counter_language(name, membership)
-  base, weights = languages.VARIANTS.get(name, (name, None))
+  base, walk_args = languages.VARIANTS.get(name, (name, {}))
   if base not in languages.LANGUAGES:
     raise languages.LanguageError(f"unknown language {name!r}; choose from "
                                   f"{', '.join(language_names())}")
@@ -135,7 +135,7 @@ def language(name: str, membership: bool = False) -> Task:
   table, images = languages.monoid_table(dfa)
   labels = (np.array([int(q in dfa.accept) for q in range(dfa.num_states)], np.int32)
             if membership else languages.next_sets(dfa))
-  walk = languages.walk_sampler(dfa, weights)
+  walk = languages.walk_sampler(dfa, **walk_args)
   events = None
   if "r" in dfa.alphabet and base == "flipflop_language":
     read = dfa.alphabet.index("r")  # the position of a read predicts the bit it must return

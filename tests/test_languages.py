@@ -175,3 +175,23 @@ def test_flipflop_runs_stay_out_of_the_offset_table_and_its_figures():
          "status": "done", "eval_stream": "walk", "acc_per_position": [1.0],
          "event_acc": {"after_read": 0.6}}
   assert neighbours.offset_data([run]) == {}
+
+
+def _longest_block(row) -> int:
+  import numpy as np
+  changes = np.flatnonzero(np.diff(row) != 0)
+  return int(np.diff(np.concatenate([[-1], changes, [len(row) - 1]])).max())
+
+
+def test_tomita3_blocks_stream_has_blocks_longer_than_training_shows():
+  """Tomita 3 needs the parity of whole blocks: the plain walk's blocks stay below 33 in 1000
+  symbols (a bounded counter passes), the tomita3_blocks stream's reach past the training length."""
+  import jax
+  import numpy as np
+  from tasks import registry
+  longest = {}
+  for name in ("tomita3", "tomita3_blocks"):
+    tokens, _ = registry.get_task(f"lang-{name}").sample(jax.random.PRNGKey(0), 64, 1000)
+    longest[name] = np.median([_longest_block(r) for r in np.asarray(tokens)])
+  assert longest["tomita3"] <= 32, longest
+  assert longest["tomita3_blocks"] > 60, f"blocks no longer than training lengths: {longest}"
