@@ -20,6 +20,7 @@ from absl import flags
 
 from launch import common
 from launch import config_flags
+from launch import watchdog
 from ssm_bench import config
 from ssm_bench import tracking_profile
 
@@ -104,7 +105,11 @@ def main(argv):
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
     # fork-then-exec at once: jax's warning about forking a threaded process does not apply
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-    rc = subprocess.call([sys.executable, "-m", "launch.sweep", *args])
+    child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args])
+    try:
+      rc = child.wait()
+    except KeyboardInterrupt:  # a SIGINT sent to this process alone: stop the sweep as Ctrl-C
+      sys.exit(watchdog.stop(child))  # (the sweep printed the interrupted line)
     if rc or _DRY.value:
       sys.exit(rc)
   written = write_report(workdir, _OUT.value or workdir, model, protocol)

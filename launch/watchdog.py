@@ -55,7 +55,7 @@ def exit_like(rc: int):
   sys.exit(rc)
 
 
-def _stop(child) -> int:
+def stop(child) -> int:
   """Ctrl-C reached this process. A terminal's Ctrl-C reaches the child too and it stops cleanly
   (status 130); a SIGINT sent to this process alone is passed on. A child still running
   STOP_GRACE_S later never acted on its SIGINT (results/pilots.md, "Incidents") and is
@@ -91,7 +91,7 @@ def supervise(args: list[str], stall_s: float, restarts: int = 5) -> int:
         except subprocess.TimeoutExpired:
           pass
         except KeyboardInterrupt:
-          return _stop(child)
+          return stop(child)
         if time.time() - os.path.getmtime(path) > stall_s:
           child.kill()
           child.wait()

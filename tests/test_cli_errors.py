@@ -120,6 +120,23 @@ def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
   _assert_interrupted(proc, err)
 
 
+def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
+  """launch.profile runs the sweep as a child: a SIGINT sent to the profile process only (not
+  its process group) still stops the sweep, with the one line and 130, and leaves no process."""
+  import signal
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
+       "--depths=1", f"--workdir={tmp_path}", "--config.steps=1000000", "--quiet"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  proc.stdout.readline()  # the sweep's plan line: the child is training
+  proc.send_signal(signal.SIGINT)
+  _, err = proc.communicate(timeout=120)
+  _assert_interrupted(proc, err)
+  left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
+  assert not left.strip(), f"the sweep still runs after the profile stopped: pids {left.split()}"
+
+
 def _assert_interrupted(proc, err):
   lines = [l for l in err.splitlines() if l.strip()]
   assert proc.returncode == 130, f"exit {proc.returncode}; stderr:\n{err[-1500:]}"
