@@ -1,7 +1,7 @@
 """A layer's state-tracking profile in one command: train it over the profile's groups and depths,
 then write a Markdown report and a heatmap beside the theory's prediction for its class.
 
-  python -m launch.profile --model=negmamba                       # CPU scale, about 30 min
+  python -m launch.profile --model=negmamba --workers=2            # CPU scale: hours on 2 cores
   python -m launch.profile --plugins=examples.rotation --model=rotation
   python -m launch.profile --model=aussm --preset=paper --executor=ray   # the GPU protocol
 
@@ -27,7 +27,8 @@ from ssm_bench import tracking_profile
 _MODEL = flags.DEFINE_string("model", None, "The layer to profile (a registered or plugged-in "
                              "name; one layer, repeated at each depth).")
 _PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
-                            "cpu: 2 CPU cores, about 30 min for a small layer; paper: for a GPU; "
+                            "cpu: CPU sizes (depth 1 of a small layer: 33-65 min on 2 cores, "
+                            "deeper stacks more); paper: for a GPU; "
                             "tiny: seconds, for trying it out.")
 _GROUPS = flags.DEFINE_list("groups", list(tracking_profile.GROUPS), "A subset of the profile's "
                             "groups.")
