@@ -58,7 +58,7 @@ def bench_workers(models, workers=(1, 2), steps: int = 1000) -> list[dict]:
         groups = [(cfgs, [os.path.join(work, runs.run_name(c)) for c in cfgs])
                   for cfgs in cfg_groups]
         t = time.perf_counter()
-        failed = (executors.local(groups) if n == 1 else executors.processes(groups, workers=n))
+        failed = executors.local(groups, workers=n)
         walls[n] = time.perf_counter() - t
         results[n] = {}
         for _, dirs in groups:

@@ -14,9 +14,12 @@ class ExecutorUnavailable(RuntimeError):
   """The executor's dependency is missing; the message says how to install it."""
 
 
-def local(groups, progress=None, **_) -> int:
-  """Train groups one after another in this process; returns the number of failed groups.
-  `progress` is a launch.progress.Progress (or None)."""
+def local(groups, progress=None, workers: int = 1, **_) -> int:
+  """Train groups one after another in this process, or with workers > 1 that many at a time in
+  worker processes (`processes`); returns the number of failed groups. `progress` is a
+  launch.progress.Progress (or None)."""
+  if workers > 1:
+    return processes(groups, progress, workers)
   from ssm_bench import runs
   failures = 0
   for cfgs, dirs in groups:
@@ -64,6 +67,7 @@ def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_)
   signal leaves its runs unfinished (the next launch resumes them) and counts as failed; a run
   directory holding another run stops the sweep, as in `local`."""
   import json
+  import signal
   import subprocess
   import time
   from launch import watchdog
@@ -98,14 +102,14 @@ def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_)
         proc.stdout.close()
         if proc.returncode == 2 and "run_error" in out:
           raise runs.RunError(json.loads(out.strip().splitlines()[-1])["run_error"])
-        if proc.returncode == 130 or proc.returncode == -2:
+        if proc.returncode in (130, -signal.SIGINT):
           raise KeyboardInterrupt
         failures += proc.returncode != 0
         if progress:
           progress.group_done(n)
   finally:  # Ctrl-C or an error: stop the workers (their checkpoints stay for the next launch)
     for proc in running:
-      proc.send_signal(2)
+      proc.send_signal(signal.SIGINT)
     for proc in running:
       try:
         proc.wait(timeout=30)

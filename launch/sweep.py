@@ -38,8 +38,8 @@ _GPUS = flags.DEFINE_float("gpus_per_group", None, "Ray: GPUs per group task (de
                            "taking that fraction of its memory.", lower_bound=0.0)
 _WORKERS = flags.DEFINE_integer("workers", 1, "Local executor on a CPU: train this many groups "
                                "at a time, each in its own process pinned to its share of the "
-                               "cores with as many XLA threads (e.g. 2 on 2 cores); 1: one group "
-                               "at a time in this process.", lower_bound=1)
+                               "cores (single-threaded XLA on one core; e.g. 2 on 2 cores); 1: "
+                               "one group at a time in this process.", lower_bound=1)
 _RAY_ADDRESS = flags.DEFINE_string("ray_address", None, "Ray: cluster address (default: local).")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
@@ -274,10 +274,9 @@ def main(argv):
         skipped += runs_dropped
         bar.drop(groups_dropped, runs_dropped)
       if stage:  # (a stage the skips emptied starts no executor)
-        execute = (executors.processes if _WORKERS.value > 1
-                   else executors.EXECUTORS[_EXECUTOR.value])
-        failures += execute(stage, progress=bar, gpus_per_group=_GPUS.value,
-                            address=_RAY_ADDRESS.value, workers=_WORKERS.value)
+        failures += executors.EXECUTORS[_EXECUTOR.value](
+            stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value,
+            workers=_WORKERS.value)
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
   finally:
