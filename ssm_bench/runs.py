@@ -185,10 +185,11 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
   with _sigint_after():
     _close(managers)
   _evaluate_and_summarise(trainer, cfgs, dirs, writers, jax.device_get(
-      {k: state[k] for k in ("step", "length", "diverged_at")}), state["params"], train_s, t0)
+      {k: state[k] for k in ("step", "length", "diverged_at")}), state["params"], train_s, t0,
+      start)
 
 
-def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s, t0):
+def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s, t0, start):
   """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
   cfg = cfgs[0]
   t_eval = time.time()
@@ -221,7 +222,10 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
     reached = int(final["length"][k])
     common = {"steps": int(final["step"][k]), "final_train_length": reached,
               "final_train_acc": last.get("acc"), "final_loss": last.get("loss"),
-              "train_time_s": round(train_s, 3), "group_size": len(cfgs),
+              # train_time_s is this launch's: a run resumed at its last step (re-scored from its
+              # checkpoint) spent ~0 s here, and resumed_from_step says so
+              "train_time_s": round(train_s, 3), "resumed_from_step": int(start),
+              "group_size": len(cfgs),
               # the program's members, in order: what a bit-identical rerun needs (README,
               # "What is reproducible")
               "group_runs": [os.path.basename(os.path.normpath(x)) for x in dirs],

@@ -65,6 +65,8 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   lines = [json.loads(l)["step"] for l in open(os.path.join(killed, "metrics.jsonl"))]
   assert lines == [10, 20, 30, 40], "metric lines were duplicated or lost on resume"
   assert runs.read_summary(full)["acc_curve"] == runs.read_summary(killed)["acc_curve"]
+  assert (runs.read_summary(full)["resumed_from_step"], runs.read_summary(killed)[
+      "resumed_from_step"]) == (0, 20), "the summary must say from which checkpoint it resumed"
 
 
 def test_planted_nan_is_recorded_as_diverged(tmp_path, monkeypatch):
