@@ -168,8 +168,9 @@ def delta(p, v, n_h):
   return dense(p["o"], np.einsum("btnm,btn->btm", S, q)) + p["D"] * v
 
 
-def attention(p, v, heads=2, rotary=False):
-  """Causal softmax attention, head by head and query by query."""
+def attention(p, v, heads=2, rotary=False, sink=False):
+  """Causal softmax attention, head by head and query by query; with sink, one more key and
+  value per head ahead of the sequence."""
   dh = D // heads
   q, k, val = (dense(p[n], v).reshape(B_, T, heads, dh) for n in ("q", "k", "v"))
   if rotary:
@@ -182,10 +183,14 @@ def attention(p, v, heads=2, rotary=False):
     q, k = rot(q), rot(k)
   y = np.zeros((B_, T, heads, dh))
   for t in range(T):
-    logits = np.einsum("bhd,bshd->bhs", q[:, t], k[:, :t + 1]) / np.sqrt(dh)
+    keys, vals = k[:, :t + 1], val[:, :t + 1]
+    if sink:
+      keys = np.concatenate([np.broadcast_to(p["sink_k"], (B_, 1, heads, dh)), keys], 1)
+      vals = np.concatenate([np.broadcast_to(p["sink_v"], (B_, 1, heads, dh)), vals], 1)
+    logits = np.einsum("bhd,bshd->bhs", q[:, t], keys) / np.sqrt(dh)
     w = np.exp(logits - logits.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
-    y[:, t] = np.einsum("bhs,bshd->bhd", w, val[:, :t + 1])
+    y[:, t] = np.einsum("bhs,bshd->bhd", w, vals)
   return dense(p["o"], y.reshape(B_, T, D)) + p["D"] * v
 
 
@@ -204,6 +209,38 @@ def test_transformer_with_rotary_positions_matches_its_formula(position, rotary)
   np.testing.assert_allclose(np.asarray(layer.apply(params, v), np.float64),
                              attention(p64, np.asarray(v, np.float64), 2, rotary), rtol=2e-4,
                              atol=2e-5, err_msg="rotary attention does not compute its formula")
+
+
+def test_transformer_with_an_attention_sink_matches_its_formula():
+  cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
+  layer = registry.get("transformer").builder(cfg, heads=2, sink=True)
+  v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
+  params = layer.init(jax.random.PRNGKey(0), v)
+  # the sink starts at zero: give it values so the test sees its key and its value
+  params = jax.tree_util.tree_map_with_path(
+      lambda path, x: jax.random.normal(jax.random.PRNGKey(len(jax.tree_util.keystr(path))),
+                                        x.shape) if "sink" in jax.tree_util.keystr(path) else x,
+      params)
+  p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
+  np.testing.assert_allclose(np.asarray(layer.apply(params, v), np.float64),
+                             attention(p64, np.asarray(v, np.float64), 2, sink=True), rtol=2e-4,
+                             atol=2e-5, err_msg="attention with a sink does not compute its formula")
+
+
+@pytest.mark.parametrize("sink", [False, True])
+def test_nope_attention_tells_a_repeated_token_from_one_only_with_a_sink(sink):
+  """Causal NoPE attention over `1 1` returns at position 2 what `1` returns at position 1 (the
+  same mean), so parity's second label is unlearnable; a sink's weight dilutes with the prefix
+  length and separates them."""
+  cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
+  layer = registry.get("transformer").builder(cfg, heads=2, sink=sink)
+  v = jax.numpy.broadcast_to(jax.random.normal(jax.random.PRNGKey(1), (1, 1, D)), (1, 2, D))
+  y = np.asarray(layer.apply(layer.init(jax.random.PRNGKey(0), v), v))
+  gap = np.abs(y[0, 1] - y[0, 0]).max()
+  if sink:
+    assert gap > 1e-3, f"with a sink, `1 1` and `1` still look alike (gap {gap})"
+  else:
+    assert gap < 1e-6, f"without a sink NoPE attention is duplication-invariant (gap {gap})"
 
 
 def test_long_sequences_attend_in_query_blocks_exactly():

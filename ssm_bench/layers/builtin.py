@@ -75,6 +75,7 @@ register_layer("deltaproduct", deltanet.DeltaProduct, theory_class=_householder,
                description="DeltaProduct (Siems et al. 2025): n_h delta-rule (Householder) "
                            "steps per token", source=BUILTIN_SOURCE)
 register_layer("transformer", transformer.Attention, theory_class="tc0", uses_scan_method=False,
-               kwargs={"heads": 4, "position": "nope", "causal": True, "max_positions": 16384},
+               kwargs={"heads": 4, "position": "nope", "causal": True, "max_positions": 16384,
+                       "sink": False},
                description="causal multi-head self-attention, NoPE by default (rope, learned)",
                source=BUILTIN_SOURCE)

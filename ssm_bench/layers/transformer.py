@@ -9,6 +9,9 @@ length-generalises better than learned or rotary positions in Kazemnejad et al. 
 suite trains at 60 and evaluates to 1000), 'rope' (rotary, base 10,000) or 'learned' (a
 table of `max_positions` rows; rows past the training length never train). Long sequences are
 attended block of queries by block (`BLOCK`), so evaluating at 10,000 never holds a T x T matrix.
+`sink`: every query also attends to a learned key/value per head (a BOS token's part), so the
+weights dilute with the prefix length; without it a NoPE layer returns the same mean for the
+prefixes `1` and `1 1` and cannot count (BUILD_NOTES, "transformer").
 """
 from __future__ import annotations
 
@@ -33,8 +36,9 @@ def rope(x, base: float = 10000.0):
   return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos, x[..., 2 * half:]], -1)
 
 
-def attend(q, k, v, causal: bool):
-  """softmax(q k^T / sqrt(dh)) v over (b, h, t, dh), causal masked, in query blocks if long."""
+def attend(q, k, v, causal: bool, sink=None):
+  """softmax(q k^T / sqrt(dh)) v over (b, h, t, dh), causal masked, in query blocks if long;
+  sink: (key, value), each (h, dh), one more key every query sees."""
   t, scale = q.shape[2], 1.0 / math.sqrt(q.shape[-1])
 
   def block(qs, start):
@@ -42,6 +46,11 @@ def attend(q, k, v, causal: bool):
     if causal:
       rows = start + jnp.arange(qs.shape[2])
       logits = jnp.where(rows[:, None] >= jnp.arange(t)[None, :], logits, -jnp.inf)
+    if sink is not None:
+      first = jnp.einsum("bhqd,hd->bhq", qs, sink[0])[..., None] * scale
+      w = jax.nn.softmax(jnp.concatenate([first, logits], -1), axis=-1)
+      return (jnp.einsum("bhqk,bhkd->bhqd", w[..., 1:], v)
+              + w[..., :1] * sink[1][None, :, None, :])
     return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(logits, axis=-1), v)
 
   if t <= BLOCK:
@@ -59,6 +68,7 @@ class Attention(nn.Module):
   position: str = "nope"
   causal: bool = True
   max_positions: int = 16384
+  sink: bool = False
 
   @nn.compact
   def __call__(self, v):
@@ -76,6 +86,11 @@ class Attention(nn.Module):
     q, k, val = (split(nn.Dense(d, name=n)(x)) for n in ("q", "k", "v"))
     if self.position == "rope":
       q, k = rope(q), rope(k)
-    y = jnp.swapaxes(attend(q, k, val, self.causal), 1, 2).reshape(b, t, d)
+    sink = None
+    if self.sink:
+      dh = d // self.heads
+      sink = (self.param("sink_k", nn.initializers.zeros, (self.heads, dh)),
+              self.param("sink_v", nn.initializers.zeros, (self.heads, dh)))
+    y = jnp.swapaxes(attend(q, k, val, self.causal, sink), 1, 2).reshape(b, t, d)
     D = self.param("D", nn.initializers.ones, (d,))
     return nn.Dense(d, name="o")(y) + D * v
