@@ -199,21 +199,11 @@ FORMULAS.update({"lstm": lstm, "gru": gru, "deltanet": lambda p, v: delta(p, v, 
                  "transformer": lambda p, v: attention(p, v, 4 if D % 4 == 0 else 1)})
 
 
-@pytest.mark.parametrize("position,rotary", [("rope", True)])
-def test_transformer_with_rotary_positions_matches_its_formula(position, rotary):
+@pytest.mark.parametrize("option,formula", [({"position": "rope"}, {"rotary": True}),
+                                            ({"sink": True}, {"sink": True})])
+def test_transformer_options_match_their_formula(option, formula):
   cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
-  layer = registry.get("transformer").builder(cfg, heads=2, position=position)
-  v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
-  params = layer.init(jax.random.PRNGKey(0), v)
-  p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
-  np.testing.assert_allclose(np.asarray(layer.apply(params, v), np.float64),
-                             attention(p64, np.asarray(v, np.float64), 2, rotary), rtol=2e-4,
-                             atol=2e-5, err_msg="rotary attention does not compute its formula")
-
-
-def test_transformer_with_an_attention_sink_matches_its_formula():
-  cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
-  layer = registry.get("transformer").builder(cfg, heads=2, sink=True)
+  layer = registry.get("transformer").builder(cfg, heads=2, **option)
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   params = layer.init(jax.random.PRNGKey(0), v)
   # the sink starts at zero: give it values so the test sees its key and its value
@@ -222,9 +212,10 @@ def test_transformer_with_an_attention_sink_matches_its_formula():
                                         x.shape) if "sink" in jax.tree_util.keystr(path) else x,
       params)
   p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
-  np.testing.assert_allclose(np.asarray(layer.apply(params, v), np.float64),
-                             attention(p64, np.asarray(v, np.float64), 2, sink=True), rtol=2e-4,
-                             atol=2e-5, err_msg="attention with a sink does not compute its formula")
+  np.testing.assert_allclose(
+      np.asarray(layer.apply(params, v), np.float64),
+      attention(p64, np.asarray(v, np.float64), 2, **formula), rtol=2e-4, atol=2e-5,
+      err_msg=f"attention with {option} does not compute its formula")
 
 
 @pytest.mark.parametrize("sink", [False, True])
