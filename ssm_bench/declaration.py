@@ -27,12 +27,15 @@ def _find(tree, key="transition"):
 
 
 def check(model, params, tokens, tol: float = 1e-4) -> dict:
-  """{"checked", "ok", "layers": [{layer, class, checked, ok, detail}]} for the stack's layers
-  on these tokens. ok is None when nothing could be checked."""
+  """{"checked", "ok", "layers": [{layer, model, class, kwargs, checked, ok, detail}]} for the
+  stack's layers on these tokens. ok is None when nothing could be checked."""
   layers = model.cfg.layers
   _, state = model.apply(params, tokens, mutable=["intermediates"])
   inter = jax.device_get(state.get("intermediates", {}))
   rows = []
+  # each layer's kwargs as it ran (registry defaults included), so a summary still says which
+  # layer it measured after a default changes (run names hash only the given layer_kwargs)
+  kwargs = registry.layer_kwargs(layers, model.cfg.layer_kwargs)
   for i, name in enumerate(layers):
     cls = registry.theory_class_of(name, model.cfg.layer_kwargs)
     sown = _find(inter.get(f"layer{i}", {}))
@@ -41,7 +44,7 @@ def check(model, params, tokens, tol: float = 1e-4) -> dict:
     else:  # every sown array must lie in the set; report the first that does not
       results = [theory.check(cls, a, tol) for a in sown]
       row = next((r for r in results if r["ok"] is False), results[0])
-    rows.append({"layer": f"layer{i}", "model": name, "class": cls, **row})
+    rows.append({"layer": f"layer{i}", "model": name, "class": cls, "kwargs": kwargs[i], **row})
   checked = [r for r in rows if r["checked"]]
   return {"checked": bool(checked), "ok": all(r["ok"] for r in checked) if checked else None,
           "layers": rows}

@@ -196,11 +196,12 @@ def attention(p, v, heads=2, rotary=False, sink=False):
 
 FORMULAS.update({"lstm": lstm, "gru": gru, "deltanet": lambda p, v: delta(p, v, 1),
                  "deltaproduct": lambda p, v: delta(p, v, 2),
-                 "transformer": lambda p, v: attention(p, v, 4 if D % 4 == 0 else 1)})
+                 "transformer": lambda p, v: attention(p, v, 4 if D % 4 == 0 else 1, sink=True)})
 
 
-@pytest.mark.parametrize("option,formula", [({"position": "rope"}, {"rotary": True}),
-                                            ({"sink": True}, {"sink": True})])
+# the sink is on by default; each option against its formula, with the sink's parameters random
+@pytest.mark.parametrize("option,formula", [({"position": "rope"}, {"rotary": True, "sink": True}),
+                                            ({}, {"sink": True}), ({"sink": False}, {})])
 def test_transformer_options_match_their_formula(option, formula):
   cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
   layer = registry.get("transformer").builder(cfg, heads=2, **option)

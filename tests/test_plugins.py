@@ -104,6 +104,19 @@ def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
   assert "Declaration violated" in report and "outside [0, 1]" in report, report
 
 
+def test_the_declaration_records_each_layers_kwargs_with_registry_defaults():
+  """A run's name hashes only the layer_kwargs it was given, so the summary must say which
+  defaults it ran with (the transformer's sink default changed under stored runs once)."""
+  cfg = ModelConfig(layers=("transformer", "negmamba"), d_model=8, d_state=2,
+                    layer_kwargs='{"heads":2}')
+  model = models.StateTracker(cfg)
+  tokens = declaration.random_tokens(2)
+  rows = declaration.check(model, model.init(jax.random.PRNGKey(0), tokens), tokens)["layers"]
+  want = registry.layer_kwargs(cfg.layers, cfg.layer_kwargs)
+  assert want[0]["heads"] == 2 and want[0]["sink"] is True, want
+  assert [r.get("kwargs") for r in rows] == want, f"declaration rows {rows} lack kwargs {want}"
+
+
 def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
   plugins.load("plugin_layers.liar")
   c = TrainConfig(task="C2", model="mystery", plugins="plugin_layers.liar",

@@ -76,6 +76,7 @@ register_layer("deltaproduct", deltanet.DeltaProduct, theory_class=_householder,
                            "steps per token", source=BUILTIN_SOURCE)
 register_layer("transformer", transformer.Attention, theory_class="tc0", uses_scan_method=False,
                kwargs={"heads": 4, "position": "nope", "causal": True, "max_positions": 16384,
-                       "sink": False},
-               description="causal multi-head self-attention, NoPE by default (rope, learned)",
+                       "sink": True},
+               description="causal multi-head self-attention with an attention sink, NoPE by "
+                           "default (rope, learned)",
                source=BUILTIN_SOURCE)
