@@ -9,9 +9,9 @@ length-generalises better than learned or rotary positions in Kazemnejad et al. 
 suite trains at 60 and evaluates to 1000), 'rope' (rotary, base 10,000) or 'learned' (a
 table of `max_positions` rows; rows past the training length never train). Long sequences are
 attended block of queries by block (`BLOCK`), so evaluating at 10,000 never holds a T x T matrix.
-`sink`: every query also attends to a learned key/value per head (a BOS token's part), so the
-weights dilute with the prefix length; without it a NoPE layer returns the same mean for the
-prefixes `1` and `1 1` and cannot count (BUILD_NOTES, "transformer").
+`sink` (default on): every query also attends to a learned key/value per head (a BOS token's
+part), so the weights dilute with the prefix length; without it a NoPE layer returns the same
+mean for the prefixes `1` and `1 1` and cannot count (BUILD_NOTES, "transformer").
 """
 from __future__ import annotations
 
