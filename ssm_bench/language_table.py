@@ -70,6 +70,14 @@ def _prediction(entry, model: str, kwargs: str = "") -> bool | None:
   return p["verdict"] if p else None
 
 
+NOT_RUN = "–"
+
+
+def _shallower_succeeded(entry, model: str, depth: int) -> bool:
+  return any(good for d in range(1, depth)
+             for _, good in entry["cells"].get((model, d), {"scores": []})["scores"])
+
+
 def markdown(data: dict) -> str:
   columns = sorted({mc for e in data.values() for mc in e["cells"]})
   lines = ["| language | target | star-free | subgroups | "
@@ -79,8 +87,8 @@ def markdown(data: dict) -> str:
     cells = []
     for m, depth in columns:
       c = e["cells"].get((m, depth))
-      if not c:
-        cells.append("·")
+      if not c:  # skipped (a shallower stack succeeded) or not trained yet
+        cells.append("·" if _shallower_succeeded(e, m, depth) else NOT_RUN)
         continue
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
@@ -100,5 +108,5 @@ INTRO = ("A cell: the best max_len (`✘` below 100), (runs that reach 100 / run
          "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓ on regular languages; "
          "counter languages (not regular): non-negative and signed diagonal ✓ with unbounded "
          "integer state values, Sarrof et al. 2024). Depth 2 is trained only where no depth-1 "
-         "run reached 100 (`·` otherwise). "
+         "run reached 100 (`·` otherwise; `–`: not trained yet). "
          "`python -m launch.info --language=NAME` gives each language's sources.")

@@ -116,6 +116,23 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
   assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
 
 
+def test_language_table_tells_a_skipped_deeper_cell_from_one_not_trained_yet():
+  """Depth 2 trains only where depth 1 failed: a missing depth-2 cell is `·` (skipped) only when
+  a depth-1 run succeeded, else `–` (an interrupted sweep's gap must not read as skipped)."""
+  import dataclasses
+  from ssm_bench import language_table
+  from ssm_bench.config import TrainConfig
+  runs = [{"config": dataclasses.asdict(TrainConfig(task=f"lang-{lang}", model="rnn", depth=d)),
+           "status": "done", "max_len": ml}
+          for lang, d, ml in [("tomita1", 1, 1000), ("parity", 1, 0), ("tomita4", 1, 0),
+                              ("tomita4", 2, 400)]]
+  md = language_table.markdown(language_table.language_data(runs))
+  rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[1].strip()
+          for line in md.splitlines()[2:]}
+  assert rows == {"parity": language_table.NOT_RUN, "tomita1": "·", "tomita4": "400 (1/1) ✓"}, \
+      f"rnn x2 cells: {rows}"
+
+
 def test_flipflop_variants_have_their_ignore_rates_and_mark_read_positions():
   import jax
   import numpy as np
