@@ -70,12 +70,10 @@ def _prediction(entry, model: str, kwargs: str = "") -> bool | None:
   return p["verdict"] if p else None
 
 
-NOT_RUN = "–"
-
-
-def _shallower_succeeded(entry, model: str, depth: int) -> bool:
-  return any(good for d in range(1, depth)
-             for _, good in entry["cells"].get((model, d), {"scores": []})["scores"])
+def _solved_at(entry, model: str, depth: int) -> int | None:
+  """The shallowest depth below `depth` at which a run of the model succeeded, if any."""
+  scores = lambda d: entry["cells"].get((model, d), {"scores": []})["scores"]
+  return next((d for d in range(1, depth) if any(good for _, good in scores(d))), None)
 
 
 def markdown(data: dict) -> str:
@@ -87,8 +85,9 @@ def markdown(data: dict) -> str:
     cells = []
     for m, depth in columns:
       c = e["cells"].get((m, depth))
-      if not c:  # skipped (a shallower stack succeeded) or not trained yet
-        cells.append("·" if _shallower_succeeded(e, m, depth) else NOT_RUN)
+      if not c:  # skipped, a shallower stack succeeded (as in the profile), or not trained
+        solved = _solved_at(e, m, depth)
+        cells.append(f"= d{solved}" if solved else "·")
         continue
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
@@ -108,5 +107,5 @@ INTRO = ("A cell: the best max_len (`✘` below 100), (runs that reach 100 / run
          "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓ on regular languages; "
          "counter languages (not regular): non-negative and signed diagonal ✓ with unbounded "
          "integer state values, Sarrof et al. 2024). Depth 2 is trained only where no depth-1 "
-         "run reached 100 (`·` otherwise; `–`: not trained yet). "
+         "run reached 100 (`= d1`: not trained, depth 1 succeeded; `·`: not trained). "
          "`python -m launch.info --language=NAME` gives each language's sources.")

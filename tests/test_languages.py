@@ -117,8 +117,9 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
 
 
 def test_language_table_tells_a_skipped_deeper_cell_from_one_not_trained_yet():
-  """Depth 2 trains only where depth 1 failed: a missing depth-2 cell is `·` (skipped) only when
-  a depth-1 run succeeded, else `–` (an interrupted sweep's gap must not read as skipped)."""
+  """Depth 2 trains only where depth 1 failed: a missing depth-2 cell reads `= d1` (skipped, as
+  in the profile) only when a depth-1 run succeeded, else `·` (an interrupted sweep's gap must
+  not read as a skip)."""
   import dataclasses
   from ssm_bench import language_table
   from ssm_bench.config import TrainConfig
@@ -129,7 +130,7 @@ def test_language_table_tells_a_skipped_deeper_cell_from_one_not_trained_yet():
   md = language_table.markdown(language_table.language_data(runs))
   rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[1].strip()
           for line in md.splitlines()[2:]}
-  assert rows == {"parity": language_table.NOT_RUN, "tomita1": "·", "tomita4": "400 (1/1) ✓"}, \
+  assert rows == {"parity": "·", "tomita1": "= d1", "tomita4": "400 (1/1) ✓"}, \
       f"rnn x2 cells: {rows}"
 
 
