@@ -139,7 +139,7 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
         e = p["cells"][g][d]
         if e["runs"]:
           values[i, j] = e["max_len"]
-        text = (f"= d{e['solved_at']}" if e["solved_at"] else "·") if not e["runs"] else \
+        text = tp.untrained_cell(e["solved_at"]) if not e["runs"] else \
             f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}"
         ax.text(j, i, text, ha="center", va="center", fontsize=7)
         if tp.verdict(e):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ssm_bench import evaluation
 from ssm_bench import language_theory
 from ssm_bench import registry
-from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK
+from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK, untrained_cell
 from tasks import languages
 
 
@@ -86,8 +86,7 @@ def markdown(data: dict) -> str:
     for m, depth in columns:
       c = e["cells"].get((m, depth))
       if not c:  # skipped, a shallower stack succeeded (as in the profile), or not trained
-        solved = _solved_at(e, m, depth)
-        cells.append(f"= d{solved}" if solved else "·")
+        cells.append(untrained_cell(_solved_at(e, m, depth)))
         continue
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])

@@ -11,7 +11,7 @@ reported too: a layer whose transitions leave its declared set is flagged.
 from __future__ import annotations
 
 from ssm_bench import registry
-from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK
+from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK, untrained_cell
 from ssm_bench import theory
 from ssm_bench.config import PROFILE_LABELS
 from tasks import groups as groups_lib
@@ -92,7 +92,7 @@ def verdict(e: dict) -> str | None:
 
 def _cell(e: dict) -> str:
   if e["runs"] == 0:
-    return f"= d{e['solved_at']}" if e["solved_at"] else "·"
+    return untrained_cell(e["solved_at"])
   best = e["max_len"]
   shown = CROSS if best < EXTRAPOLATES else str(best)
   flag = verdict(e)
