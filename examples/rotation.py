@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from ssm_bench import scan
-from ssm_bench.registry import register_layer
+from ssm_bench.registry import module_kwargs, register_layer
 
 
 class Rotation(nn.Module):
@@ -53,5 +53,5 @@ class Rotation(nn.Module):
 
 
 register_layer("rotation", Rotation, theory_class="unit_modulus_diagonal",
-               kwargs={"angle_scale": 1.0, "input_term": True},
+               kwargs=module_kwargs(Rotation),
                description="input-dependent 2x2 rotations of a real state (examples/rotation.py)")

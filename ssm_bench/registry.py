@@ -1,7 +1,7 @@
 """The layer registry: one record per recurrent layer, filled through one public call.
 
     from ssm_bench.registry import register_layer
-    register_layer("lru", LRU, theory_class="time_invariant", kwargs={"r_min": 0.9})
+    register_layer("lru", LRU, theory_class="time_invariant", kwargs=module_kwargs(LRU))
 
 A record holds everything the suite knows about a layer: its builder, the class of its
 transitions (what `theory` predicts from), the scan family it hands `scan.diagonal_scan` (if
@@ -64,6 +64,24 @@ def _ensure_builtins():
 def _origin(builder) -> str:
   fn = getattr(builder, "func", builder)  # functools.partial
   return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def module_kwargs(builder: Callable, **defaults) -> dict:
+  """A Flax module's hyperparameters as `register_layer` kwargs: its dataclass fields that have a
+  default (not `cfg`, `parent`, `name`), less those a functools.partial fixes, with `defaults`
+  overriding some, so that the module's own field defaults are the one place they are written."""
+  cls = getattr(builder, "func", builder)
+  fixed = getattr(builder, "keywords", {}) or {}
+  if not dataclasses.is_dataclass(cls):
+    raise LayerError(f"module_kwargs needs a Flax module (a dataclass), got {cls!r}")
+  fields = {f.name: f.default for f in dataclasses.fields(cls)
+            if f.name not in ("parent", "name") and f.name not in fixed
+            and f.default is not dataclasses.MISSING}
+  unknown = sorted(set(defaults) - set(fields))
+  if unknown:
+    raise LayerError(f"module_kwargs: {cls.__name__} has no field {', '.join(map(repr, unknown))} "
+                     f"(its fields with defaults: {', '.join(fields) or 'none'})")
+  return {**fields, **defaults}
 
 
 def register_layer(name: str, builder: Callable, *, theory_class: str,

@@ -117,6 +117,33 @@ def test_the_declaration_records_each_layers_kwargs_with_registry_defaults():
   assert [r.get("kwargs") for r in rows] == want, f"declaration rows {rows} lack kwargs {want}"
 
 
+def test_module_kwargs_reads_a_modules_field_defaults():
+  """The built-ins and the example take their kwargs from their modules' field defaults, so the
+  two cannot drift apart; fields a partial fixes are not the user's to set."""
+  import functools
+  import flax.linen as nn
+
+  class Toy(nn.Module):
+    cfg: object
+    scale: float = 1.5
+    mode: str = "a"
+
+  assert registry.module_kwargs(Toy) == {"scale": 1.5, "mode": "a"}
+  assert registry.module_kwargs(functools.partial(Toy, mode="b")) == {"scale": 1.5}, \
+      "a field fixed by functools.partial is offered as a kwarg"
+  assert registry.module_kwargs(Toy, scale=2.0) == {"scale": 2.0, "mode": "a"}
+  with pytest.raises(registry.LayerError, match="Toy has no field 'sclae'.*scale, mode"):
+    registry.module_kwargs(Toy, sclae=2.0)
+  with pytest.raises(registry.LayerError, match="needs a Flax module"):
+    registry.module_kwargs(lambda cfg: None)
+  # the built-ins' documented defaults (BUILD_NOTES, "Baselines", "transformer")
+  assert dict(registry.get("transformer").kwargs) == {
+      "heads": 4, "position": "nope", "causal": True, "max_positions": 16384, "sink": True}
+  assert dict(registry.get("deltanet").kwargs) == {"beta_max": 2.0, "key_norm": True, "heads": 1}
+  assert dict(registry.get("deltaproduct").kwargs) == {
+      "n_h": 2, "beta_max": 2.0, "key_norm": True, "heads": 1}
+
+
 def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
   plugins.load("plugin_layers.liar")
   c = TrainConfig(task="C2", model="mystery", plugins="plugin_layers.liar",

@@ -10,7 +10,7 @@ import functools
 
 from ssm_bench import analytic
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
-from ssm_bench.registry import BUILTIN_SOURCE, register_layer
+from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
 
 
 
@@ -24,7 +24,6 @@ def _householder(kw) -> str:
   return "householder_nonnegative" if kw["beta_max"] <= 1.0 else "unknown"
 
 
-_DELTA = {"beta_max": 2.0, "key_norm": True, "heads": 1}
 # At CPU scale the full-state baselines are cheap and learn the larger groups only when wider and
 # trained longer; the rnn's hidden size is d_state, starved at the cpu preset's 4 (smoke: 1 of 8).
 _WIDE = dict(d_model=64, d_state=64, steps=6000)
@@ -65,18 +64,18 @@ register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_sca
                presets={"table2_ext_cpu": _WIDE, "profile_cpu": _WIDE},
                description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
 register_layer("deltanet", functools.partial(deltanet.DeltaProduct, n_h=1),
-               theory_class=_householder, kwargs=_DELTA,
+               theory_class=_householder,
+               kwargs=module_kwargs(functools.partial(deltanet.DeltaProduct, n_h=1)),
                constructions=(analytic.PARITY_DELTANET,),
                description="DeltaNet with negative eigenvalues (Grazzi et al. 2025): "
                            "S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, beta in "
                            "[0, beta_max]", source=BUILTIN_SOURCE)
 register_layer("deltaproduct", deltanet.DeltaProduct, theory_class=_householder,
-               kwargs={"n_h": 2, **_DELTA},
+               kwargs=module_kwargs(deltanet.DeltaProduct, n_h=2),
                description="DeltaProduct (Siems et al. 2025): n_h delta-rule (Householder) "
                            "steps per token", source=BUILTIN_SOURCE)
 register_layer("transformer", transformer.Attention, theory_class="tc0", uses_scan_method=False,
-               kwargs={"heads": 4, "position": "nope", "causal": True, "max_positions": 16384,
-                       "sink": True},
+               kwargs=module_kwargs(transformer.Attention),
                description="causal multi-head self-attention with an attention sink, NoPE by "
                            "default (rope, learned)",
                source=BUILTIN_SOURCE)

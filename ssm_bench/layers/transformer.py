@@ -68,7 +68,7 @@ class Attention(nn.Module):
   position: str = "nope"
   causal: bool = True
   max_positions: int = 16384
-  sink: bool = True  # the registry default too (BUILD_NOTES, "transformer")
+  sink: bool = True  # BUILD_NOTES, "transformer"
 
   @nn.compact
   def __call__(self, v):
