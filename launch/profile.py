@@ -106,7 +106,10 @@ def main(argv):
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
     # fork-then-exec at once: jax's warning about forking a threaded process does not apply
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-    child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args])
+    # die_with_parent: a SIGTERM or SIGKILL to this process alone must not leave the sweep
+    # training behind (a second profile of the same groups would then race it)
+    child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args],
+                             preexec_fn=watchdog.die_with_parent)
     try:
       rc = child.wait()
     except KeyboardInterrupt:  # a SIGINT sent to this process alone: stop the sweep as Ctrl-C

@@ -137,6 +137,25 @@ def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
   assert not left.strip(), f"the sweep still runs after the profile stopped: pids {left.split()}"
 
 
+def test_killing_the_profile_alone_stops_its_sweep(tmp_path):
+  """A SIGTERM (kill, a job scheduler) to launch.profile only: the sweep it started must not go on
+  training unsupervised, or a relaunch would race it over the same runs."""
+  import signal
+  import time
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
+       "--depths=1", f"--workdir={tmp_path}", "--config.steps=1000000", "--quiet"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  proc.stdout.readline()  # the sweep's plan line: the child is training
+  proc.send_signal(signal.SIGTERM)
+  proc.wait(timeout=60)  # not communicate(): a sweep left behind would hold its pipes open
+  deadline = time.time() + 20
+  while (left := subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True,
+                                text=True).stdout.split()) and time.time() < deadline:
+    time.sleep(0.5)
+  assert not left, f"the sweep still runs after the profile was killed: pids {left}"
+
+
 def _assert_interrupted(proc, err):
   lines = [l for l in err.splitlines() if l.strip()]
   assert proc.returncode == 130, f"exit {proc.returncode}; stderr:\n{err[-1500:]}"
