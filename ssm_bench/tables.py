@@ -26,11 +26,6 @@ from tasks import groups
 CROSS = "✘"
 THEORY_MARK = {True: "✓", False: "✗", None: "?"}  # expressible, not, no theorem
 EXTRAPOLATES = 100  # the paper's cross mark: below 100 counts as "did not extrapolate"
-
-
-def untrained_cell(solved_at: int | None) -> str:
-  """A staged cell with no runs: skipped because depth `solved_at` succeeded, or not trained."""
-  return f"= d{solved_at}" if solved_at else "·"
 PAPER_MODELS = TABLE2_MODELS
 
 
@@ -84,6 +79,11 @@ def cell(value) -> str:
   if value is None:
     return "·"
   return CROSS if value < EXTRAPOLATES else str(value)
+
+
+def untrained_cell(solved_at: int | None) -> str:
+  """A staged cell with no runs: skipped because depth `solved_at` succeeded, or not trained."""
+  return f"= d{solved_at}" if solved_at else "·"
 
 
 def load_paper(path: str) -> dict:

@@ -63,9 +63,8 @@ register_layer("lstm", gated_rnn.LSTM, theory_class="nonlinear_or_dense", uses_s
 register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_scan_method=False,
                presets={"table2_ext_cpu": _WIDE, "profile_cpu": _WIDE},
                description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
-register_layer("deltanet", functools.partial(deltanet.DeltaProduct, n_h=1),
-               theory_class=_householder,
-               kwargs=module_kwargs(functools.partial(deltanet.DeltaProduct, n_h=1)),
+_DELTANET = functools.partial(deltanet.DeltaProduct, n_h=1)
+register_layer("deltanet", _DELTANET, theory_class=_householder, kwargs=module_kwargs(_DELTANET),
                constructions=(analytic.PARITY_DELTANET,),
                description="DeltaNet with negative eigenvalues (Grazzi et al. 2025): "
                            "S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, beta in "
