@@ -120,9 +120,8 @@ def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
   _assert_interrupted(proc, err)
 
 
-def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
-  """launch.profile runs the sweep as a child: a SIGINT sent to the profile process only (not
-  its process group) still stops the sweep, with the one line and 130, and leaves no process."""
+def _training_profile(tmp_path):
+  """A launch.profile whose sweep child is training (its plan line read), SIGINT at default."""
   import signal
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
@@ -130,6 +129,14 @@ def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   proc.stdout.readline()  # the sweep's plan line: the child is training
+  return proc
+
+
+def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
+  """launch.profile runs the sweep as a child: a SIGINT sent to the profile process only (not
+  its process group) still stops the sweep, with the one line and 130, and leaves no process."""
+  import signal
+  proc = _training_profile(tmp_path)
   proc.send_signal(signal.SIGINT)
   _, err = proc.communicate(timeout=120)
   _assert_interrupted(proc, err)
@@ -142,11 +149,7 @@ def test_killing_the_profile_alone_stops_its_sweep(tmp_path):
   training unsupervised, or a relaunch would race it over the same runs."""
   import signal
   import time
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
-       "--depths=1", f"--workdir={tmp_path}", "--config.steps=1000000", "--quiet"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  proc.stdout.readline()  # the sweep's plan line: the child is training
+  proc = _training_profile(tmp_path)
   proc.send_signal(signal.SIGTERM)
   proc.wait(timeout=60)  # not communicate(): a sweep left behind would hold its pipes open
   deadline = time.time() + 20
