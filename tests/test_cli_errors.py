@@ -4,8 +4,10 @@ The cases run as parallel subprocesses (each pays Python and JAX start-up once).
 """
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -86,7 +88,6 @@ def test_bad_input_is_one_error_line_with_status_2(results, k):
 def _interrupted_sweep(tmp_path, env=None, wait_for_stderr=None):
   """A long sweep sent one SIGINT after its plan line (and a stderr line containing
   `wait_for_stderr`, if given); (process, stderr)."""
-  import signal
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000"],
@@ -122,7 +123,6 @@ def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
 
 def _training_profile(tmp_path):
   """A launch.profile whose sweep child is training (its plan line read), SIGINT at default."""
-  import signal
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
        "--depths=1", f"--workdir={tmp_path}", "--config.steps=1000000", "--quiet"],
@@ -135,28 +135,31 @@ def _training_profile(tmp_path):
 def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
   """launch.profile runs the sweep as a child: a SIGINT sent to the profile process only (not
   its process group) still stops the sweep, with the one line and 130, and leaves no process."""
-  import signal
   proc = _training_profile(tmp_path)
   proc.send_signal(signal.SIGINT)
   _, err = proc.communicate(timeout=120)
   _assert_interrupted(proc, err)
-  left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
-  assert not left.strip(), f"the sweep still runs after the profile stopped: pids {left.split()}"
+  left = _pids_running_in(tmp_path)
+  assert not left, f"the sweep still runs after the profile stopped: pids {left}"
 
 
 def test_killing_the_profile_alone_stops_its_sweep(tmp_path):
   """A SIGTERM (kill, a job scheduler) to launch.profile only: the sweep it started must not go on
   training unsupervised, or a relaunch would race it over the same runs."""
-  import signal
-  import time
   proc = _training_profile(tmp_path)
   proc.send_signal(signal.SIGTERM)
   proc.wait(timeout=60)  # not communicate(): a sweep left behind would hold its pipes open
-  deadline = time.time() + 20
+  left = _pids_running_in(tmp_path, wait_s=20)
+  assert not left, f"the sweep still runs after the profile was killed: pids {left}"
+
+
+def _pids_running_in(tmp_path, wait_s=0.0):
+  """Pids of processes whose command line names tmp_path, after waiting up to wait_s for none."""
+  deadline = time.time() + wait_s
   while (left := subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True,
                                 text=True).stdout.split()) and time.time() < deadline:
     time.sleep(0.5)
-  assert not left, f"the sweep still runs after the profile was killed: pids {left}"
+  return left
 
 
 def _assert_interrupted(proc, err):
