@@ -7,9 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+
+import processes
 
 CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=S100000"], "5040"),
@@ -139,7 +140,7 @@ def test_sigint_to_the_profile_alone_stops_its_sweep(tmp_path):
   proc.send_signal(signal.SIGINT)
   _, err = proc.communicate(timeout=120)
   _assert_interrupted(proc, err)
-  left = _pids_running_in(tmp_path)
+  left = processes.running_with(str(tmp_path))
   assert not left, f"the sweep still runs after the profile stopped: pids {left}"
 
 
@@ -149,17 +150,8 @@ def test_killing_the_profile_alone_stops_its_sweep(tmp_path):
   proc = _training_profile(tmp_path)
   proc.send_signal(signal.SIGTERM)
   proc.wait(timeout=60)  # not communicate(): a sweep left behind would hold its pipes open
-  left = _pids_running_in(tmp_path, wait_s=20)
+  left = processes.running_with(str(tmp_path), wait_s=20)
   assert not left, f"the sweep still runs after the profile was killed: pids {left}"
-
-
-def _pids_running_in(tmp_path, wait_s=0.0):
-  """Pids of processes whose command line names tmp_path, after waiting up to wait_s for none."""
-  deadline = time.time() + wait_s
-  while (left := subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True,
-                                text=True).stdout.split()) and time.time() < deadline:
-    time.sleep(0.5)
-  return left
 
 
 def _assert_interrupted(proc, err):

@@ -10,10 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+import processes
 from ssm_bench import rundir
 from ssm_bench import runs
 
@@ -46,25 +46,11 @@ def launch(workdir, env, fault=None):
   except subprocess.TimeoutExpired:
     p.send_signal(signal.SIGKILL)
     p.wait()
-    deadline = time.time() + 5  # PDEATHSIG acts at once; the sweep itself needs longer
-    while sweeps_on(workdir):
-      assert time.time() < deadline, f"{fault}: the sweep went on after its supervisor was killed"
-      time.sleep(0.2)
+    # PDEATHSIG acts at once; the sweep itself needs longer to go
+    left = processes.running_with(f"--workdir={workdir}", wait_s=5)
+    assert not left, f"{fault}: the sweep went on after its supervisor was killed: pids {left}"
     out, err = p.communicate()
   return p.returncode, out, err
-
-
-def sweeps_on(workdir) -> bool:
-  """Whether a process with this workdir on its command line is alive (Linux /proc)."""
-  needle = f"--workdir={workdir}".encode()
-  for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-    try:
-      with open(cmdline, "rb") as f:
-        if needle in f.read():
-          return True
-    except OSError:  # gone meanwhile
-      pass
-  return False
 
 
 def table(workdir):
