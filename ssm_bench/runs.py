@@ -55,7 +55,10 @@ def _close(managers):
     mgr.close()
 
 
+@jax.jit
 def _take(tree, k):
+  """Run k's slice of a group's stacked tree, as one compiled program: eagerly every leaf was its
+  own dispatched op (1579 of them, 0.6 s of a 10.3 s tiny 2-run group with 10 checkpoints)."""
   return jax.tree.map(lambda x: x[k], tree)
 
 

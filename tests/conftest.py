@@ -1,0 +1,27 @@
+"""One compilation cache per test run, shared by its workers and the entry points they launch.
+
+Fresh each run, never the user's ~/.cache/ssm-bench: a test run on this machine then costs what it
+costs on a fresh CI machine, and no entry left by an older checkout can answer for the code under
+test. Shared within the run, so the many tests that train the same tiny programs (in process or
+through `python -m launch...`) compile each one once.
+"""
+import os
+import shutil
+import tempfile
+
+from launch import common
+
+_OWNED = []  # the directory this process made, removed when it ends
+
+
+def pytest_configure(config):
+  if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or the only process with -n 0)
+    path = tempfile.mkdtemp(prefix="ssm-bench-test-xla-")
+    os.environ["SSM_BENCH_CACHE"] = path  # inherited by the workers and every subprocess
+    _OWNED.append(path)
+  common.enable_compilation_cache()
+
+
+def pytest_unconfigure(config):
+  for path in _OWNED:
+    shutil.rmtree(path, ignore_errors=True)
