@@ -1,4 +1,5 @@
-"""One compilation cache per test run, shared by its workers and the entry points they launch.
+"""One compilation cache per test run, shared by its workers and the entry points they launch;
+modules marked heavy run first.
 
 Fresh each run, never the user's ~/.cache/ssm-bench: a test run on this machine then costs what it
 costs on a fresh CI machine, and no entry left by an older checkout can answer for the code under
@@ -25,3 +26,11 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
   for path in _OWNED:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config, items):
+  """Modules marked `heavy` first, each keeping its own order (a stable sort). xdist's loadscope
+  hands modules to the two workers in this order (setup.cfg: --no-loadscope-reorder; its own
+  reorder, by number of tests, left the few-test fault module for last, one worker busy for
+  ~110 s after the other was done)."""
+  items.sort(key=lambda item: item.get_closest_marker("heavy") is None)

@@ -13,6 +13,8 @@ from ssm_bench import models
 from tasks import groups
 from tasks import registry
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity", "modcount5",
          "modcount7"]
 

@@ -10,6 +10,8 @@ from launch import common
 from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 TINY = TrainConfig(**{**PRESETS["tiny"], "model": "negmamba", "steps": 5, "log_every": 5,
                       "checkpoint_every": 5})
 

@@ -12,6 +12,8 @@ import pytest
 
 import processes
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=S100000"], "5040"),
     ("train", ["--task=banana"], "tasks:"),

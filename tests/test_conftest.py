@@ -1,5 +1,7 @@
-"""The test run's own compilation cache (tests/conftest.py)."""
+"""The test run itself (tests/conftest.py): its own compilation cache, heavy modules first."""
 import os
+import subprocess
+import sys
 
 import jax
 
@@ -12,3 +14,17 @@ def test_the_test_run_compiles_into_a_fresh_cache_of_its_own_not_the_users():
   assert not os.path.abspath(path).startswith(user), f"tests compile into the user's cache {path}"
   assert jax.config.jax_compilation_cache_dir == path, (
       f"in-process compiles go to {jax.config.jax_compilation_cache_dir!r}, not the run's cache")
+
+
+def test_heavy_modules_are_handed_out_first(request):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  # a light module named first on the command line, a heavy one second
+  out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0",
+                        "tests/test_groups.py", "tests/test_faults.py"], cwd=root,
+                       capture_output=True, text=True, timeout=300)
+  ids = [line for line in out.stdout.splitlines() if "::" in line]
+  assert ids, out.stdout[-2000:] + out.stderr[-2000:]
+  assert ids[0].startswith("tests/test_faults.py"), (
+      f"the heavy module is not collected first: {ids[0]} comes first")
+  assert request.config.option.loadscopereorder is False, (
+      "xdist reorders modules by their number of tests, undoing the heavy-first order")

@@ -17,6 +17,8 @@ import processes
 from ssm_bench import rundir
 from ssm_bench import runs
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 # 2 shape groups x 2 runs, 20 chunks of 10 steps, a checkpoint every 2 chunks.
 SWEEP = ["--sweep=tiny", "--config.steps=200", "--config.checkpoint_every=20", "--quiet"]
 STEPS = list(range(10, 201, 10))

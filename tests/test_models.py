@@ -10,6 +10,8 @@ from ssm_bench import models
 from ssm_bench import registry
 from ssm_bench.config import ModelConfig
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 NAMES = [s.name for s in registry.specs() if s.builtin]
 FUSED = [s.name for s in registry.specs() if s.builtin and s.scan_family]
 

@@ -18,6 +18,8 @@ from ssm_bench import tables
 from ssm_bench import tracking_profile
 from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the example layer lives in examples/ (found from the repository root); the test plugins here
 ENV = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "tests"), "SSM_BENCH_CACHE": "off"}

@@ -12,6 +12,8 @@ from ssm_bench import runs
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 TINY = TrainConfig(task="C2", model="mamba", d_model=8, d_state=2, batch_size=8, steps=40,
                    log_every=10, checkpoint_every=20, eval_seqs=8, eval_chunk=8, train_length=16,
                    conv_kernel=0)
@@ -123,6 +125,7 @@ _INIT_MANY_LOOP = """
 import dataclasses, jax
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
+
 cfg = TrainConfig(task="C2xC4", model="rnn", depth=2, d_model=64, d_state=64, train_length=16)
 init_many, _ = train.Trainer(cfg).compiled()
 hp = train.hparams([dataclasses.replace(cfg, seed=s) for s in range(4)])

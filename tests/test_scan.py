@@ -12,6 +12,8 @@ import pytest
 from jaxpr_walk import equations
 from ssm_bench import scan
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 METHODS = list(scan.REFERENCE)
 FACTORED = [m for m in scan.METHODS if m != "auto"]
 

@@ -13,6 +13,8 @@ from launch import sweeps
 from ssm_bench import evaluation
 from ssm_bench import runs
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
