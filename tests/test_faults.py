@@ -66,6 +66,8 @@ def table(workdir):
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
+  # its own compilation cache, not the test run's: where a timed kill lands (start-up, tracing,
+  # compilation) must not depend on which tests happened to compile these programs before
   return {**os.environ, "SSM_BENCH_CACHE": str(tmp_path_factory.mktemp("xla-cache"))}
 
 
