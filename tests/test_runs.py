@@ -105,6 +105,30 @@ def test_train_many_equals_separate_runs():
   assert trainer.traces == 2, "one trace for K=3 and one for K=1"
 
 
+def test_each_run_of_a_group_saves_and_is_evaluated_with_its_own_parameters(tmp_path, monkeypatch):
+  """train_group slices the group's state per run for its checkpoint and its evaluation: the
+  second run's checkpoint equals the same run trained alone, and the parameters its evaluation
+  sees are its checkpoint's (a slice that gave every run run 0's parameters passes the in-memory
+  group tests above, since tiny runs all score at chance)."""
+  seen = {}
+  real = runs.declaration.check
+  monkeypatch.setattr(runs.declaration, "check", lambda model, params, tokens: seen.setdefault(
+      len(seen), jax.device_get(params)) and real(model, params, tokens))
+  cfgs = [TINY, TINY.replace(seed=1, lr=3e-3)]
+  dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+  runs.train_group(cfgs, dirs)
+  runs.train_group(cfgs[1:], [str(tmp_path / "b_alone")])
+  alone = jax.tree.leaves(final_params(tmp_path / "b_alone", 40))
+  for k, d in enumerate(dirs):
+    saved = jax.tree.leaves(final_params(d, 40))
+    evaluated = jax.tree.leaves(seen[k]["params"])
+    assert len(saved) == len(evaluated) > 0, "the checkpoint and the evaluation hold other trees"
+    assert all(np.array_equal(a, b) for a, b in zip(saved, evaluated)), (
+        f"run {k} was evaluated with other parameters than it saved")
+  for a, b in zip(alone, jax.tree.leaves(final_params(dirs[1], 40))):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6,
+                               err_msg="run 1's checkpoint holds another run's parameters")
+
 def test_a_group_of_one_runs_the_unbatched_program():
   """K = 1 must not be a vmapped program of one run (on CPU 1.1-3.8x slower per step): its
   chunk is the plain run's own program, with the same numbers bit for bit."""
