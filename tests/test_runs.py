@@ -149,7 +149,6 @@ _INIT_MANY_LOOP = """
 import dataclasses, jax
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
-
 cfg = TrainConfig(task="C2xC4", model="rnn", depth=2, d_model=64, d_state=64, train_length=16)
 init_many, _ = train.Trainer(cfg).compiled()
 hp = train.hparams([dataclasses.replace(cfg, seed=s) for s in range(4)])
