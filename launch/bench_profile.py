@@ -8,6 +8,9 @@ kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the 
 (ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
 step, with the host gap = wall time - device time. On a GPU the ops are the device's; on a CPU
 the XLA thunks on the host threads (which may overlap: their sum can exceed the wall time).
+Each row also counts the matmul work of one run's step (from its jaxpr, so the same on every
+backend) and the rate the traced matmuls reached: float32 (TF32-free) matmuls near the device's
+FP32 peak, or far below it, tell where a step's floor is.
 """
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ import tempfile
 import time
 
 import jax
+import jax.extend
+import numpy as np
 
 from ssm_bench import train
 
@@ -83,6 +88,30 @@ def summarize(events, procs, steps: int, wall_s: float) -> dict:
           "source": "device" if device else "host threads (CPU)"}
 
 
+def matmul_flops(jaxpr, times: int = 1) -> int:
+  """Floating-point operations of the dot_generals in a jaxpr (2 per multiply-add), nested
+  jaxprs included; a scan's body counts once per iteration."""
+  total = 0
+  for e in jaxpr.eqns:
+    if e.primitive.name == "dot_general":
+      (contract, _), _ = e.params["dimension_numbers"]
+      lhs = e.invars[0].aval.shape
+      total += 2 * int(np.prod(e.outvars[0].aval.shape)) * int(np.prod([lhs[i] for i in contract]))
+    reps = e.params.get("length", 1) if e.primitive.name == "scan" else 1
+    for sub in jax.extend.core.jaxprs_in_params(e.params):
+      total += matmul_flops(sub, reps)
+  return total * times
+
+
+def step_matmul_gflop(trainer) -> float:
+  """GFLOP of matmuls in one training step of one run."""
+  hp = train.hparams([trainer.cfg])
+  state = jax.eval_shape(trainer.compiled(donate=False)[0], hp)
+  one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
+  jaxpr = jax.make_jaxpr(trainer.step)(one(state), one(hp))
+  return matmul_flops(jaxpr.jaxpr) / 1e9
+
+
 def profile_one(cfg, k: int, reps: int) -> dict:
   """Trace `reps` chunks of cfg's training program vmapped over k runs."""
   trainer = train.Trainer(cfg)
@@ -100,7 +129,12 @@ def profile_one(cfg, k: int, reps: int) -> dict:
     wall = time.perf_counter() - t0
     events, procs = _events(tmp)
   steps = reps * cfg.log_every
-  return {"k": k, **summarize(events, procs, steps, wall)}
+  row = {"k": k, **summarize(events, procs, steps, wall),
+         "matmul_gflop_per_run_step": round(step_matmul_gflop(trainer), 4)}
+  matmul_ms = row["ms_per_step"].get("matmul")
+  if matmul_ms:
+    row["matmul_tflops"] = round(row["matmul_gflop_per_run_step"] * k / matmul_ms, 2)
+  return row
 
 
 def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int = 5) -> list:
@@ -119,7 +153,9 @@ def render(rows) -> str:
   for r in rows:
     out.append(f"{r['model']} K={r['k']}: wall {r['wall_ms_per_step']:.3f} ms per step, ops "
                f"{r['device_ms_per_step']:.3f} ms ({r['source']}), host gap "
-               f"{r['host_gap_ms_per_step']:.3f} ms")
+               f"{r['host_gap_ms_per_step']:.3f} ms; matmuls {r['matmul_gflop_per_run_step']:.3f} "
+               f"GFLOP per run-step" + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
+                                        if "matmul_tflops" in r else ""))
     total = r["device_ms_per_step"] or 1.0
     out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
             for kind, ms in r["ms_per_step"].items()]

@@ -7,8 +7,10 @@ warps) and the chunk (steps between saved states, shared by both kernels). The b
 chunk + 1 states per program in registers, so its best tile need not be the forward's. Every
 tile is checked against the associative scan (values, then gradients); only tiles that match
 can be best. For the real kind the best tile is timed once more with the backward's reductions
-joined (`pallas.JOIN_REDUCTIONS`). The result ends with the values to write into
-`pallas.FORWARD`, `pallas.BACKWARD`, `pallas.CHUNK` and `pallas.JOIN_REDUCTIONS`.
+joined (`pallas.JOIN_REDUCTIONS`); then, for every kind, the best tile with each chunk of the grid
+with the chunk's inputs prefetched (`pallas.PREFETCH`; the forward alone too, for the record).
+The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
+`pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 """
 from __future__ import annotations
 
@@ -92,45 +94,59 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     want_y = jax.jit(lambda f: jax.lax.map(reference, f))(f)
     want_g = jax.jit(lambda f: jax.lax.map(one_grad, f))(f)
     timings = {"forward": {}, "backward": {}}
-    for tile in grid["forward"]:
-      row = {"kind": kind, "kernel": "forward", "tile": list(tile), "chunk": pallas.CHUNK[kind]}
-      ms, y = _time(fwd(fused(forward=tile)), f, reps, k, row)
+
+    def forward(tile, prefetch=False):
+      row = {"kind": kind, "kernel": "forward" + ("+prefetch" if prefetch else ""),
+             "tile": list(tile), "chunk": pallas.CHUNK[kind]}
+      ms, y = _time(fwd(fused(forward=tile, prefetch=prefetch)), f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(y, want_y):.2e}")
         row["matches_reference"] = row["rel_err"] <= 1e-4
-        if row["matches_reference"]:
+        if row["matches_reference"] and not prefetch:
           timings["forward"][tuple(tile)] = ms
       rows.append(row)
-      common.progress(f"tiles: {kind} forward {tile}: {row.get('ms_per_run', row.get('error'))}")
+      common.progress(f"tiles: {kind} {row['kernel']} {tile}: "
+                      f"{row.get('ms_per_run', row.get('error'))}")
+
+    for tile in grid["forward"]:
+      forward(tile)
     best_fwd = min(timings["forward"], key=timings["forward"].get, default=pallas.FORWARD[kind])
 
-    def backward(tile, chunk, join=False):
+    def backward(tile, chunk, join=False, prefetch=False):
       """Times forward + backward with this backward tile; its key if it matches."""
-      row = {"kind": kind, "kernel": "backward" + ("+join" if join else ""), "tile": list(tile),
-             "chunk": chunk, "forward_tile": list(best_fwd)}
-      ms, g = _time(grad(fused(forward=best_fwd, backward=tile, chunk=chunk, join=join)), f,
-                    reps, k, row)
+      row = {"kind": kind, "kernel": "backward" + ("+join" if join else "")
+             + ("+prefetch" if prefetch else ""), "tile": list(tile), "chunk": chunk,
+             "forward_tile": list(best_fwd)}
+      ms, g = _time(grad(fused(forward=best_fwd, backward=tile, chunk=chunk, join=join,
+                               prefetch=prefetch)), f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(g, want_g):.2e}")
         row["matches_reference"] = row["rel_err"] <= 1e-4
         if row["matches_reference"]:
-          timings["backward"][(tuple(tile), chunk, join)] = ms
+          timings["backward"][(tuple(tile), chunk, join, prefetch)] = ms
       rows.append(row)
       common.progress(f"tiles: {kind} forward+{row['kernel']} {tile} chunk {chunk}: "
             f"{row.get('ms_per_run', row.get('error'))}")
 
+    fastest = lambda: min(timings["backward"], key=timings["backward"].get)
     for chunk in grid["chunk"]:
       for tile in grid["backward"]:
         backward(tile, chunk)
     if timings["backward"] and kind == "real":  # the best tile again, reductions joined
-      backward(*min(timings["backward"], key=timings["backward"].get)[:2], join=True)
-    if timings["backward"]:
-      key = min(timings["backward"], key=timings["backward"].get)
+      backward(*fastest()[:2], join=True)
+    if timings["backward"]:  # the best so far with each chunk, its inputs prefetched
+      forward(best_fwd, prefetch=True)
+      tile, _, join, _ = fastest()
+      for chunk in grid["chunk"]:
+        backward(tile, chunk, join=join, prefetch=True)
+      key = fastest()
       best[kind] = {"forward": list(best_fwd), "backward": list(key[0]), "chunk": key[1],
-                    "join": key[2], "fwd_bwd_ms_per_run": timings["backward"][key]}
+                    "join": key[2], "prefetch": key[3],
+                    "fwd_bwd_ms_per_run": timings["backward"][key]}
   return {"k": k, "sizes": dict(z), "defaults": {"forward": pallas.FORWARD,
                                                  "backward": pallas.BACKWARD,
-                                                 "chunk": pallas.CHUNK},
+                                                 "chunk": pallas.CHUNK,
+                                                 "prefetch": pallas.PREFETCH},
           "rows": rows, "best": best}
 
 
@@ -139,11 +155,11 @@ def render(result: dict) -> str:
   for r in result["rows"]:
     what = r.get("ms_per_run", r.get("error"))
     ok = "" if r.get("matches_reference", True) else f"  MISMATCH {r['rel_err']}"
-    lines.append(f"  {r['kind']:5s} {r['kernel']:13s} {tuple(r['tile'])} chunk {r['chunk']}: "
+    lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])} chunk {r['chunk']}: "
                  f"{what}{ok}")
   for kind, b in result["best"].items():
     lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
                  f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")
-                 + f" ({b['fwd_bwd_ms_per_run']} ms per run, forward + backward)")
+                 + f", PREFETCH {b['prefetch']}" + f" ({b['fwd_bwd_ms_per_run']} ms per run, forward + backward)")
   return "\n".join(lines)
 

@@ -3,6 +3,7 @@ from absl import flags
 import pytest
 
 import jax
+import jax.numpy as jnp
 
 from launch import bench
 from launch import bench_projection
@@ -86,16 +87,30 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
   from ssm_bench.scan import pallas
   grid = {"forward": [(4, 2), (8, 1)], "backward": [(4, 1)], "chunk": (8,)}
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  real, asked = pallas.scan, []
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append(kw) or real(f, **kw))
   out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("mamba", "negmamba", "s4d", "rnn"),
                                 grid=grid, need_gpu=False)  # interpret mode
+  asked_for = lambda want: any(want(kw) for kw in asked)
+  assert (asked_for(lambda kw: kw.get("join")) and asked_for(lambda kw: kw.get("prefetch") and
+          "backward" in kw) and asked_for(lambda kw: kw.get("prefetch") and "backward" not in kw)
+          ), f"joined or prefetched kernels were not asked for: {asked}"
+  fastest_fwd = lambda kind: min((r for r in out["rows"] if r["kind"] == kind
+                                  and r["kernel"] == "forward"), key=lambda r: r["ms_per_run"])
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("real", "forward", [4, 2]), ("real", "forward", [8, 1]), ("real", "backward", [4, 1]),
       ("real", "backward+join", [4, 1]),  # the real kind's best, reductions joined
-      ("const", "forward", [4, 2]), ("const", "forward", [8, 1]), ("const", "backward", [4, 1])]
+      # the best forward tile and the best backward, inputs prefetched
+      ("real", "forward+prefetch", fastest_fwd("real")["tile"]),
+      ("real", "backward+join+prefetch" if out["best"]["real"]["join"] else "backward+prefetch",
+       [4, 1]),
+      ("const", "forward", [4, 2]), ("const", "forward", [8, 1]), ("const", "backward", [4, 1]),
+      ("const", "forward+prefetch", fastest_fwd("const")["tile"]),
+      ("const", "backward+prefetch", [4, 1])]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]
-  assert "best real: FORWARD" in bench_tiles.render(out)
-  real = pallas.scan
+  assert {k: type(b["prefetch"]) for k, b in out["best"].items()} == {"real": bool, "const": bool}
+  assert "best real: FORWARD" in bench_tiles.render(out) and "PREFETCH" in bench_tiles.render(out)
   monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * 1.01)
   out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("aussm",), grid=grid,
                                 need_gpu=False)
@@ -144,6 +159,17 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
     assert r["device_ms_per_step"] > 0 and r["ms_per_step"], f"an empty profile: {r}"
     assert abs(sum(r["ms_per_step"].values()) - r["device_ms_per_step"]) < 1e-2
   assert "negmamba K=2" in bench_profile.render(rows)
+  assert rows[0]["matmul_gflop_per_run_step"] == rows[1]["matmul_gflop_per_run_step"] > 0
+
+
+def test_matmul_flops_count_every_dot_nested_and_each_scan_iteration():
+  from launch import bench_profile
+  a, b = jnp.ones((4, 5)), jnp.ones((5, 5))
+  fn = lambda a, b: jax.jit(lambda a: jax.lax.scan(lambda c, _: (c @ b, None), a, None,
+                                                   length=3)[0])(a) @ b.T
+  want = 4 * 2 * 4 * 5 * 5  # three products in the scan, one after it: (4, 5) @ (5, 5) each
+  got = bench_profile.matmul_flops(jax.make_jaxpr(fn)(a, b).jaxpr)
+  assert got == want, f"counted {got} matmul flops, want {want}"
 
 
 def test_profile_kinds_of_gpu_ops():

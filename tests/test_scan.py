@@ -184,7 +184,8 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   value_and_grad = lambda fn: jax.value_and_grad(lambda f: jnp.sum(w * fn(f)))(f)
   want = value_and_grad(lambda f: scan.diagonal_scan(f, "sequential"))
   for kw in (dict(forward=(8, 1), backward=(2, 2), chunk=4),
-             dict(forward=(2, 4), backward=(8, 1), chunk=16, join=True)):
+             dict(forward=(2, 4), backward=(8, 1), chunk=16, join=True),
+             dict(forward=(4, 2), backward=(4, 2), chunk=8, prefetch=True)):
     got = value_and_grad(lambda f: pallas.scan(f, **kw))
     for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
       np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-5,
@@ -216,6 +217,33 @@ def test_pallas_joined_reductions_halve_the_real_backwards_reductions(family):
   assert counts == {False: [8, 32], True: [8, 16]}, f"reductions (forward, backward): {counts}"
 
 
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_pallas_prefetch_reads_a_chunks_inputs_before_it_writes_and_changes_no_number(family):
+  """prefetch=True: in each kernel's chunk loop every read of memory comes before the first
+  write (direct: they interleave, step by step); values and gradients bit-identical to direct."""
+  from ssm_bench.scan import pallas
+  f = to_factors(family, factored_inputs(family, 37, d=8, n=3))
+  w = jnp.asarray(np.random.default_rng(5).normal(size=f.x.shape), jnp.float32)
+  loss = lambda prefetch: (lambda f: jnp.sum(w * pallas.scan(f, chunk=8, prefetch=prefetch)))
+  direct, fetched = (jax.value_and_grad(loss(p))(f) for p in (False, True))
+  for a, b in zip(jax.tree.leaves(direct), jax.tree.leaves(fetched)):
+    assert np.array_equal(np.asarray(a), np.asarray(b)), f"{family}: prefetch changed a number"
+
+  def reads_after_first_write(prefetch):
+    """Per kernel (forward, backward): reads in its chunk loop's body after the first write."""
+    jaxpr = jax.make_jaxpr(jax.grad(loss(prefetch)))(f)
+    out = []
+    for call in (e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"):
+      loop = next(e for e in call.params["jaxpr"].eqns if e.primitive.name in ("scan", "while"))
+      body = next(iter(jax.extend.core.jaxprs_in_params(loop.params)))
+      kinds = [e.primitive.name for e in body.eqns if e.primitive.name in ("get", "swap")]
+      first_write = kinds.index("swap")
+      out.append(kinds[first_write:].count("get"))
+    return out
+
+  assert reads_after_first_write(True) == [0, 0], f"{family}: prefetch still reads after a write"
+  assert min(reads_after_first_write(False)) > 0, f"{family}: the direct order already prefetches"
+
 
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_pallas_kernel_lowers_for_cuda(family):
@@ -225,9 +253,10 @@ def test_pallas_kernel_lowers_for_cuda(family):
   loss = lambda f: jnp.sum(pallas.scan(f, interpret=False) ** 2)
   stacked = jax.tree.map(lambda x: jnp.stack([x, x]), f)  # a vmapped group of two runs
   joined = lambda f: jnp.sum(pallas.scan(f, join=True, interpret=False) ** 2)
+  prefetched = lambda f: jnp.sum(pallas.scan(f, prefetch=True, interpret=False) ** 2)
   primal = lambda f: pallas.scan(f, interpret=False)  # evaluation: no boundary states
   for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked),
-                   (jax.grad(joined), f), (primal, f)):
+                   (jax.grad(joined), f), (jax.grad(prefetched), f), (primal, f)):
     lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"
 

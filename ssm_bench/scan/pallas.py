@@ -16,7 +16,8 @@ backward holds chunk + 1 states per program and may want a smaller tile than the
 chunk (steps between saved states) is shared by the two. A sweep on an H100 (results/bench/README.md,
 Performance) picked 16 channels and 4 warps for the real family and chunks of 8 steps, timed
 with the same tile in both kernels; the complex families keep 8 channels (not swept yet).
-`launch.bench --sections=tiles` sweeps the two kernels separately.
+`launch.bench --sections=tiles` sweeps the two kernels separately, then times the best tiles with
+the backward's reductions joined and with each chunk's inputs prefetched (`_Io`).
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ CHUNK = {"real": 8, "phase": 8, "const": 8}  # steps between saved states, per k
 # The real family's backward makes four reductions per step; joined, two (`_sum_pair`). Off
 # until a GPU measures it (launch.bench --sections=tiles times both); same numbers either way.
 JOIN_REDUCTIONS = False
+# Read a chunk's per-step inputs before its first step and write its outputs after its last
+# (`_Io`), per kind. Off until a GPU measures it (the tiles section times both); same numbers.
+PREFETCH = {"real": False, "phase": False, "const": False}
 KINDS = {"decay": "real", "signed_decay": "real", "rotation": "phase", "constant": "const"}
 
 
@@ -56,11 +60,51 @@ def _names(kind: str) -> tuple:
   return ("x",) + trans + ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
 
 
-class _Step:
-  """Per-step algebra of one program, shared by the forward and backward kernels."""
+def _per_step(kind: str) -> tuple:
+  """The inputs read at every step (the rest are tiles read once per program)."""
+  return {"real": ("x", "dt", "B", "C"), "phase": ("x", "theta"), "const": ("x",)}[kind]
 
-  def __init__(self, kind, neg, refs):
-    self.kind, self.neg, self.r = kind, neg, refs
+
+class _Io:
+  """A chunk's per-step reads and writes, in one of two orders. Direct: each input is read where
+  a step uses it and each output written when computed (the order the H100 tiles were measured
+  with). Prefetched: all of the chunk's inputs are read before its first step and its outputs
+  written after its last. The reason to try it: on an H100 the kernel ran at 1.8% of its memory
+  floor with little arithmetic per step, which points at latency: a read issued after a write to
+  memory the compiler cannot prove distinct may wait for it, so in the direct order each step
+  stalls on its own reads; prefetched, a chunk's reads are in flight together. Same values."""
+
+  def __init__(self, refs, prefetch: bool):
+    self.refs, self.prefetch, self.read, self.pending = refs, prefetch, {}, []
+
+  def start(self, names, t0, chunk):
+    """Enter the chunk of steps t0 .. t0 + chunk - 1."""
+    self.read = ({(n, k): self.refs[n][t0 + k, :] for k in range(chunk) for n in names}
+                 if self.prefetch else {})
+    self.t0 = t0
+
+  def get(self, name, k):
+    """Input `name` at step k of the chunk."""
+    return self.read[(name, k)] if self.prefetch else self.refs[name][self.t0 + k, :]
+
+  def put(self, ref, k, value):
+    if self.prefetch:
+      self.pending.append((ref, k, value))
+    else:
+      ref[self.t0 + k, :] = value
+
+  def finish(self):
+    for ref, k, value in self.pending:
+      ref[self.t0 + k, :] = value
+    self.pending = []
+
+
+class _Step:
+  """Per-step algebra of one program, shared by the forward and backward kernels; `k` is the
+  step within the chunk `io` is in."""
+
+  def __init__(self, kind, neg, refs, io):
+    self.kind, self.neg, self.r, self.io = kind, neg, refs, io
     if kind != "real":
       self.Br, self.Bi = refs["Br"][...], refs["Bi"][...]
       self.Cr, self.Ci = refs["Cr"][...], refs["Ci"][...]
@@ -69,46 +113,48 @@ class _Step:
     if kind == "real":
       self.lam = refs["lam"][...]
 
-  def transition(self, t):
+  def transition(self, k):
     """(ar, ai, extra): a_t as real pair (ai None for real) plus what its gradient needs."""
     if self.kind == "real":
-      dt = self.r["dt"][t, :]
+      dt = self.io.get("dt", k)
       e = jnp.exp(dt[:, None] * self.lam)
       return (2.0 * e - 1.0 if self.neg else e), None, (dt, e)
     if self.kind == "phase":
-      th = self.r["theta"][t, :]
+      th = self.io.get("theta", k)
       return jnp.cos(th)[None, :], jnp.sin(th)[None, :], None
     return self.ar, self.ai, None
 
-  def advance(self, h, a, t):
-    x = self.r["x"][t, :][:, None]
+  def advance(self, h, a, k):
+    x = self.io.get("x", k)[:, None]
     ar, ai = a[0], a[1]
     if self.kind == "real":
-      return (ar * h[0] + x * self.r["B"][t, :][None, :],)
+      return (ar * h[0] + x * self.io.get("B", k)[None, :],)
     hr, hi = h
     return (ar * hr - ai * hi + x * self.Br, ai * hr + ar * hi + x * self.Bi)
 
-  def readout(self, h, t):
+  def readout(self, h, k):
     if self.kind == "real":
-      return jnp.sum(h[0] * self.r["C"][t, :][None, :], axis=1)
+      return jnp.sum(h[0] * self.io.get("C", k)[None, :], axis=1)
     return jnp.sum(self.Cr * h[0] - self.Ci * h[1], axis=1)
 
 
-def _forward_kernel(*refs, kind, neg, chunk, n_chunks):
+def _forward_kernel(*refs, kind, neg, chunk, n_chunks, prefetch=False):
   names = _names(kind)
   r = dict(zip(names, refs))
   y_ref, hb_refs = refs[len(names)], refs[len(names) + 1:]
-  s = _Step(kind, neg, r)
+  io = _Io(r, prefetch)
+  s = _Step(kind, neg, r, io)
   h0 = (r["h0"][...],) if kind == "real" else (r["h0r"][...], r["h0i"][...])
 
   def body(c, h):
+    io.start(_per_step(kind), c * chunk, chunk)
     for hb, part in zip(hb_refs, h):
       hb[c] = part  # the state before this chunk: the backward pass restarts here
     for k in range(chunk):
-      t = c * chunk + k
-      a = s.transition(t)
-      h = s.advance(h, a, t)
-      y_ref[t, :] = s.readout(h, t)
+      a = s.transition(k)
+      h = s.advance(h, a, k)
+      io.put(y_ref, k, s.readout(h, k))
+    io.finish()
     return h
   jax.lax.fori_loop(0, n_chunks, body, h0)
 
@@ -120,7 +166,7 @@ def _sum_pair(a, b, axis):
   return lo[..., 0], hi[..., 0]
 
 
-def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False):
+def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False, prefetch=False):
   names = _names(kind)
   n_in = len(names)
   r = dict(zip(names, refs))
@@ -128,7 +174,8 @@ def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False):
   dy_ref = refs[n_in]
   hb_refs = refs[n_in + 1: n_in + (3 if cplx else 2)]
   outs = refs[n_in + (3 if cplx else 2):]
-  s = _Step(kind, neg, r)
+  io = _Io({**r, "dy": dy_ref}, prefetch)
+  s = _Step(kind, neg, r, io)
   if kind == "real":
     dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = outs
   elif kind == "phase":
@@ -143,20 +190,19 @@ def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False):
   def body(i, carry):
     g, acc = carry[:len(hb_refs)], list(carry[len(hb_refs):])
     c = n_chunks - 1 - i
+    io.start(_per_step(kind) + ("dy",), c * chunk, chunk)
     start = tuple(hb[c] for hb in hb_refs)
     hs, trans = [start], []
     for k in range(chunk):  # recompute this chunk's states from its boundary; kept as values
-      t = c * chunk + k
-      trans.append(s.transition(t))
-      hs.append(s.advance(hs[-1], trans[-1], t))
+      trans.append(s.transition(k))
+      hs.append(s.advance(hs[-1], trans[-1], k))
     for k in reversed(range(chunk)):
-      t = c * chunk + k
-      dy = dy_ref[t, :][:, None]
-      x = r["x"][t, :][:, None]
+      dy = io.get("dy", k)[:, None]
+      x = io.get("x", k)[:, None]
       h, prev = hs[k + 1], hs[k]
       ar, ai, extra = trans[k]
       if kind == "real":
-        Bt, Ct = r["B"][t, :][None, :], r["C"][t, :][None, :]
+        Bt, Ct = io.get("B", k)[None, :], io.get("C", k)[None, :]
         (gr,) = g
         gr = gr + dy * Ct
         dt, e = extra
@@ -165,26 +211,28 @@ def _backward_kernel(*refs, kind, neg, chunk, n_chunks, join=False):
         # four reductions per step, two over the state (dx, ddt) and two over channels (dB, dC)
         over_n, over_d = (gr * Bt, de * s.lam), (gr * x, dy * h[0])
         if join:
-          dx_ref[t, :], ddt_ref[t, :] = _sum_pair(*over_n, axis=1)
-          dB_ref[t, :], dC_ref[t, :] = _sum_pair(*over_d, axis=0)
+          sums = _sum_pair(*over_n, axis=1) + _sum_pair(*over_d, axis=0)
         else:
-          dx_ref[t, :], ddt_ref[t, :] = (jnp.sum(v, axis=1) for v in over_n)
-          dB_ref[t, :], dC_ref[t, :] = (jnp.sum(v, axis=0) for v in over_d)
+          sums = tuple(jnp.sum(v, axis=1) for v in over_n) + tuple(jnp.sum(v, axis=0)
+                                                                   for v in over_d)
+        for ref, v in zip((dx_ref, ddt_ref, dB_ref, dC_ref), sums):
+          io.put(ref, k, v)
         acc[0] = acc[0] + de * dt[:, None]
         g = (ar * gr,)
         continue
       gr, gi = g
       gr, gi = gr + dy * s.Cr, gi - dy * s.Ci
-      dx_ref[t, :] = jnp.sum(gr * s.Br + gi * s.Bi, axis=1)
+      io.put(dx_ref, k, jnp.sum(gr * s.Br + gi * s.Bi, axis=1))
       acc[0], acc[1] = acc[0] + x * gr, acc[1] + x * gi  # dBr, dBi
       acc[2], acc[3] = acc[2] + dy * h[0], acc[3] - dy * h[1]  # dCr, dCi
       dar = gr * prev[0] + gi * prev[1]
       dai = gi * prev[0] - gr * prev[1]
       if kind == "phase":  # ar = cos(theta), ai = sin(theta)
-        dth_ref[t, :] = jnp.sum(dai * ar - dar * ai, axis=0)
+        io.put(dth_ref, k, jnp.sum(dai * ar - dar * ai, axis=0))
       else:
         acc[4], acc[5] = acc[4] + dar, acc[5] + dai
       g = (ar * gr + ai * gi, ar * gi - ai * gr)
+    io.finish()
     return tuple(g) + tuple(acc)
 
   init = tuple(zeros for _ in hb_refs) + tuple(zeros for _ in range(n_acc))
@@ -221,7 +269,7 @@ def _fused(static, *ins):
 
 
 def _forward(static, *ins, save_states: bool = True):
-  kind, neg, chunk, (bd, warps), _, _, interpret = static
+  kind, neg, chunk, (bd, warps), _, _, prefetch, interpret = static
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
   names = _names(kind)
@@ -231,7 +279,8 @@ def _forward(static, *ins, save_states: bool = True):
   outs = [(jax.ShapeDtypeStruct((b, T, D), f32), pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j)))]
   outs += [(jax.ShapeDtypeStruct((b, n_chunks, D, N), f32),
             pl.BlockSpec((None, n_chunks, bd, N), lambda i, j: (i, 0, j, 0)))] * n_states
-  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks)
+  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks,
+                             prefetch=prefetch)
   res = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, D // bd),
                        in_specs=[_spec(n, T, bd, N) for n in names],
                        out_specs=[o[1] for o in outs], interpret=interpret,
@@ -252,7 +301,7 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, res, dy):
-  kind, neg, chunk, _, (bd, warps), join, interpret = static
+  kind, neg, chunk, _, (bd, warps), join, prefetch, interpret = static
   ins, hb = res
   b, T, D = ins[0].shape
   N = ins[-1].shape[-1]
@@ -274,7 +323,7 @@ def _fused_bwd(static, res, dy):
     outs = [per_td] + [per_dn] * 8
   hb_specs = [pl.BlockSpec((None, n_chunks, bd, N), lambda i, j: (i, 0, j, 0))] * len(hb)
   kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, chunk=chunk, n_chunks=n_chunks,
-                             join=join)
+                             join=join, prefetch=prefetch)
   g = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
                      in_specs=[_spec(n, T, bd, N) for n in names]
                      + [pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j))] + hb_specs,
@@ -315,11 +364,11 @@ def _tile(tile, default, D):
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, chunk: int | None = None,
-         join: bool | None = None, interpret: bool | None = None):
+         join: bool | None = None, prefetch: bool | None = None, interpret: bool | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
   `forward` / `backward`: (channels per program, warps) of each kernel; `chunk`: steps between
   the states the forward saves for the backward; `join`: pair the real backward's reductions;
-  None: the defaults above."""
+  `prefetch`: read each chunk's inputs before its steps (`_Io`); None: the defaults above."""
   kind = KINDS[f.family]
   chunk = chunk or CHUNK[kind]
   _check_pow2("chunk", chunk)
@@ -342,5 +391,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
                                      per_dn(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
   join = JOIN_REDUCTIONS if join is None else join
-  static = (kind, f.family == "signed_decay", chunk, fwd, bwd, bool(join), interpret)
+  prefetch = PREFETCH[kind] if prefetch is None else prefetch
+  static = (kind, f.family == "signed_decay", chunk, fwd, bwd, bool(join), bool(prefetch),
+            interpret)
   return _fused(static, *ins)[:, :T, :D]
