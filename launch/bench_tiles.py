@@ -7,9 +7,9 @@ warps) and the chunk (steps between saved states, shared by both kernels). The b
 chunk + 1 states per program in registers, so its best tile need not be the forward's. Every
 tile is checked against the associative scan (values, then gradients); only tiles that match
 can be best. For the real kind the best tile is timed once more with the backward's reductions
-joined (`pallas.JOIN_REDUCTIONS`); then, for every kind, the best tile with each chunk of the grid
-with the chunk's inputs prefetched (`pallas.PREFETCH`; the forward alone too, for the record).
-The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
+joined (`pallas.JOIN_REDUCTIONS`); then, for every kind, the best tile at each of the grid's
+prefetch chunks with the chunk's inputs read ahead (`pallas.PREFETCH`; the forward alone too, for
+the record). The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 """
 from __future__ import annotations
@@ -23,7 +23,9 @@ from ssm_bench import scan
 
 GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
         "backward": [(bd, w) for bd in (4, 8, 16) for w in (1, 2, 4)],
-        "chunk": (4, 8)}
+        "chunk": (4, 8),
+        # prefetched, a chunk's reads are in flight together: longer chunks may pay off there
+        "prefetch_chunk": (4, 8, 16)}
 # The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
@@ -137,7 +139,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     if timings["backward"]:  # the best so far with each chunk, its inputs prefetched
       forward(best_fwd, prefetch=True)
       tile, _, join, _ = fastest()
-      for chunk in grid["chunk"]:
+      for chunk in grid.get("prefetch_chunk", grid["chunk"]):
         backward(tile, chunk, join=join, prefetch=True)
       key = fastest()
       best[kind] = {"forward": list(best_fwd), "backward": list(key[0]), "chunk": key[1],
