@@ -196,7 +196,8 @@ def _numpy_negmamba(f):
 def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None,
                      ks=(1, 9, 27)):
   """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
-  with the compiled program's memory."""
+  with the compiled program's memory; run 0's parameters in the group against run 0 alone
+  (`max_rel_diff`), and the group's program run twice on one state (`repeat_bit_identical`)."""
   base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
                                                     curriculum_start=2)
   lrs = np.geomspace(1e-4, 3e-2, 27)
@@ -211,10 +212,14 @@ def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmam
       hp = train.hparams(cfgs)
       state = init(hp)
       try:
-        compile_s, run_s, (res, _), mem = timed(chunk, state, hp, reps=reps)
+        program, compile_s, (res, _), mem = prepare(chunk, state, hp)
+        (run_s,) = interleaved([lambda: program(state, hp)], reps)
+        again = program(state, hp)[0]
       except Exception as e:  # out of memory: a result, not a crash
         rows.append({"K": k, "error": f"{type(e).__name__}: {str(e)[:160]}"})
         continue
+      repeat = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(res["params"]),
+                                                        jax.tree.leaves(again["params"])))
       per_run = run_s / k / cfg0.log_every
       alone = alone or res  # K = 1 comes first: run 0 trained alone
       pairs = [(np.asarray(a)[0], np.asarray(b)[0]) for a, b in
@@ -225,7 +230,8 @@ def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmam
       single = single or per_run
       rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
                    "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                   "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"), **mem})
+                   "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
+                   "repeat_bit_identical": repeat, **mem})
     out[method] = rows
   return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
                     f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}
@@ -299,6 +305,11 @@ def render(section: str, result) -> str:
         lines.append(f"  {m}: " + ", ".join(
             f"K={r['K']} {r['ms_per_run_step']:.3f} ({r.get('estimate_MB', '?')} MB)"
             if "error" not in r else f"K={r['K']} {r['error'][:60]}" for r in rows))
+        lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
+                     "group run twice: " + ", ".join(
+                         f"K={r['K']} {r['max_rel_diff']:.1e}"
+                         + ("" if r["repeat_bit_identical"] else " NOT bit-identical twice")
+                         for r in rows if "error" not in r))
     return "\n".join(lines)
   return f"{section} {json.dumps(result, indent=1)}"
 

@@ -56,6 +56,8 @@ def test_train_many_matches_separate_runs():
     assert rows[0]["max_rel_diff"] == 0.0, "run 0 alone differs from itself"
     assert all(r["max_rel_diff"] < 1e-4 for r in rows), (method, rows)
     assert all(r["estimate_MB"] > 0 for r in rows), "no memory estimate"
+    assert all(r["repeat_bit_identical"] for r in rows), "one group run twice on CPU differs"
+  assert "K=4" in bench.render("train_many", [out]) and "twice" in bench.render("train_many", [out])
 
 
 def test_one_pass_eval_matches_per_length_eval():
