@@ -104,7 +104,7 @@ class _Step:
   step within the chunk `io` is in."""
 
   def __init__(self, kind, neg, refs, io):
-    self.kind, self.neg, self.r, self.io = kind, neg, refs, io
+    self.kind, self.neg, self.io = kind, neg, io
     if kind != "real":
       self.Br, self.Bi = refs["Br"][...], refs["Bi"][...]
       self.Cr, self.Ci = refs["Cr"][...], refs["Ci"][...]
