@@ -255,10 +255,23 @@ def test_pallas_kernel_lowers_for_cuda(family):
   joined = lambda f: jnp.sum(pallas.scan(f, join=True, interpret=False) ** 2)
   prefetched = lambda f: jnp.sum(pallas.scan(f, prefetch=True, interpret=False) ** 2)
   primal = lambda f: pallas.scan(f, interpret=False)  # evaluation: no boundary states
+  odd = to_factors(family, factored_inputs(family, 70, b=2, d=16, n=4))  # 72 steps, not 128
   for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked),
-                   (jax.grad(joined), f), (jax.grad(prefetched), f), (primal, f)):
+                   (jax.grad(joined), f), (jax.grad(prefetched), f), (primal, f),
+                   (jax.grad(loss), odd)):
     lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"
+
+
+@pytest.mark.parametrize("length,padded", [(60, 64), (70, 72), (1000, 1000)])
+def test_pallas_pads_time_to_whole_chunks_not_a_power_of_two(length, padded):
+  """At evaluation's 10,000 steps a power of two would be 16,384: 64% more kernel work."""
+  from ssm_bench.scan import pallas
+  f = to_factors("signed_decay", factored_inputs("signed_decay", length, b=1, d=4, n=2))
+  jaxpr = jax.make_jaxpr(lambda f: pallas.scan(f, chunk=8, interpret=False))(f)
+  (call,) = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+  assert call.invars[0].aval.shape[1] == padded, (
+      f"{length} steps went into the kernel as {call.invars[0].aval.shape[1]}, want {padded}")
 
 
 @pytest.mark.parametrize("family", scan.FAMILIES)

@@ -7,9 +7,11 @@ saved boundary (a Python-unrolled loop, so they stay registers, not memory), the
 adjoint recurrence g_{t-1} = a_t g_t + dy_{t-1} C_{t-1} through them. It never divides by a_t
 (a signed_decay a_t can be 0 or negative).
 
-Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton also wants
-power-of-two block sizes, so time, channels and state are padded (x = 0, B = C = h0 = 0), which
-changes no output. Off GPU the kernel runs in `interpret` mode (for tests; slow).
+Complex families travel as real/imaginary pairs (Triton has no complex dtype). Triton wants
+power-of-two sizes for what a program loads and stores (a step's row of channels or states, a
+(channels, states) tile), so channels and state are padded to powers of two (x = 0, B = C = h0 =
+0), which changes no output; time is only padded to a whole number of chunks, as a step reads
+one row of it (10,000 steps stay 10,000, not 16,384). Off GPU the kernel runs in `interpret` mode (for tests; slow).
 
 Tiles: the forward and backward kernels take their own (channels per program, warps), since the
 backward holds chunk + 1 states per program and may want a smaller tile than the forward; the
@@ -376,7 +378,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
   N = f.h0.shape[-1]
-  Tp = max(_pow2(T), chunk)
+  Tp = -(-T // chunk) * chunk  # whole chunks; rows are indexed one by one, any count lowers
   fwd, bwd = _tile(forward, FORWARD[kind], D), _tile(backward, BACKWARD[kind], D)
   bd = max(fwd[0], bwd[0])  # both powers of two: a multiple of either
   Dp, Np = -(-D // bd) * bd, _pow2(N)
