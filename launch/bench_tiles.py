@@ -162,6 +162,7 @@ def render(result: dict) -> str:
   for kind, b in result["best"].items():
     lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
                  f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")
-                 + f", PREFETCH {b['prefetch']}" + f" ({b['fwd_bwd_ms_per_run']} ms per run, forward + backward)")
+                 + f", PREFETCH {b['prefetch']} ({b['fwd_bwd_ms_per_run']} ms per run, "
+                 "forward + backward)")
   return "\n".join(lines)
 
