@@ -105,10 +105,8 @@ def matmul_flops(jaxpr, times: int = 1) -> int:
 
 def step_matmul_gflop(trainer) -> float:
   """GFLOP of matmuls in one training step of one run."""
-  hp = train.hparams([trainer.cfg])
-  state = jax.eval_shape(trainer.compiled(donate=False)[0], hp)
-  one = lambda tree: jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), tree)
-  jaxpr = jax.make_jaxpr(trainer.step)(one(state), one(hp))
+  hp = jax.tree.map(lambda x: x[0], train.hparams([trainer.cfg]))
+  jaxpr = jax.make_jaxpr(trainer.step)(jax.eval_shape(trainer.init, hp), hp)
   return matmul_flops(jaxpr.jaxpr) / 1e9
 
 

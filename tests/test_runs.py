@@ -129,6 +129,7 @@ def test_each_run_of_a_group_saves_and_is_evaluated_with_its_own_parameters(tmp_
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6,
                                err_msg="run 1's checkpoint holds another run's parameters")
 
+
 def test_a_group_of_one_runs_the_unbatched_program():
   """K = 1 must not be a vmapped program of one run (on CPU 1.1-3.8x slower per step): its
   chunk is the plain run's own program, with the same numbers bit for bit."""
