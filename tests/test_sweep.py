@@ -270,6 +270,29 @@ def _finish_with(cfg, run_dir, max_len, status="done"):
                                            "seq_acc_curve": curve}, 1.0)
 
 
+def test_table2_cpu_adds_seeds_to_cells_against_the_theory_on_fewer_than_four_runs(tmp_path):
+  """Stage 2 of table2_cpu also trains a cell whose (2) first-stage runs go against the theory:
+  none extrapolates where it allows the cell, or several do where it rules the cell out; not a
+  cell that agrees with it, nor one against it that already had MIN_RUNS_AGAINST_THEORY runs."""
+  groups = sweep.plan("table2_cpu", str(tmp_path), only=r"^(C2xC4-negmamba-L[12]|C2xC4-mamba-L2|"
+                      r"C2-negmamba-L1|C24-rnn-L1|C6-mamba-L1)-")
+  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
+  cell = {(cfgs[0].task, cfgs[0].model, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
+  assert len(cell[("C2xC4", "negmamba", 2)][0]) < sweeps.MIN_RUNS_AGAINST_THEORY
+  assert len(cell[("C24", "rnn", 1)][0]) == sweeps.MIN_RUNS_AGAINST_THEORY
+  # negmamba at depth 2 can express C2xC4, at depth 1 it cannot; mamba never can
+  for key, max_lens in ((("C2xC4", "negmamba", 2), (80, 0)), (("C2xC4", "negmamba", 1), (0, 0)),
+                        (("C2xC4", "mamba", 2), (0, 0)), (("C2", "negmamba", 1), (1000, 1000)),
+                        (("C24", "rnn", 1), (0, 0, 60, 0)), (("C6", "mamba", 1), (120, 200))):
+    for c, d, max_len in zip(*cell[key], max_lens):
+      _finish_with(c, d, max_len)
+  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
+  assert sorted({(cfgs[0].task, cfgs[0].model, cfgs[0].depth) for cfgs, _ in kept}) == [
+      ("C2xC4", "negmamba", 2), ("C6", "mamba", 1)], (
+      "extra seeds went elsewhere than the two cells against the theory on 2 runs")
+  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
+
+
 def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_path):
   """Stage 2 of table2_cpu: the extra seeds train for a cell where exactly one first-stage run
   extrapolates, never where none or several do; extra seeds form their own groups."""
@@ -282,19 +305,19 @@ def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_
                         (("C6", 1), (80, 0, 0, 0))):  # one, two and no runs extrapolate
     for c, d, max_len in zip(*cell[key], max_lens):
       _finish_with(c, d, max_len)
-  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)
+  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweeps.verdict_settled)
   assert [(cfgs[0].task, cfgs[0].depth, len(cfgs)) for cfgs, _ in kept] == [("C2", 1, 4)], kept
   assert (runs_dropped, groups_dropped) == (8, 2)
   c, d = cell[("C2", 2)][0][1], cell[("C2", 2)][1][1]  # C2 depth 2's second success diverged
   _finish_with(c, d, 120, status="diverged")
-  kept = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)[0]
+  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
   assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "a diverged run counted as a success"
   [(extra, extra_dirs)] = [(cfgs, dirs) for cfgs, dirs in kept if cfgs[0].depth == 1]
   for c, d in zip(extra, extra_dirs):  # the extra seeds' own successes do not change the rule
     _finish_with(c, d, 1000)
-  kept = sweep.prune(second, groups, sweeps.verdict_not_on_one_run)[0]
+  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
   assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "second-stage runs were counted"
-  assert not any(sweeps.verdict_not_on_one_run(c, []) for cfgs, _ in first for c in cfgs), (
+  assert not any(sweeps.verdict_settled(c, []) for cfgs, _ in first for c in cfgs), (
       "a first-stage run was skipped")
 
 
