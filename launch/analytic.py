@@ -46,11 +46,7 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
 
 def main(argv):
   del argv
-  from ssm_bench import plugins
-  try:
-    plugins.load(common.PLUGINS.value)
-  except ValueError as e:
-    raise common.UsageError(str(e)) from None
+  common.load_plugins()
   out = evaluate(_TASK.value, _LENGTH.value, _NUM.value, _CHUNK.value, _MODEL.value)
   if _JSON.value:
     common.print_json(out)

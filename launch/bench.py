@@ -353,11 +353,8 @@ def _train_many_methods(model: str):
 def main(argv):
   del argv
   from launch import sweeps
-  from ssm_bench import plugins, registry
-  try:
-    plugins.load(common.PLUGINS.value)
-  except ValueError as e:
-    raise common.UsageError(str(e)) from None
+  from ssm_bench import registry
+  common.load_plugins()
   builtin = [s.name for s in registry.specs() if s.builtin]
   names = [n for n in (_MODELS.value or ",".join(builtin)).split(",") if n]
   for flag, given, valid in (("models", names, registry.names()),

@@ -13,7 +13,6 @@ from launch import common
 from ssm_bench import figures
 from ssm_bench import language_table
 from ssm_bench import neighbours
-from ssm_bench import plugins
 from ssm_bench import tables
 from ssm_bench import tracking_profile
 
@@ -43,10 +42,7 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
     except (OSError, ValueError) as e:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
-  try:
-    plugins.load(common.PLUGINS.value)
-  except ValueError as e:
-    raise common.UsageError(str(e)) from None
+  common.load_plugins()
   unloaded = tables.load_plugins(rs.good + rs.diverged)
   return {"unloaded_plugins": unloaded,
           "profile": tracking_profile.profile_data(rs.good + rs.diverged),
