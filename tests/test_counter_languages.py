@@ -7,21 +7,13 @@ import sys
 import numpy as np
 import pytest
 
+from language_brute import is_prefix_of_member
 from tasks import counter_languages
 from tasks import registry
 
 # Prefix lengths whose completions a brute-force search can afford: a live prefix of length t
 # completes within `extra` symbols (Dyck: t closes; a^n b^n c^n: 2 (t + 1)).
 BRUTE = {"dyck1": (6, 7), "shuffle_dyck2": (4, 5), "anbn": (6, 7), "anbncn": (3, 8)}
-
-
-def _live(lang, word: str, extra: int) -> bool:
-  frontier = [word]
-  for _ in range(extra + 1):
-    if any(lang.member(x) for x in frontier):
-      return True
-    frontier = [x + a for x in frontier for a in lang.alphabet]
-  return False
 
 
 def _sample(name, member=False, batch=8, length=12, seed=0):
@@ -47,7 +39,7 @@ def test_short_prefixes_agree_with_brute_force(name):
     word = ""
     for t in range(t_max):
       word += lang.alphabet[tokens[b, t]]
-      want = sum(1 << a for a in range(k) if _live(lang, word + lang.alphabet[a], extra))
+      want = sum(1 << a for a in range(k) if is_prefix_of_member(lang, word + lang.alphabet[a], extra))
       want |= int(lang.member(word)) << k
       assert labels[b, t] == want, f"{name} at {word!r}: {labels[b, t]:b} != {want:b}"
 

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from language_brute import is_prefix_of_member
 from ssm_bench import language_theory
 from tasks import languages
 
@@ -63,16 +64,6 @@ def test_info_prints_a_language_and_refuses_an_unknown_one_in_one_line():
   assert bad.returncode == 2 and len(lines) == 1 and "choose from tomita1" in lines[0], bad.stderr
 
 
-def _is_prefix_of_member(d, w, extra: int) -> bool:
-  """Brute force: some completion of at most `extra` symbols is in the language."""
-  frontier = [w]
-  for _ in range(extra + 1):
-    if any(d.member(x) for x in frontier):
-      return True
-    frontier = [x + a for x in frontier for a in d.alphabet]
-  return False
-
-
 @pytest.mark.parametrize("name", list(languages.LANGUAGES) + list(languages.VARIANTS))
 def test_task_labels_agree_with_brute_force(name):
   """The task's labels (through the monoid table and the label map) against membership checked
@@ -91,11 +82,11 @@ def test_task_labels_agree_with_brute_force(name):
       word = ""
       for t in range(10):
         word += d.alphabet[tokens[b, t]]
-        assert _is_prefix_of_member(d, word, extra), f"{name}: the walk left the language: {word}"
+        assert is_prefix_of_member(d, word, extra), f"{name}: the walk left the language: {word}"
         if member:
           want = int(d.member(word))
         else:
-          want = sum(1 << a for a in range(k) if _is_prefix_of_member(d, word + d.alphabet[a],
+          want = sum(1 << a for a in range(k) if is_prefix_of_member(d, word + d.alphabet[a],
                                                                         extra))
           want |= int(d.member(word)) << k
         assert labels[b, t] == want, f"{name} ({'member' if member else 'next'}) at {word!r}"
