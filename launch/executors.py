@@ -166,8 +166,10 @@ def _ray_fit(cfg_dicts, dirs, memory_gb):
   """On a worker: the memory budget of its device (memory_gb if given; none on a CPU) and the
   groups split to fit it, estimated for the workers' backend. Returns (groups, error)."""
   import jax
+  from launch import common
   from ssm_bench import memory
   from ssm_bench.config import TrainConfig
+  common.enable_compilation_cache()  # a group measured whole is then loaded, not recompiled
   groups = [([TrainConfig(**c) for c in cs], ds) for cs, ds in zip(cfg_dicts, dirs)]
   budget = memory_gb * 2 ** 30 if memory_gb else (
       memory.device_bytes() if jax.default_backend() != "cpu" else None)

@@ -148,6 +148,23 @@ def whole_sweep(groups, overrides):
   return plan(_SWEEP.value, workdir, None, _PRESET.value, overrides)
 
 
+def unfinished_groups(groups):
+  """The groups with a run that has no finished summary (done or diverged)."""
+  from ssm_bench import runs
+  return [(c, d) for c, d in groups
+          if any((runs.read_summary(x) or {}).get("status") not in runs.FINISHED for x in d)]
+
+
+def to_train(groups, budget: float | None):
+  """The unfinished groups, each split to fit `budget` (None: kept whole). A finished group is
+  neither measured nor split again: a resumed sweep on a fresh GPU machine would otherwise
+  compile every finished shape's program once more to size it."""
+  todo = unfinished_groups(groups)
+  if budget and todo:  # then again: a split can leave a part whose runs all finished
+    todo = unfinished_groups(fit_to_memory(todo, budget))
+  return todo
+
+
 def finished_count(groups) -> int:
   from ssm_bench import runs
   return sum(runs.is_finished(d) for _, dirs in groups for d in dirs)
@@ -215,6 +232,7 @@ def main(argv):
       from ssm_bench import scan
       print(f"memory estimates use this backend's scan method ({scan.resolve('auto')} on "
             f"{jax.default_backend()}); to plan for a GPU add --config.scan_method=pallas")
+    n_fit = 0
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
       init = f" init {c.init_from_analytic:g}" if c.init_from_analytic >= 0 else ""
@@ -224,12 +242,11 @@ def main(argv):
       print(f"group {i}: {task} {c.model} depth {c.depth} d_model {c.d_model} d_state "
             f"{c.d_state}{length}{init} ({len(cfgs)} runs in one compiled program)", flush=True)
       if budget:
-        fit_to_memory([(cfgs, dirs)], budget, report)
+        n_fit += len(fit_to_memory([(cfgs, dirs)], budget, report))
       for d in dirs:
         print(f"    {os.path.basename(d)}")
     fitted = ""
     if budget:
-      n_fit = len(fit_to_memory(groups, budget))
       verb = "1 program fits" if n_fit == 1 else f"{n_fit} programs fit"
       fitted = f"; {verb} {budget / 2 ** 30:.1f} GiB"
     print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
@@ -243,24 +260,26 @@ def main(argv):
         print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
               f"by the {n_finished} run(s) finished so far")
     return
+  from ssm_bench import runs
+  n_finished_groups = len(groups) - len(unfinished_groups(groups))
   if _EXECUTOR.value == "ray":
+    todo = unfinished_groups(groups)
     try:
-      groups = executors.ray_plan(groups, _MEMORY.value, _GPUS.value, _RAY_ADDRESS.value)
+      if todo:
+        todo = unfinished_groups(executors.ray_plan(todo, _MEMORY.value, _GPUS.value,
+                                                    _RAY_ADDRESS.value))
     except (executors.ExecutorUnavailable, ValueError) as e:  # incl. a run that fits nowhere
       raise common.UsageError(str(e)) from None
-  elif budget:
-    groups = fit_to_memory(groups, budget)
+  else:
+    todo = to_train(groups, budget)
   check_workdir(workdir)
   if _WORKERS.value > 1:
     import jax
     if jax.default_backend() != "cpu":  # workers are CPU processes
       raise common.UsageError(f"--workers trains on the CPU, and this machine has a "
                               f"{jax.default_backend()}: leave it at 1 (or use --executor=ray)")
-  from ssm_bench import runs
-  todo = [(c, d) for c, d in groups
-          if any((runs.read_summary(x) or {}).get("status") not in runs.FINISHED for x in d)]
-  print(f"{_SWEEP.value}: {n_runs} runs in {len(groups)} groups; "
-        f"{len(groups) - len(todo)} groups already finished", flush=True)
+  print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} groups; "
+        f"{n_finished_groups} groups already finished", flush=True)
   t0 = time.time()
   sweep = sweeps.SWEEPS[_SWEEP.value]
   whole = whole_sweep(groups, overrides) if sweep.skip else groups

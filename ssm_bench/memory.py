@@ -1,10 +1,12 @@
 """Fit shape groups to the device: XLA's memory estimate of the compiled program, and the split.
 
-A group of K runs is one vmapped program; its device memory grows with K. `estimate` compiles
-the training chunk for K = 1 and K = 2 on abstract inputs (nothing is allocated) and fits
-fixed + K * per_run; `split` cuts a group into the fewest near-equal sub-groups that fit the
-budget with headroom; a group whose single run does not fit is refused in one line. Estimates are
-memoised per shape (the task only changes the vocabulary, so it is left out of the key).
+A group of K runs is one vmapped program; its device memory grows with K. A group is first
+measured whole (its own program, which training then loads from the compilation cache); only one
+that does not fit is estimated: `estimate` compiles the training chunk for K = 1 and K = 2 on
+abstract inputs (nothing is allocated) and fits fixed + K * per_run; `split` cuts a group into
+the fewest near-equal sub-groups that fit the budget with headroom; a group whose single run does
+not fit is refused in one line. Estimates are memoised per shape (the task only changes the
+vocabulary, so it is left out of the key).
 """
 from __future__ import annotations
 
@@ -100,13 +102,25 @@ def plan_group(cfgs: list[TrainConfig], budget: float, est: Estimate | None = No
   return [cfgs[i:i + size] for i in range(0, len(cfgs), size)]
 
 
+def fits_whole(cfgs: list[TrainConfig], budget: float) -> bool:
+  """Whether the group's own program (all its runs, compiled on abstract inputs) fits the budget
+  with headroom. With the persistent compilation cache on, training then loads this compiled
+  program instead of compiling it again, so measuring it costs little beyond the estimate's two
+  smaller programs that it replaces."""
+  return _program_bytes(cfgs[0], len(cfgs)) <= budget * HEADROOM
+
+
 def fit_groups(groups, budget_bytes: float, report=None):
   """[(configs, dirs)] with every group split into the fewest sub-groups that fit; DoesNotFit
-  for a group whose single run does not. report(index, configs, estimate, sub-groups) sees each
-  decision."""
+  for a group whose single run does not. Without `report` a group is first measured whole
+  (fits_whole) and estimated only if it does not fit; report(index, configs, estimate,
+  sub-groups) sees each decision, from the estimate (for --dry_run, which prints it)."""
   import os
   out = []
   for i, (cfgs, dirs) in enumerate(groups):
+    if report is None and fits_whole(cfgs, budget_bytes):
+      out.append((cfgs, dirs))
+      continue
     est = estimate(cfgs[0])
     parts = plan_group(cfgs, budget_bytes, est, name=os.path.basename(dirs[0]))
     if report:

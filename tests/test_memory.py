@@ -1,4 +1,5 @@
 """Fitting shape groups to device memory: the splitter on given estimates, and real estimates."""
+import json
 import subprocess
 import sys
 
@@ -28,6 +29,64 @@ def test_a_group_too_large_is_split_into_the_fewest_near_equal_programs():
 def test_a_group_whose_single_run_does_not_fit_is_refused_in_one_line():
   with pytest.raises(memory.DoesNotFit, match=r"one run needs 90.0 GiB, more than 85% of the 80.0 GiB"):
     memory.plan_group(CFGS, 80 * GiB, memory.Estimate(fixed=0, per_run=90 * GiB), name="C2-mamba")
+
+
+def test_a_group_is_measured_whole_first_and_estimated_only_if_it_does_not_fit(monkeypatch):
+  """Training's fit compiles the group's own program (which training then loads from the
+  compilation cache) and the K = 1, 2 estimate only for a group that does not fit; --dry_run
+  (a report) prints the estimate and compiles nothing else."""
+  sizes = []
+
+  def program_bytes(cfg, k):  # 1 GiB shared + 1 GiB per run
+    sizes.append(k)
+    return (1 + k) * GiB
+
+  monkeypatch.setattr(memory, "_program_bytes", program_bytes)
+  monkeypatch.setattr(memory, "_CACHE", {})
+  group = [(CFGS, [f"run{i}" for i in range(27)])]
+  out = memory.fit_groups(group, 80 * GiB)
+  assert [len(c) for c, _ in out] == [27] and sizes == [27], f"compiled for K = {sizes}"
+  sizes.clear()
+  out = memory.fit_groups(group, 20 * GiB)  # 28 GiB whole; 17 GiB usable: 14 + 13
+  assert sizes == [27, 1, 2], f"compiled for K = {sizes}"
+  assert [len(c) for c, _ in out] == [14, 13]
+  assert [d for _, ds in out for d in ds] == group[0][1], "a run lost its directory in the split"
+  sizes.clear()
+  monkeypatch.setattr(memory, "_CACHE", {})
+  memory.fit_groups(group, 80 * GiB, report=lambda *a: None)
+  assert sizes == [1, 2], f"the dry run compiled for K = {sizes}"
+
+
+CACHE_HIT = """
+import json, sys
+import jax
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+hits = []
+jax.monitoring.register_event_listener(
+    lambda event, **kw: hits.append(event) if event.endswith("cache_hits") else None)
+from ssm_bench import memory, train
+from ssm_bench.config import PRESETS, TrainConfig
+cfgs = [TrainConfig(**PRESETS["tiny"], lr=lr) for lr in (1e-3, 3e-3)]
+assert memory.fit_groups([(cfgs, ["a", "b"])], 1e12) == [(cfgs, ["a", "b"])]
+measured = len(hits)
+init_many, chunk_many = train.Trainer(cfgs[0]).compiled()
+hp = train.hparams(cfgs)
+jax.block_until_ready(chunk_many(init_many(hp), hp))
+print(json.dumps({"while_measuring": measured, "training": len(hits) - measured}))
+"""
+
+
+def test_the_program_measured_whole_is_the_one_training_loads_from_the_compilation_cache(tmp_path):
+  """fits_whole's compile is not extra work only if training's program is the same one: with
+  the persistent cache on, training's first chunk must be a cache hit."""
+  import json
+  out = subprocess.run([sys.executable, "-c", CACHE_HIT, str(tmp_path)], capture_output=True,
+                       text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  got = json.loads(out.stdout.strip().splitlines()[-1])
+  assert got == {"while_measuring": 0, "training": 1}, (
+      f"{got}: training compiled another program than the one measured")
 
 
 def test_estimate_grows_with_the_state_and_the_group():

@@ -270,6 +270,20 @@ def _finish_with(cfg, run_dir, max_len, status="done"):
                                            "seq_acc_curve": curve}, 1.0)
 
 
+def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path, monkeypatch):
+  """A relaunch on a fresh GPU machine must not compile a finished group's program to size it."""
+  from ssm_bench import memory
+  measured = []
+  monkeypatch.setattr(memory, "_program_bytes", lambda cfg, k: measured.append(cfg.model) or 1.0)
+  groups = sweep.plan("tiny", str(tmp_path))
+  assert [cfgs[0].model for cfgs, _ in groups] == ["mamba", "negmamba"]
+  for c, d in zip(*groups[0]):
+    _finish_with(c, d, 0)
+  assert sweep.to_train(groups, 2 ** 30) == groups[1:] and measured == ["negmamba"], measured
+  assert sweep.to_train(groups, None) == groups[1:] and measured == ["negmamba"], (
+      "a sweep without a memory budget measured a group")
+
+
 def test_table2_cpu_adds_seeds_to_cells_against_the_theory_on_fewer_than_four_runs(tmp_path):
   """Stage 2 of table2_cpu also trains a cell whose (2) first-stage runs go against the theory:
   none extrapolates where it allows the cell, or several do where it rules the cell out; not a
