@@ -14,15 +14,46 @@ class ExecutorUnavailable(RuntimeError):
   """The executor's dependency is missing; the message says how to install it."""
 
 
-def local(groups, progress=None, workers: int = 1, **_) -> int:
+class TimeUp(Exception):
+  """The time limit stopped the sweep before `groups_left` groups of the current stage."""
+
+  def __init__(self, groups_left: int):
+    super().__init__(groups_left)
+    self.groups_left = groups_left
+
+
+class Deadline:
+  """A sweep's time limit: a group is started only if the longest group so far would still end
+  before `end` (the first always starts), so a limited session (a lent GPU, a preemptible
+  machine) stops between groups instead of losing a group cut off halfway."""
+
+  def __init__(self, end: float, clock=None):
+    import time
+    self.end, self.clock, self.longest, self.started = end, clock or time.time, 0.0, 0
+
+  def allows_another(self) -> bool:
+    return not self.started or self.clock() + self.longest <= self.end
+
+  def start(self) -> float:
+    self.started += 1
+    return self.clock()
+
+  def ended(self, started_at: float):
+    self.longest = max(self.longest, self.clock() - started_at)
+
+
+def local(groups, progress=None, workers: int = 1, deadline: Deadline | None = None, **_) -> int:
   """Train groups one after another in this process, or with workers > 1 that many at a time in
   worker processes (`processes`); returns the number of failed groups. `progress` is a
-  launch.progress.Progress (or None)."""
+  launch.progress.Progress (or None); a `deadline` that allows no other group raises TimeUp."""
   if workers > 1:
-    return processes(groups, progress, workers)
+    return processes(groups, progress, workers, deadline=deadline)
   from ssm_bench import runs
   failures = 0
-  for cfgs, dirs in groups:
+  for i, (cfgs, dirs) in enumerate(groups):
+    if deadline and not deadline.allows_another():
+      raise TimeUp(len(groups) - i)
+    started_at = deadline.start() if deadline else None
     left = runs.unfinished(dirs)  # a resumed group trains only these
     if progress:
       progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", left,
@@ -33,6 +64,8 @@ def local(groups, progress=None, workers: int = 1, **_) -> int:
       raise
     except Exception:  # recorded as 'failed' in each run's summary by train_group
       failures += 1
+    if deadline:
+      deadline.ended(started_at)
     if progress:
       progress.group_done(left)
   return failures
@@ -60,7 +93,8 @@ def cpu_worker_env(threads: int, base: dict | None = None) -> dict:
   return env
 
 
-def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_) -> int:
+def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2,
+              deadline: Deadline | None = None, **_) -> int:
   """Train up to `workers` groups at a time, each in a fresh CPU process (launch/worker.py)
   pinned to its own cores; returns the number of failed groups.
   Groups finish in any order, into the same run directories as `local`. A worker killed by a
@@ -89,14 +123,19 @@ def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2, **_)
 
   try:
     while queue or running:
-      while queue and free:
+      while queue and free and not (deadline and not deadline.allows_another()):
         cfgs, dirs = queue.pop(0)
         slot = free.pop(0)
-        running[start(cfgs, dirs, slot)] = (slot, runs.unfinished(dirs))
+        started_at = deadline.start() if deadline else None
+        running[start(cfgs, dirs, slot)] = (slot, runs.unfinished(dirs), started_at)
         watchdog.beat()
+      if queue and not running:  # the deadline holds the rest back
+        raise TimeUp(len(queue))
       time.sleep(poll_s)
       for proc in [p for p in running if p.poll() is not None]:
-        slot, n = running.pop(proc)
+        slot, n, started_at = running.pop(proc)
+        if deadline:
+          deadline.ended(started_at)
         free.append(slot)
         out = proc.stdout.read()
         proc.stdout.close()

@@ -25,6 +25,8 @@ from launch import sweeps
 from launch import watchdog
 from ssm_bench.config import PRESETS
 
+DEADLINE_ENV = "SSM_BENCH_SWEEP_DEADLINE"  # the --time_limit_s end as a Unix time
+
 _SWEEP = flags.DEFINE_enum("sweep", "smoke", list(sweeps.SWEEPS), "Which sweep to run.")
 _PRESET = flags.DEFINE_enum("preset", None, list(PRESETS),
                             "Base values under the sweep's grid (default: the sweep's own).")
@@ -45,6 +47,10 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
+_TIME_LIMIT = flags.DEFINE_float(
+    "time_limit_s", 0, "Local executor: start no group once the longest group so far would not "
+    "end within this many seconds of the sweep's start (for a session with a time limit: it stops "
+    "between groups; the same command resumes); 0: no limit.", lower_bound=0.0)
 _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep when it makes no "
                             "progress for this long (a hung program; results/pilots.md); 0: never.",
                             lower_bound=0.0)
@@ -211,6 +217,10 @@ def main(argv):
     # on a worker, for the workers' backend (executors.ray_plan).
     import jax
     jax.config.update("jax_platforms", "cpu")
+  if _TIME_LIMIT.value and _EXECUTOR.value != "local":
+    raise common.UsageError("--time_limit_s is for the local executor (Ray runs groups at once)")
+  if _TIME_LIMIT.value:  # the sweep's end, fixed once: a restart by the watchdog inherits it
+    os.environ.setdefault(DEADLINE_ENV, str(time.time() + _TIME_LIMIT.value))
   if _EXECUTOR.value == "local" and _STALL.value and not _DRY.value and not watchdog.supervised():
     # Before anything touches a device: the child, not this process, owns the accelerator.
     watchdog.exit_like(watchdog.supervise(sys.argv[1:], _STALL.value))
@@ -286,6 +296,8 @@ def main(argv):
   bar = progress.Progress(len(todo), sum(runs.unfinished(d) for _, d in todo),
                          enabled=not _QUIET.value)
   failures = skipped = 0
+  deadline = executors.Deadline(float(os.environ[DEADLINE_ENV])) if _TIME_LIMIT.value else None
+  stopped = ""
   try:
     for stage in stages(todo, sweep.stage):
       if sweep.skip:
@@ -295,7 +307,11 @@ def main(argv):
       if stage:  # (a stage the skips emptied starts no executor)
         failures += executors.EXECUTORS[_EXECUTOR.value](
             stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value,
-            workers=_WORKERS.value)
+            workers=_WORKERS.value, deadline=deadline)
+  except executors.TimeUp as e:
+    stopped = (f"stopped at the time limit (--time_limit_s={_TIME_LIMIT.value:g}): "
+               f"{e.groups_left} group(s) of this stage, and any later stage, not started; "
+               "the same command resumes")
   except executors.ExecutorUnavailable as e:
     raise common.UsageError(str(e)) from None
   finally:
@@ -304,6 +320,8 @@ def main(argv):
   print(f"finished in {time.time() - t0:.0f}s"
         + (f"; {skipped} runs not needed (an earlier stage made them unnecessary)" if skipped else ""))
   print(tables.sweep_table(workdir))
+  if stopped:
+    print(stopped)
   if failures:
     print(f"{failures} groups failed; their runs are recorded with status 'failed'", file=sys.stderr)
     sys.exit(1)

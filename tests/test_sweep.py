@@ -270,6 +270,46 @@ def _finish_with(cfg, run_dir, max_len, status="done"):
                                            "seq_acc_curve": curve}, 1.0)
 
 
+def test_a_deadline_starts_no_group_the_longest_so_far_would_not_finish(monkeypatch):
+  """Groups of 10 s against an end at 25 s: two train, the third is not started; the first
+  group starts even when the end has already passed."""
+  now = [0.0]
+  trained = []
+
+  def train_group(cfgs, dirs, progress=None):
+    trained.append(dirs[0])
+    now[0] += 10
+
+  monkeypatch.setattr(runs, "train_group", train_group)
+  monkeypatch.setattr(runs, "unfinished", lambda dirs: len(list(dirs)))
+  groups = [([None], [f"g{i}"]) for i in range(3)]
+  with pytest.raises(executors.TimeUp) as stop:
+    executors.local(groups, deadline=executors.Deadline(25.0, clock=lambda: now[0]))
+  assert trained == ["g0", "g1"] and stop.value.groups_left == 1, trained
+  trained.clear()
+  with pytest.raises(executors.TimeUp) as stop:
+    executors.local(groups, deadline=executors.Deadline(-1.0, clock=lambda: now[0]))
+  assert trained == ["g0"] and stop.value.groups_left == 2, trained
+
+
+def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_path):
+  """An end already past (as a watchdog restart inherits it) lets one group start, with one
+  worker process or two; the message says so, and the same command finishes the sweep."""
+  env = {**os.environ, sweep.DEADLINE_ENV: "0"}
+  for workers, workdir in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+    args = ["--sweep=tiny", f"--workdir={workdir}", "--time_limit_s=600", f"--workers={workers}",
+            "--quiet"]
+    first = subprocess.run([sys.executable, "-m", "launch.sweep", *args], capture_output=True,
+                           text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "stopped at the time limit" in first.stdout and "1 group(s)" in first.stdout, (
+        f"workers={workers}: " + first.stdout[-1000:])
+    assert sweep.finished_count(sweep.plan("tiny", str(workdir))) == 2, f"workers={workers}"
+  second = run_sweep(*args)  # (resuming is the same code whatever the workers)
+  assert second.returncode == 0 and "stopped" not in second.stdout, second.stdout[-1000:]
+  assert sweep.finished_count(sweep.plan("tiny", str(workdir))) == 4
+
+
 def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path, monkeypatch):
   """A relaunch on a fresh GPU machine must not compile a finished group's program to size it."""
   from ssm_bench import memory
