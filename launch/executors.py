@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 
 
 class ExecutorUnavailable(RuntimeError):
@@ -28,7 +29,6 @@ class Deadline:
   machine) stops between groups instead of losing a group cut off halfway."""
 
   def __init__(self, end: float, clock=None):
-    import time
     self.end, self.clock, self.longest, self.started = end, clock or time.time, 0.0, 0
 
   def allows_another(self) -> bool:
@@ -103,7 +103,6 @@ def processes(groups, progress=None, workers: int = 2, poll_s: float = 0.2,
   import json
   import signal
   import subprocess
-  import time
   from launch import watchdog
   from launch import worker
   from ssm_bench import runs

@@ -161,13 +161,13 @@ def unfinished_groups(groups):
           if any((runs.read_summary(x) or {}).get("status") not in runs.FINISHED for x in d)]
 
 
-def to_train(groups, budget: float | None):
-  """The unfinished groups, each split to fit `budget` (None: kept whole). A finished group is
-  neither measured nor split again: a resumed sweep on a fresh GPU machine would otherwise
-  compile every finished shape's program once more to size it."""
+def to_train(groups, fit=None):
+  """The unfinished groups, split by `fit` (groups -> groups that fit the device; None: kept
+  whole). A finished group is neither measured nor split again: a resumed sweep on a fresh GPU
+  machine would otherwise compile every finished shape's program once more to size it."""
   todo = unfinished_groups(groups)
-  if budget and todo:  # then again: a split can leave a part whose runs all finished
-    todo = unfinished_groups(fit_to_memory(todo, budget))
+  if fit and todo:  # then again: a split can leave a part whose runs all finished
+    todo = unfinished_groups(fit(todo))
   return todo
 
 
@@ -272,16 +272,14 @@ def main(argv):
     return
   from ssm_bench import runs
   n_finished_groups = len(groups) - len(unfinished_groups(groups))
-  if _EXECUTOR.value == "ray":
-    todo = unfinished_groups(groups)
-    try:
-      if todo:
-        todo = unfinished_groups(executors.ray_plan(todo, _MEMORY.value, _GPUS.value,
-                                                    _RAY_ADDRESS.value))
-    except (executors.ExecutorUnavailable, ValueError) as e:  # incl. a run that fits nowhere
-      raise common.UsageError(str(e)) from None
+  if _EXECUTOR.value == "ray":  # planned on a worker, for the workers' device
+    fit = lambda gs: executors.ray_plan(gs, _MEMORY.value, _GPUS.value, _RAY_ADDRESS.value)
   else:
-    todo = to_train(groups, budget)
+    fit = (lambda gs: fit_to_memory(gs, budget)) if budget else None
+  try:
+    todo = to_train(groups, fit)
+  except (executors.ExecutorUnavailable, ValueError) as e:  # incl. a run that fits nowhere
+    raise common.UsageError(str(e)) from None
   check_workdir(workdir)
   if _WORKERS.value > 1:
     import jax

@@ -319,8 +319,9 @@ def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path
   assert [cfgs[0].model for cfgs, _ in groups] == ["mamba", "negmamba"]
   for c, d in zip(*groups[0]):
     _finish_with(c, d, 0)
-  assert sweep.to_train(groups, 2 ** 30) == groups[1:] and measured == ["negmamba"], measured
-  assert sweep.to_train(groups, None) == groups[1:] and measured == ["negmamba"], (
+  fit = lambda gs: sweep.fit_to_memory(gs, 2 ** 30)
+  assert sweep.to_train(groups, fit) == groups[1:] and measured == ["negmamba"], measured
+  assert sweep.to_train(groups) == groups[1:] and measured == ["negmamba"], (
       "a sweep without a memory budget measured a group")
 
 
