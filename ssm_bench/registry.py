@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import threading
 import types
 from typing import Any, Callable
 
@@ -48,17 +49,19 @@ class LayerSpec:
 
 
 _LAYERS: dict[str, LayerSpec] = {}
-_loading_builtins = False
+_loading_builtins = False  # true while this module's lock holder imports the built-ins
+_builtins_lock = threading.RLock()  # another thread waits for the whole set, never half of it
 
 
 def _ensure_builtins():
   global _loading_builtins
-  if not _LAYERS and not _loading_builtins:
-    _loading_builtins = True
-    try:
-      import ssm_bench.layers.builtin  # noqa: F401  (registers on import)
-    finally:
-      _loading_builtins = False
+  with _builtins_lock:
+    if not _LAYERS and not _loading_builtins:
+      _loading_builtins = True
+      try:
+        import ssm_bench.layers.builtin  # noqa: F401  (registers on import)
+      finally:
+        _loading_builtins = False
 
 
 def _origin(builder) -> str:

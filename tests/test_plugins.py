@@ -41,6 +41,34 @@ def test_builtins_register_through_the_public_call():
     registry.register_layer("aussm", lambda cfg, **kw: None, theory_class="unknown")
 
 
+FIRST_USE_FROM_THREADS = """
+import threading
+from ssm_bench import registry
+barrier, seen = threading.Barrier(8), []
+
+def first_use():
+  barrier.wait()
+  seen.append(len(registry.names()))
+
+threads = [threading.Thread(target=first_use) for _ in range(8)]
+for t in threads:
+  t.start()
+for t in threads:
+  t.join()
+print(sorted(seen))
+"""
+
+
+def test_threads_that_first_use_the_registry_at_once_all_see_every_builtin():
+  """The built-ins load on first use; a thread arriving while another loads them waits for the
+  whole set (it once saw an empty registry: "unknown model 'mamba'; choose from ")."""
+  out = subprocess.run([sys.executable, "-c", FIRST_USE_FROM_THREADS], capture_output=True,
+                       text=True, timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.strip() == str([len(BUILTIN_NAMES)] * 8), (
+      f"layers seen per thread: {out.stdout.strip()}, want {len(BUILTIN_NAMES)} in each")
+
+
 @pytest.mark.parametrize("path", ["ssm_bench/theory.py", "ssm_bench/tables.py",
                                   "ssm_bench/scan/__init__.py", "ssm_bench/scan/factors.py",
                                   "ssm_bench/scan/chunked.py", "ssm_bench/scan/pallas.py",
