@@ -45,6 +45,10 @@ _DRY = flags.DEFINE_bool("dry_run", False, "List the runs; train nothing, write 
 _REPORT = flags.DEFINE_bool("report_only", False, "Write the report from the finished runs; "
                             "train nothing.")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar.")
+_TIME_LIMIT = flags.DEFINE_float("time_limit_s", 0, "Local executor: start no group the longest "
+                                 "so far would carry past this many seconds (the report covers "
+                                 "the finished runs; the same command resumes); 0: no limit.",
+                                 lower_bound=0.0)
 _FIELDS = config_flags.define()
 
 
@@ -104,6 +108,7 @@ def main(argv):
     args += [f"--config.plugins={common.PLUGINS.value}"] if common.PLUGINS.value else []
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
+    args += [f"--time_limit_s={_TIME_LIMIT.value}"] if _TIME_LIMIT.value else []
     # fork-then-exec at once: jax's warning about forking a threaded process does not apply
     warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
     # die_with_parent: a SIGTERM or SIGKILL to this process alone must not leave the sweep

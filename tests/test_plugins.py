@@ -174,6 +174,19 @@ def test_module_kwargs_reads_a_modules_field_defaults():
       "n_h": 2, "beta_max": 2.0, "key_norm": True, "heads": 1}
 
 
+def test_profile_passes_its_time_limit_to_the_sweep_and_reports_what_finished(tmp_path):
+  """--time_limit_s with its end already past (as a restart inherits it): the first group (C2)
+  trains, S3 does not start, and the report covers C2."""
+  p = subprocess.run([sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny",
+                      "--groups=C2,S3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
+                      "--time_limit_s=600"], capture_output=True, text=True, cwd=ROOT,
+                     env={**ENV, "SSM_BENCH_SWEEP_DEADLINE": "0"}, timeout=600)
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert "stopped at the time limit" in p.stdout, p.stdout[-1000:]
+  report = open(tmp_path / "profile_profile_tiny_mamba.md").read()
+  assert "| C2 | 2 |" in report and "| S3 |" not in report, report
+
+
 def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
   plugins.load("plugin_layers.liar")
   c = TrainConfig(task="C2", model="mystery", plugins="plugin_layers.liar",
