@@ -202,11 +202,11 @@ TABLE2_CPU = {"mamba": dict(lr=(3e-3, 3e-2), seed=(0,)),
               "rnn": dict(lr=(3e-3,), seed=(0, 1, 2, 3))}
 
 
-# table2_cpu's second stage: a cell whose verdict could rest on luck trains its learning rates
-# again over these seeds, so that a lucky or unlucky seed on some machine does not decide it
-# alone (results/pilots.md, "Table 2 at CPU scale"): exactly one of its runs extrapolates, or
-# its verdict goes against the theory (below it or beyond it) on fewer than
-# MIN_RUNS_AGAINST_THEORY runs (mamba and negmamba train 2 a cell; the other models 4).
+# The second stage of table2_cpu and table2_baselines: a cell whose verdict could rest on luck
+# trains its learning rates again over these seeds, so that a lucky or unlucky seed on some
+# machine does not decide it alone (results/pilots.md, "Table 2 at CPU scale"): exactly one of
+# its runs extrapolates, or its verdict goes against the theory (below it or beyond it) on fewer
+# than MIN_RUNS_AGAINST_THEORY runs (mamba and negmamba train 2 a cell; the other models 4).
 TABLE2_CPU_MORE_SEEDS = (4, 5, 6, 7)
 MIN_RUNS_AGAINST_THEORY = 4
 
@@ -254,12 +254,16 @@ EXT_GROUPS = ("C2", "S3", "A5")
 
 def table2_baselines(base: TrainConfig) -> list[TrainConfig]:
   """The baselines on Table 2's C2, S3 and A5 rows at CPU scale (table2_ext_cpu: table2_cpu's
-  values, a layer's own sizes from its record), depth 1 and 2, lr {3e-3, 3e-2}, seeds 0 and 1;
-  launch.tables shows them beside the paper models' table2_cpu runs (table2_extended.md)."""
-  return [c for g, depth, m in itertools.product(EXT_GROUPS, TABLE2_DEPTHS, BASELINES)
-          for c in _grid(base.replace(task=g, depth=depth, model=m,
-                                      **registry.preset_values(base.preset, m)),
-                         lr=(3e-3, 3e-2), seed=(0, 1))]
+  values, a layer's own sizes from its record), depth 1 and 2, lr {3e-3, 3e-2}, seeds 0 and 1,
+  then table2_cpu's second stage (TABLE2_CPU_MORE_SEEDS where verdict_settled says a cell's
+  verdict could rest on luck); launch.tables shows them beside the paper models' table2_cpu runs
+  (table2_extended.md)."""
+  out = []
+  for g, depth, m in itertools.product(EXT_GROUPS, TABLE2_DEPTHS, BASELINES):
+    cell = base.replace(task=g, depth=depth, model=m, **registry.preset_values(base.preset, m))
+    out += _grid(cell, lr=(3e-3, 3e-2), seed=(0, 1))
+    out += _grid(cell, lr=(3e-3, 3e-2), seed=TABLE2_CPU_MORE_SEEDS)
+  return out
 
 
 def tiny(base: TrainConfig) -> list[TrainConfig]:
@@ -349,7 +353,8 @@ SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "p
           "smoke_p": Sweep(smoke_p, "cpu"),
           "languages": Sweep(languages_sweep, "cpu", stage=lambda c: c.depth,
                              skip=shallower_modelled),
-          "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu"),
+          "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu", stage=more_seeds_stage,
+                                    skip=verdict_settled),
           "profile": Sweep(profile, "profile_cpu", stage=lambda c: c.depth,
                            skip=shallower_extrapolated),
           "tiny": Sweep(tiny, "tiny")}

@@ -310,6 +310,19 @@ def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_pa
   assert sweep.finished_count(sweep.plan("tiny", str(workdir))) == 4
 
 
+def test_table2_baselines_adds_seeds_where_one_run_of_a_cell_extrapolates(tmp_path):
+  """The baselines' sweep has table2_cpu's second stage: deltaproduct C2 with one run of four
+  reaching 100 trains seeds 4-7; deltanet C2 with two does not."""
+  groups = sweep.plan("table2_baselines", str(tmp_path), only=r"^C2-delta(net|product)-L1-")
+  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_baselines"].stage)
+  for (cfgs, dirs), max_lens in zip(first, ((1000, 1000, 0, 0), (100, 80, 0, 0))):
+    for c, d, max_len in zip(cfgs, dirs, max_lens):
+      _finish_with(c, d, max_len)
+  kept = sweep.prune(second, groups, sweeps.SWEEPS["table2_baselines"].skip)[0]
+  assert [(cfgs[0].model, sorted({c.seed for c in cfgs})) for cfgs, _ in kept] == [
+      ("deltaproduct", list(sweeps.TABLE2_CPU_MORE_SEEDS))], kept
+
+
 def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path, monkeypatch):
   """A relaunch on a fresh GPU machine must not compile a finished group's program to size it."""
   from ssm_bench import memory
