@@ -6,7 +6,8 @@ then write a Markdown report and a heatmap beside the theory's prediction for it
   python -m launch.profile --model=aussm --preset=paper --executor=ray   # the GPU protocol
 
 Training is the `profile` sweep (launch/sweeps.py): resumable, one compiled program per group
-and depth, staged by depth (a deeper stack is skipped once a shallower one extrapolated), under
+and depth, staged by depth (a deeper stack is skipped once a shallower one extrapolated; at CPU
+scale a cell whose two runs go against the theory then trains seeds 1-3 at both rates), under
 the watchdog or on Ray. The report is built from the run summaries only, like every table.
 """
 from __future__ import annotations

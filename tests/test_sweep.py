@@ -389,6 +389,54 @@ def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_
       "a first-stage run was skipped")
 
 
+def _profile_cells(tmp_path, only, **kw):
+  groups = sweep.plan("profile", str(tmp_path), only=only,
+                      overrides={"model": "negmamba", **kw})
+  staged = sweep.stages(groups, sweeps.SWEEPS["profile"].stage)
+  cells = {}
+  for stage in staged:
+    for cfgs, dirs in stage:
+      extra = cfgs[0].seed in sweeps.PROFILE_MORE_SEEDS["profile_cpu"]
+      cells[(cfgs[0].task, cfgs[0].depth, extra)] = (cfgs, dirs)
+  return groups, staged, cells
+
+
+def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_path):
+  """Each depth of the cpu profile has a second stage: seeds 1-3 (at both rates) train for a
+  cell whose two first runs go against negmamba's theory (D4 at depth 2 unlearnt, ✓; C3 at
+  depth 1 learnt, ✗), not for cells that agree with it (C2: one of two extrapolates, ✓; D4 at
+  depth 1: none, ✗); a deeper stack is skipped once an extra seed extrapolated."""
+  groups, staged, cells = _profile_cells(tmp_path, r"^(C2|C3|D4)-negmamba-L[123]-")
+  assert [sorted({sweeps.profile_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
+      [(d, e)] for d in (1, 2, 3) for e in (0, 1)], "stages are not depth by depth, first runs first"
+  assert len(cells[("D4", 2, False)][0]) == 2 and len(cells[("D4", 2, True)][0]) == 6
+  for key, max_lens in ((("C2", 1), (1000, 20)), (("C3", 1), (120, 0)), (("D4", 1), (0, 0)),
+                        (("D4", 2), (60, 0))):
+    for c, d, max_len in zip(*cells[key + (False,)], max_lens):
+      _finish_with(c, d, max_len)
+  skip = sweeps.SWEEPS["profile"].skip
+  extra = lambda depth: sorted((cfgs[0].task, len(cfgs)) for cfgs, _ in sweep.prune(
+      staged[2 * depth - 1], groups, skip)[0])
+  assert extra(1) == [("C3", 6)], "depth 1's extra seeds went elsewhere than C3 (beats theory)"
+  assert extra(2) == [("D4", 6)], "depth 2's extra seeds went elsewhere than D4 (below theory)"
+  assert all(not skip(c, []) for s in staged[::2] for cfgs, _ in s for c in cfgs), (
+      "a first run was skipped with nothing finished")
+  cfgs, dirs = cells[("D4", 2, True)]
+  _finish_with(cfgs[0], dirs[0], 100)
+  kept = sweep.prune(staged[4], groups, skip)[0]
+  assert "D4" not in {cfgs[0].task for cfgs, _ in kept}, (
+      "depth 3 trained though an extra seed at depth 2 extrapolated")
+
+
+def test_profile_seed_override_trains_even_where_the_theory_agrees(tmp_path):
+  """--config.seed=2 (an extra seed) on a cell with no first runs to judge by still trains it."""
+  groups, staged, cells = _profile_cells(tmp_path, r"^D4-negmamba-L1-", seed=2)
+  assert [c.seed for cfgs, _ in groups for c in cfgs] == [2, 2]
+  kept = [c for s in staged for cfgs, _ in sweep.prune(s, groups, sweeps.profile_skip)[0]
+          for c in cfgs]
+  assert len(kept) == 2, "the overridden seed was skipped"
+
+
 def test_unstaged_sweeps_run_as_one_stage():
   groups = sweep.plan("tiny", "/tmp/unused")
   assert sweep.stages(groups, sweeps.SWEEPS["tiny"].stage) == [groups]
