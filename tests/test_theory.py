@@ -42,9 +42,12 @@ def test_every_class_with_a_subgroup_series_is_tabled_here():
     ("householder:1", "C2", "1"),  # DeltaNet with beta = 2: a reflection per odd bit (parity)
     ("householder:1", "C3", "no theorem"),  # a rotation is two reflections
     ("householder:2", "S3", "1"),  # S3 on 3 points: at most 2 transpositions per element
-    ("householder:2", "A4", "no theorem"),
-    ("householder:3", "S4", "1"),
-    ("householder:4", "A5", "1"),
+    ("householder:2", "A4", "1"),  # the tetrahedron's rotations: two reflections each
+    ("householder:2", "A5", "1"),  # the icosahedron's
+    ("householder:2", "C2xC4", "no theorem"),  # a sign and a quarter turn at once: 3
+    ("householder:3", "C2xC4", "1"),
+    ("householder:3", "Q8", "no theorem"),  # -1 acts as -I on Q8's only faithful irreducible
+    ("householder:4", "Q8", "1"),
     ("householder_nonnegative", "C2", "no theorem"),
     ("tc0", "A5", "never"),  # unless TC0 = NC1
     ("tc0", "S3", "no theorem"),

@@ -1,0 +1,146 @@
+"""How many Householder reflections one token of a group needs: the least n_h with which a
+product-of-Householders layer (DeltaNet, DeltaProduct) holds a faithful copy of the group.
+
+An orthogonal matrix g is a product of rank(I - g) reflections and of no fewer (Cartan-Dieudonne),
+so one layer whose token transition is a product of n_h generalized Householder matrices (beta = 2
+a reflection, beta = 0 the identity) can hold a faithful orthogonal representation rho of G exactly
+when every element has rank(I - rho(g)) <= n_h. The permutation case (m - 1 transpositions on m
+points; Grazzi et al. 2025) is one such rho; rotations can need far fewer (S4 as the cube's and A5
+as the icosahedron's rotations: two reflections each).
+
+`reflection_length(G)` is the least such n_h over all faithful real representations. A
+representation is a sum of real irreducibles, rank(I - rho(g)) adds over the summands, a repeated
+summand adds rank and no faithfulness, so the search runs over sets of distinct real irreducibles.
+They come from the regular representation: the eigenspaces of a random symmetric matrix that
+commutes with it are single real irreducibles (for each type, real, complex or quaternionic, a
+generic Hermitian element of the commutant has simple eigenvalues over its division algebra).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from tasks import groups
+
+
+@dataclasses.dataclass(frozen=True)
+class RealIrrep:
+  character: tuple  # chi(g) for each element index, rounded
+  dim: int
+  ranks: tuple  # rank(I - rho(g)) for each element
+  basis: np.ndarray  # (order, dim): an orthonormal basis of one copy in the regular rep
+
+
+def _regular(g) -> np.ndarray:
+  """perm[x, h] = x h: R(x) sends basis vector h to x h."""
+  return np.asarray(g.table)
+
+
+def real_irreps(g) -> list[RealIrrep]:
+  """The distinct real irreducible representations of g (trivial first)."""
+  return list(_real_irreps(g.name))
+
+
+@functools.lru_cache(maxsize=None)
+def _real_irreps(name: str) -> tuple:
+  g = groups.get_group(name)
+  n, perm = g.order, _regular(g)
+  x = np.random.default_rng(0).standard_normal((n, n))
+  x = x + x.T
+  m = np.zeros((n, n))
+  for p in perm:  # sum_g R(g) X R(g)^T commutes with every R(g)
+    q = np.argsort(p)  # R(g)^T e_{gh} = e_h
+    m += x[np.ix_(q, q)]
+  vals, vecs = np.linalg.eigh(m)
+  scale = max(1.0, float(np.max(np.abs(vals))))
+  cuts = np.flatnonzero(np.diff(vals) > 1e-7 * scale) + 1
+  found = {}
+  for idx in np.split(np.arange(n), cuts):
+    q = vecs[:, idx]
+    chi = np.array([np.sum(q[np.argsort(p)] * q) for p in perm])  # tr(Q^T R(g) Q)
+    norm = float(np.dot(chi, chi)) / n  # 1, 2 or 4 for a real irreducible
+    if min(abs(norm - k) for k in (1, 2, 4)) > 1e-4:
+      raise ArithmeticError(f"{name}: an eigenspace of dimension {len(idx)} is not a single "
+                            f"real irreducible (<chi, chi> = {norm:.6f})")
+    key = tuple(np.round(chi, 6) + 0.0)
+    if key not in found:
+      found[key] = RealIrrep(key, len(idx), _ranks(g, chi, len(idx)), q)
+  total = sum(r.dim ** 2 / (np.dot(r.character, r.character) / n) for r in found.values())
+  if abs(total - n) > 1e-4:  # each real irreducible W occurs dim W / <chi, chi> times
+    raise ArithmeticError(f"{name}: the real irreducibles found fill {total:.3f} of {n} "
+                          "dimensions")
+  return tuple(sorted(found.values(), key=lambda r: (r.dim, r.character[::-1])))
+
+
+def _ranks(g, chi, dim) -> tuple:
+  """rank(I - rho(g)) = dim - dim Fix(g), with dim Fix(g) the mean of chi over <g>."""
+  out = []
+  for x in range(g.order):
+    powers, y = [0], x
+    while y != 0:
+      powers.append(y)
+      y = int(g.table[y, x])
+    out.append(dim - int(round(float(np.mean(chi[powers])))))
+  return tuple(out)
+
+
+def reflection_length(g) -> int:
+  """The least n_h such that some faithful real orthogonal representation of g has every
+  element a product of at most n_h reflections (0 for the trivial group)."""
+  return witness(g)[0]
+
+
+def witness(g) -> tuple[int, list[RealIrrep]]:
+  """(reflection_length(g), the distinct real irreducibles of one representation reaching it)."""
+  g = groups.get_group(g) if isinstance(g, str) else g
+  return _witness(g.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _witness(name: str) -> tuple:
+  g = groups.get_group(name)
+  if g.order == 1:
+    return 0, []
+  irreps = [r for r in _real_irreps(name) if any(r.ranks)]  # the trivial one never helps
+  kernels = [sum(1 << x for x, k in enumerate(r.ranks) if k == 0) for r in irreps]
+  ranks = [np.array(r.ranks) for r in irreps]
+
+  def search(bound, start, used, total, kernel):
+    if kernel == 1:  # only the identity acts trivially: faithful
+      return used
+    for i in range(start, len(irreps)):
+      # adding an irreducible that does not shrink the kernel only adds rank
+      if kernel & kernels[i] == kernel:
+        continue
+      t = total + ranks[i]
+      if t.max() <= bound:
+        found = search(bound, i + 1, used + [i], t, kernel & kernels[i])
+        if found is not None:
+          return found
+    return None
+
+  for bound in range(1, g.order):
+    found = search(bound, 0, [], np.zeros(g.order, int), (1 << g.order) - 1)
+    if found is not None:
+      return bound, [irreps[i] for i in found]
+  raise ArithmeticError(f"{name}: no faithful representation found")  # the regular one is
+
+
+def representation(g, irreps) -> np.ndarray:
+  """(order, d, d): the orthogonal matrices of the sum of `irreps` (each restricted from the
+  regular representation), for checking a witness."""
+  g = groups.get_group(g) if isinstance(g, str) else g
+  blocks = []
+  for r in irreps:
+    q = r.basis
+    blocks.append(np.stack([q.T @ q[np.argsort(p)] for p in _regular(g)]))
+  d = sum(b.shape[1] for b in blocks)
+  out = np.zeros((g.order, d, d))
+  at = 0
+  for b in blocks:
+    k = b.shape[1]
+    out[:, at:at + k, at:at + k] = b
+    at += k
+  return out

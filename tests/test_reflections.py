@@ -1,0 +1,69 @@
+"""The fewest reflections per token that hold a faithful copy of a group (ssm_bench/reflections):
+known values, and each witness checked as matrices (a faithful homomorphism whose elements are
+products of that many reflections, rebuilt here one reflection at a time)."""
+import numpy as np
+import pytest
+
+from ssm_bench import reflections
+from tasks import groups
+
+# By hand: a sign (C2); a turn in a plane (cyclic); the square's and the triangle's symmetries in
+# the plane (D4, S3); the rotations of the tetrahedron, cube and icosahedron (A4, S4, A5); Q8's
+# only faithful real irreducible is 4-dimensional with -1 acting as -I; an Abelian group that is
+# not cyclic needs one block per invariant factor, and a sign plus a turn moving together cost 3;
+# S5 has no faithful representation below its 4-dimensional standard one (a 5-cycle moves 4).
+KNOWN = {"C2": 1, "C3": 2, "C6": 2, "C24": 2, "C60": 2, "C2xC2": 2, "C2xC4": 3, "C2xC30": 3,
+         "C2xC2xC2": 3, "D4": 2, "S3": 2, "Q8": 4, "A4": 2, "S4": 2, "A5": 2, "S5": 4}
+
+
+def _reflections_of(m: np.ndarray, tol=1e-9) -> list:
+  """Cartan-Dieudonne, constructively: reflect away one moved basis direction at a time."""
+  d = m.shape[0]
+  out, rest = [], m.copy()
+  for _ in range(d + 1):  # at most d reflections, then the check that it is the identity
+    moved = np.linalg.norm(rest - np.eye(d), axis=0)
+    if moved.max() < tol:
+      return out
+    j = int(np.argmax(moved))
+    k = rest[:, j] - np.eye(d)[:, j]
+    k /= np.linalg.norm(k)
+    h = np.eye(d) - 2 * np.outer(k, k)  # sends rest e_j back to e_j
+    out.append(h)
+    rest = h @ rest
+  raise AssertionError("not orthogonal")
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN))
+def test_reflection_length_matches_the_hand_derived_value(name):
+  assert reflections.reflection_length(groups.get_group(name)) == KNOWN[name], (
+      f"{name}: the least reflections per element of a faithful orthogonal representation")
+
+
+@pytest.mark.parametrize("name", ["C6", "D4", "Q8", "A4", "S4", "A5", "C2xC30"])
+def test_the_witness_is_a_faithful_representation_of_that_many_reflections(name):
+  g = groups.get_group(name)
+  n_h, irreps = reflections.witness(g)
+  rho = reflections.representation(g, irreps)
+  d = rho.shape[1]
+  t = g.table
+  for a in range(g.order):
+    for b in range(g.order):
+      np.testing.assert_allclose(rho[t[a, b]], rho[a] @ rho[b], atol=1e-9,
+                                 err_msg=f"{name}: not a homomorphism at {a}, {b}")
+  assert all(np.abs(rho[a] - np.eye(d)).max() > 1e-6 for a in range(1, g.order)), (
+      f"{name}: an element other than the identity acts as the identity (not faithful)")
+  for a in range(g.order):
+    hs = _reflections_of(rho[a])
+    assert len(hs) <= n_h, f"{name}: element {a} needs {len(hs)} reflections, more than {n_h}"
+    rebuilt = np.eye(d)
+    for h in reversed(hs):
+      rebuilt = h @ rebuilt
+    np.testing.assert_allclose(rebuilt, rho[a], atol=1e-9)
+
+
+def test_real_irreducibles_fill_the_regular_representation_once_per_type():
+  # S3: trivial, sign (1-dim) and the plane (2-dim, twice): 1 + 1 + 2 * 2 = 6
+  dims = [r.dim for r in reflections.real_irreps(groups.get_group("S3"))]
+  assert dims == [1, 1, 2], dims
+  # C3: the trivial one and one rotation plane (the two complex characters are one real irrep)
+  assert [r.dim for r in reflections.real_irreps(groups.get_group("C3"))] == [1, 2]
