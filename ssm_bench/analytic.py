@@ -10,6 +10,8 @@ layers, so sign/phase features pass through the blocks unchanged.
   rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade from two full
   AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
 - negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
+- Any finite group, one DeltaProduct layer with n_h = its reflection length
+  (analytic_deltaproduct.py): A5, S4 and A4 with two reflections per token.
 """
 from __future__ import annotations
 
@@ -358,16 +360,23 @@ def _constructions(task_name: str) -> dict:
         options[spec.name] = (lambda c: lambda dm, ds: c.build(task_name, dm, ds))(c)
   if options:
     return options
+  reason = _diagonal_reason(task_name)
+  raise NoConstruction(f"no analytic construction for task {task_name!r}"
+                       + (f" ({reason})" if reason else ""))
+
+
+def _diagonal_reason(task_name: str) -> str:
+  """Why no diagonal stack tracks a non-Abelian group by hand here ('' where one does or none
+  is needed)."""
   g = registry.get_task(task_name).group
-  if g is None or task_name.endswith("-gen") or g.is_abelian:
-    raise NoConstruction(f"no analytic construction for task {task_name!r}")
+  if g is None or task_name.endswith("-gen") or g.is_abelian or S3_CASCADE.applies(task_name):
+    return ""
   if not g.is_solvable:
-    raise NoConstruction(f"{task_name} is not solvable: no stack of diagonal (DCD) layers can "
-                         "track it at finite precision (paper 000, Theorem 4.2), so there is "
-                         "nothing to construct")
-  raise NoConstruction(f"{task_name} is solvable with derived length {g.derived_length}, so "
-                       f"{g.derived_length} diagonal layers can track it, but only the S3 "
-                       "cascade is built by hand here (Abelian groups, S3, parity, modcount<m>)")
+    return (f"{task_name} is not solvable: no stack of diagonal (DCD) layers can track it at "
+            "finite precision (paper 000, Theorem 4.2)")
+  return (f"{task_name} is solvable with derived length {g.derived_length}: "
+          f"{g.derived_length} diagonal layers can track it, but of the diagonal stacks only "
+          "the S3 cascade is built by hand")
 
 
 def construction_models(task_name: str) -> tuple:
@@ -380,8 +389,9 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
   of construction_models); NoConstruction says why there is none."""
   options = _constructions(task_name)
   if model and model not in options:
+    reason = _diagonal_reason(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
-                         f"{', '.join(options)}")
+                         f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
   return options[model or next(iter(options))](d_model, d_state)
 
 

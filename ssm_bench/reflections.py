@@ -144,3 +144,21 @@ def representation(g, irreps) -> np.ndarray:
     out[:, at:at + k, at:at + k] = b
     at += k
   return out
+
+
+def reflection_keys(m: np.ndarray, tol: float = 1e-9) -> list[np.ndarray]:
+  """Unit keys k_1..k_r, r = rank(I - m), with m = H_1 H_2 ... H_r, H_i = I - 2 k_i k_i^T, for
+  an orthogonal m (Cartan-Dieudonne, constructively: each reflection sends a moved direction
+  back to itself and keeps everything already fixed, which is orthogonal to its key)."""
+  d = m.shape[0]
+  keys, rest = [], np.array(m, float)
+  for _ in range(d + 1):
+    moved = np.linalg.norm(rest - np.eye(d), axis=0)
+    if moved.max() < tol:
+      return keys
+    j = int(np.argmax(moved))
+    k = rest[:, j] - np.eye(d)[:, j]
+    k /= np.linalg.norm(k)
+    keys.append(k)
+    rest = (np.eye(d) - 2 * np.outer(k, k)) @ rest
+  raise ArithmeticError("not an orthogonal matrix")

@@ -22,7 +22,10 @@ TASKS = ["C2", "C6", "C60", "C2xC4", "C2xC30", "C2xC2xC2", "D2", "S3", "parity",
 # Every construction through the default scan; the associative scan on one of each kind.
 CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")]
          + [(n, "", "associative") for n in ("C60", "S3", "parity", "modcount5")]
-         + [("S3", "aussm", "associative"), ("parity", "deltanet", "sequential")])
+         + [("S3", "aussm", "associative"), ("parity", "deltanet", "sequential")]
+         # one DeltaProduct layer: n_h = 2 (A5), 4 (Q8), and S4 through the associative scan
+         + [("A5", "deltaproduct", "sequential"), ("Q8", "deltaproduct", "sequential"),
+            ("S4", "deltaproduct", "associative")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -63,11 +66,12 @@ def test_characters_separate_elements(name):
     assert np.array_equal(c[t], (c[:, None] + c[None, :]) % e)
 
 
-@pytest.mark.parametrize("name,reason", [("A5", "not solvable"), ("A4", "derived length 2"),
-                                         ("flipflop", "no analytic construction")])
-def test_no_construction_says_why(name, reason):
+@pytest.mark.parametrize("name,model,reason", [
+    ("A5", "aussm", "choose one of deltaproduct .A5 is not solvable"),
+    ("A4", "mamba", "derived length 2"), ("flipflop", "", "no analytic construction")])
+def test_no_construction_says_why(name, model, reason):
   with pytest.raises(analytic.NoConstruction, match=reason):
-    analytic.build(name)
+    analytic.build(name, model=model)
 
 
 def test_unknown_construction_model_names_the_choices():
@@ -93,7 +97,8 @@ def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
   assert res["model"] == model, res
-  bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--json"],
+  bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--model=aussm",
+                        "--json"],
                        capture_output=True, text=True, timeout=300)
   assert bad.returncode != 0 and "not solvable" in bad.stderr and "Traceback" not in bad.stderr
 
@@ -106,3 +111,13 @@ def test_deltanet_parity_construction_exact_at_10000():
   assert out.returncode == 0, out.stderr[-2000:]
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["model"] == "deltanet" and res["length"] == 10000, res
+
+
+def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
+  """The householder class's claim, built: two reflections per token (the icosahedron's
+  rotations) track the non-solvable A5 in one layer, the default construction for A5."""
+  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--length=10000",
+                        "--num_seqs=16", "--json"], capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  res = json.loads(out.stdout)
+  assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res

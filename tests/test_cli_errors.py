@@ -31,7 +31,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--sample=100000x100000"], "at most"),
     ("info", ["--group=C2", "--sample=3"], "BxT"),
     ("analytic", ["--task=S100000"], "5040"),
-    ("analytic", ["--task=A5"], "not solvable"),
+    ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),
     ("sweep", ["--sweep=foo"], "table2"),
     ("sweep", ["--only=ZZZ"], "matches none"),

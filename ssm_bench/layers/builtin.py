@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from ssm_bench import analytic
+from ssm_bench import analytic_deltaproduct
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
 from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
 
@@ -71,6 +72,7 @@ register_layer("deltanet", _DELTANET, theory_class=_householder, kwargs=module_k
                            "[0, beta_max]", source=BUILTIN_SOURCE)
 register_layer("deltaproduct", deltanet.DeltaProduct, theory_class=_householder,
                kwargs=module_kwargs(deltanet.DeltaProduct, n_h=2),
+               constructions=(analytic_deltaproduct.ANY_GROUP,),
                description="DeltaProduct (Siems et al. 2025): n_h delta-rule (Householder) "
                            "steps per token", source=BUILTIN_SOURCE)
 register_layer("transformer", transformer.Attention, theory_class="tc0", uses_scan_method=False,

@@ -1,0 +1,99 @@
+"""Any finite group in one DeltaProduct layer with n_h = its reflection length (reflections.py):
+weights set by hand in the module training uses, the proof of the householder class's claim.
+
+Token x applies rho(x)^T, a product of at most n_h reflections (beta = 2, unit keys set in its
+embedding; unused factors get the zero key, which the layer turns into the identity). The values
+v_j = C^T k_j make every step the affine map S <- H (S - C) + C, so S_t - C = rho(y_t)^T (S_0 - C)
+for the running product y_t = x_1 ... x_t. With S_0 - C = [I 0] and a constant query u, the
+layer reads w = rho(y_t) u; the head scores each element g by <rho(g) u, w>, which is largest
+(|u|^2) exactly at g = y_t. Signed features cross the ReLUs as the pair (w, -w).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ssm_bench import analytic
+from ssm_bench import reflections
+from ssm_bench.config import ModelConfig
+from tasks import groups
+from tasks import registry
+
+
+def _query(rho: np.ndarray) -> tuple[np.ndarray, float]:
+  """A unit query whose orbit points are furthest apart (of a few fixed random draws): the
+  decoding margin 1 - max_{g != 1} <rho(g) u, u>."""
+  rng = np.random.default_rng(0)
+  best, margin = None, -1.0
+  for _ in range(64):
+    u = rng.standard_normal(rho.shape[1])
+    u /= np.linalg.norm(u)
+    m = 1.0 - float(np.max(np.einsum("gij,i,j->g", rho[1:], u, u), initial=-1.0))
+    if m > margin:
+      best, margin = u, m
+  return best, margin
+
+
+def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params) of one DeltaProduct layer tracking the group `task_name`."""
+  g = registry.get_task(task_name).group
+  n_h, irreps = reflections.witness(g)
+  rho = reflections.representation(g, irreps)  # (order, r, r)
+  r, order = rho.shape[1], g.order
+  u, margin = _query(rho)
+  if margin < 1e-3:
+    raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
+  keys = [reflections.reflection_keys(m.T) for m in rho]  # rho(x)^T = H_1 ... H_k
+  n = max(d_state, r)
+  n_h = max(n_h, 1)
+  # embedding: n_h key blocks of n channels, then the read-out pairs (w, -w), 2 r channels
+  feats = n_h * n
+  d = max(d_model, feats + 2 * r)
+  kwargs = "" if n_h == 2 else json.dumps({"n_h": n_h})  # 2: the registered default
+  cfg = ModelConfig(layers=("deltaproduct",), layer_kwargs=kwargs, vocab_size=order,
+                    num_classes=order, d_model=d, d_state=n, norm="none", activation="relu",
+                    initial_state="ones", conv_kernel=0)
+  p = analytic._zeros_like_init(cfg)["params"]
+  emb, lay = p["embed"]["embedding"], p["layer0"]
+  for x, ks in enumerate(keys):
+    # the layer applies factor 1 first: A = F_{n_h} ... F_1 = H_1 ... H_k, so F_j = H_{k + 1 - j}
+    for j, k in enumerate(reversed(ks)):
+      emb[x, j * n:j * n + r] = k
+  s0 = np.full((n, d), 1.0 / np.sqrt(d))  # initial_state "ones": rows of norm 1 over d values
+  offset = s0.copy()
+  offset[np.arange(r), np.arange(r)] -= 1.0  # C = S_0 - [I 0]
+  for j in range(n_h):
+    block = slice(j * n, (j + 1) * n)
+    lay["k"]["kernel"][block, j * n:(j + 1) * n] = np.eye(n)
+    lay["v"]["kernel"][block, j * d:(j + 1) * d] = offset  # v_j = C^T k_j
+  lay["beta"]["bias"][:] = 100.0  # beta = 2 sigmoid(100) = 2 exactly in float32
+  lay["q"]["bias"][:r] = u
+  # z = S_t^T u = [I 0]^T w + C^T u: the first r values minus the constant are w
+  const = offset.T[:r, :r] @ u
+  for i in range(r):
+    lay["o"]["kernel"][i, feats + i] = 1.0
+    lay["o"]["kernel"][i, feats + r + i] = -1.0
+    lay["o"]["bias"][feats + i] = -const[i]
+    lay["o"]["bias"][feats + r + i] = const[i]
+  lay["D"][:] = 0.0
+  pair = np.arange(feats, feats + 2 * r)
+  p["out0"]["kernel"][pair, pair] = 1.0
+  p["head_hidden"]["kernel"][pair, pair] = 1.0
+  points = np.einsum("gij,j->gi", rho, u)  # rho(g) u
+  p["head_out"]["kernel"][feats:feats + r, :] = points.T
+  p["head_out"]["kernel"][feats + r:feats + 2 * r, :] = -points.T
+  return cfg, analytic._finish({"params": p})
+
+
+def _finite_group(task_name: str) -> bool:
+  try:
+    return registry.get_task(task_name).group is not None and not task_name.endswith("-gen")
+  except (registry.TaskError, groups.GroupError):
+    return False
+
+
+ANY_GROUP = analytic.Construction(
+    "any finite group in one layer, n_h = its reflection length: each token a product of "
+    "reflections in a faithful orthogonal representation (Cartan-Dieudonne; Grazzi et al. 2025)",
+    _finite_group, deltaproduct)
