@@ -12,6 +12,7 @@ import re
 from absl import flags
 
 from launch import common
+from ssm_bench import reflections
 from tasks import groups
 from tasks import registry
 
@@ -31,6 +32,8 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   except groups.GroupError as e:
     raise common.UsageError(str(e)) from None
   out = g.theory()
+  # the Householder products a layer needs per token (DeltaNet 1, DeltaProduct n_h)
+  out["reflection_length"] = reflections.reflection_length(g)
   out["cayley"] = g.table.tolist()
   if sample:
     m = re.fullmatch(r"(\d+)x(\d+)", sample)
@@ -135,7 +138,10 @@ def main(argv):
   print(f"{info['name']}: order {info['order']}, "
         f"{'abelian' if info['abelian'] else 'non-abelian'}, "
         f"{'solvable, derived length ' + str(dl) if info['solvable'] else 'not solvable'}, "
-        f"elementary-2 series length {e2 if e2 is not None else 'none (not a 2-group)'}")
+        f"elementary-2 series length {e2 if e2 is not None else 'none (not a 2-group)'}, "
+        + (f"reflection length {info['reflection_length']} (one householder:n_h layer tracks "
+           f"it when n_h >= {info['reflection_length']})" if info["reflection_length"] is not None
+           else f"reflection length not computed above order {reflections.MAX_ORDER}"))
   for key in ("inputs", "labels"):
     if key in info:
       for row in info[key]:

@@ -86,10 +86,17 @@ def _ranks(g, chi, dim) -> tuple:
   return tuple(out)
 
 
-def reflection_length(g) -> int:
+# The regular representation of a larger group is too big to decompose in a moment (S7: a
+# 5040 x 5040 eigenproblem); above this order the length is not computed.
+MAX_ORDER = 720
+
+
+def reflection_length(g) -> int | None:
   """The least n_h such that some faithful real orthogonal representation of g has every
-  element a product of at most n_h reflections (0 for the trivial group)."""
-  return witness(g)[0]
+  element a product of at most n_h reflections (0 for the trivial group); None above
+  MAX_ORDER."""
+  g = groups.get_group(g) if isinstance(g, str) else g
+  return witness(g)[0] if g.order <= MAX_ORDER else None
 
 
 def witness(g) -> tuple[int, list[RealIrrep]]:

@@ -93,7 +93,8 @@ def _norm_at_most_one(a, tol):
 
 
 def _householder_predict(g, depth, n_h):
-  return True if reflections.reflection_length(g) <= (n_h or 1) else None
+  length = reflections.reflection_length(g)
+  return True if length is not None and length <= (n_h or 1) else None
 
 
 def _tc0_predict(g, depth, _):
