@@ -145,4 +145,6 @@ INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100),
          "100 / runs), then the theory's verdict for the declared transition class (✓ "
          "expressible at that depth, ✗ not, ? no theorem). `= dK`: not trained, a shallower "
          "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
-         "theorem rules out; `below theory`: expressible, but no run learned it.")
+         "theorem rules out; `below theory`: expressible, but no run learned it. At CPU scale "
+         "(profile_cpu) a cell whose two first runs go against the theory trains seeds 1-3 "
+         "too, 8 runs in all.")
