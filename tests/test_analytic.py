@@ -121,3 +121,18 @@ def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   assert out.returncode == 0, out.stderr[-2000:]
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res
+
+
+@pytest.mark.parametrize("name", ["C6", "C2xC30", "Q8", "S3", "A5", "parity"])
+def test_every_construction_is_a_case_its_layers_theory_claims(name):
+  """A construction tracks its task exactly, so the declared class of its layers must say the
+  stack can (never 'cannot', and a layer whose theorem is a construction must claim it)."""
+  from ssm_bench import registry as layer_registry, theory
+  group = registry.get_task(name).group.name
+  for model in analytic.construction_models(name):
+    cfg, _ = analytic.build(name, model=model)
+    classes = [layer_registry.theory_class_of(layer, cfg.layer_kwargs) for layer in cfg.layers]
+    said = theory.prediction(classes, group)["expressible"]
+    assert said is not False, f"{model} tracks {name} by hand, but {classes} says it cannot"
+    if model == "deltaproduct":
+      assert said is True, f"one DeltaProduct layer tracks {name}; {classes} claims nothing"
