@@ -16,7 +16,7 @@ from ssm_bench import train
 from ssm_bench.config import SCHEDULES, TrainConfig
 from ssm_bench.neighbours import NEAR_SOLUTION, illusion_solved
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
-from ssm_bench.tables import EXTRAPOLATES, stack_prediction
+from ssm_bench.tables import EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, stack_prediction
 from tasks import registry as task_registry
 
 D_STATES = (32, 64, 128)
@@ -208,7 +208,6 @@ TABLE2_CPU = {"mamba": dict(lr=(3e-3, 3e-2), seed=(0,)),
 # its runs extrapolates, or its verdict goes against the theory (below it or beyond it) on fewer
 # than MIN_RUNS_AGAINST_THEORY runs (mamba and negmamba train 2 a cell; the other models 4).
 TABLE2_CPU_MORE_SEEDS = (4, 5, 6, 7)
-MIN_RUNS_AGAINST_THEORY = 4
 
 
 def table2_cpu(base: TrainConfig) -> list[TrainConfig]:

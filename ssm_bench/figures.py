@@ -123,7 +123,8 @@ def write_examples(rs, out_dir: str) -> list[str]:
 
 def write_profiles(data: dict, out_dir: str) -> list[str]:
   """One heatmap per profiled model: groups x depths, colour = best max_len, each cell marked
-  with the theory's verdict (✓ / ✗ / ?) and outlined red where they disagree."""
+  with the theory's verdict (✓ / ✗ / ?) and outlined red where they disagree (dashed where
+  that rests on too few runs: tracking_profile.tentative)."""
   from ssm_bench import tracking_profile as tp
   plt = _pyplot()
   if plt is None or not data:
@@ -143,12 +144,14 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
             f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}"
         ax.text(j, i, text, ha="center", va="center", fontsize=7)
         if tp.verdict(e):
-          ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
+          ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2,
+                                     ls="--" if tp.tentative(e) else "-"))
     ax.imshow(values, cmap="Greens", vmin=0, vmax=1000, aspect="auto")
     ax.set_xticks(range(len(ds)), [f"depth {d}" for d in ds])
     ax.set_yticks(range(len(gs)), gs)
     kw = f" {p['layer_kwargs']}" if p["layer_kwargs"] else ""
-    ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; red: disagree", fontsize=8)
+    ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; "
+                 "red: disagree (dashed: tentative)", fontsize=8)
     import hashlib
     digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
     name = f"profile_{p['protocol']}_{p['model']}" + (f"_{digest}" if kw else "")

@@ -11,7 +11,8 @@ reported too: a layer whose transitions leave its declared set is flagged.
 from __future__ import annotations
 
 from ssm_bench import registry
-from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK, untrained_cell
+from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
+                              untrained_cell)
 from ssm_bench import theory
 from ssm_bench.config import PROFILE_LABELS
 from tasks import groups as groups_lib
@@ -90,13 +91,21 @@ def verdict(e: dict) -> str | None:
   return None
 
 
+def tentative(e: dict) -> bool:
+  """A verdict against the theory that rests on too few runs to be settled (a lucky or unlucky
+  seed could decide it; at CPU scale the profile's second stage trains more seeds there)."""
+  return verdict(e) is not None and e["runs"] < MIN_RUNS_AGAINST_THEORY
+
+
 def _cell(e: dict) -> str:
   if e["runs"] == 0:
     return untrained_cell(e["solved_at"])
   best = e["max_len"]
   shown = CROSS if best < EXTRAPOLATES else str(best)
   flag = verdict(e)
-  return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" **{flag}**" if flag else "")
+  if flag:
+    flag = f"*{flag}, tentative*" if tentative(e) else f"**{flag}**"
+  return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
 
 
 def markdown(data: dict) -> str:
@@ -125,7 +134,8 @@ def markdown(data: dict) -> str:
     for g, d, v, e in disagree:
       out.append(f"- {g} at depth {d}: {v} (best max_len {e['max_len']}, "
                  f"{e['successes']}/{e['runs']} runs reach {EXTRAPOLATES}; theory "
-                 f"{MARK[e['theory']]})")
+                 f"{MARK[e['theory']]})" + (f"; tentative: fewer than {MIN_RUNS_AGAINST_THEORY} "
+                                            "runs" if tentative(e) else ""))
     dec = p["declaration"]
     if dec["violations"]:
       out.append(f"- **Declaration violated** in {len(dec['violations'])} of {dec['checked']} "
@@ -145,6 +155,7 @@ INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100),
          "100 / runs), then the theory's verdict for the declared transition class (✓ "
          "expressible at that depth, ✗ not, ? no theorem). `= dK`: not trained, a shallower "
          "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
-         "theorem rules out; `below theory`: expressible, but no run learned it. At CPU scale "
-         "(profile_cpu) a cell whose two first runs go against the theory trains seeds 1-3 "
-         "too, 8 runs in all.")
+         "theorem rules out; `below theory`: expressible, but no run learned it. Either is "
+         f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "
+         "such a cell trains seeds 1-3 too, 8 runs in all, when `launch.profile` runs its "
+         "second stage (resumable: the same command).")

@@ -1,0 +1,43 @@
+"""The profile report from summaries alone: a verdict against the theory on too few runs is
+called tentative, one on enough runs is not (synthetic summaries; no training)."""
+from ssm_bench import tables
+from ssm_bench import tracking_profile
+
+
+def _summary(task, depth, seed, max_len, model="mamba"):
+  return {"run": f"{task}-{model}-L{depth}-s{seed}", "status": "done", "max_len": max_len,
+          "config": {"model": model, "task": task, "depth": depth, "seed": seed,
+                     "preset": "profile_cpu", "layer_kwargs": ""}}
+
+
+def _rows(summaries) -> dict:
+  report = tracking_profile.markdown(tracking_profile.profile_data(summaries))
+  return {line.split(" | ")[0][2:]: line for line in report.splitlines()
+          if line.startswith("| ") and not line.startswith("| group")}, report
+
+
+def test_a_verdict_against_the_theory_is_tentative_below_the_settling_run_count():
+  enough = tables.MIN_RUNS_AGAINST_THEORY
+  # negmamba: D4 expressible at depth 2 (two signed layers), C3 never (rotations)
+  few = [_summary("D4", 2, s, 0, "negmamba") for s in range(enough - 1)]
+  many = [_summary("Q8", 2, s, 40, "negmamba") for s in range(enough)]
+  beyond = [_summary("C3", 1, 0, 1000, "negmamba")]
+  rows, report = _rows(few + many + beyond)
+  assert "*below theory, tentative*" in rows["D4"], (
+      f"{enough - 1} runs below the theory were reported as settled: {rows['D4']}")
+  assert "**below theory**" in rows["Q8"] and "tentative" not in rows["Q8"], (
+      f"{enough} runs below the theory were reported as tentative: {rows['Q8']}")
+  assert "*beats theory, tentative*" in rows["C3"], rows["C3"]
+  assert f"- D4 at depth 2: below theory (best max_len 0, 0/{enough - 1} runs reach 100; " \
+         f"theory ✓); tentative: fewer than {enough} runs" in report, report
+  assert "- Q8 at depth 2: below theory (best max_len 40, 0/4 runs reach 100; theory ✓)\n" \
+         in report, report
+
+
+def test_agreement_is_never_tentative():
+  agree = [_summary("C2", 1, 0, 1000, "negmamba"), _summary("C3", 1, 0, 0, "negmamba")]
+  data = tracking_profile.profile_data(agree)
+  cells = next(iter(data.values()))["cells"]
+  assert not any(tracking_profile.tentative(cells[g][1]) for g in ("C2", "C3")), cells
+  rows, _ = _rows(agree)
+  assert "tentative" not in rows["C2"] + rows["C3"], rows
