@@ -1,6 +1,6 @@
 """The fewest reflections per token that hold a faithful copy of a group (ssm_bench/reflections):
 known values, and each witness checked as matrices (a faithful homomorphism whose elements are
-products of that many reflections, rebuilt here one reflection at a time)."""
+products of that many reflections: the keys reflection_keys finds, multiplied back here)."""
 import numpy as np
 import pytest
 
@@ -14,23 +14,6 @@ from tasks import groups
 # S5 has no faithful representation below its 4-dimensional standard one (a 5-cycle moves 4).
 KNOWN = {"C2": 1, "C3": 2, "C6": 2, "C24": 2, "C60": 2, "C2xC2": 2, "C2xC4": 3, "C2xC30": 3,
          "C2xC2xC2": 3, "D4": 2, "S3": 2, "Q8": 4, "A4": 2, "S4": 2, "A5": 2, "S5": 4}
-
-
-def _reflections_of(m: np.ndarray, tol=1e-9) -> list:
-  """Cartan-Dieudonne, constructively: reflect away one moved basis direction at a time."""
-  d = m.shape[0]
-  out, rest = [], m.copy()
-  for _ in range(d + 1):  # at most d reflections, then the check that it is the identity
-    moved = np.linalg.norm(rest - np.eye(d), axis=0)
-    if moved.max() < tol:
-      return out
-    j = int(np.argmax(moved))
-    k = rest[:, j] - np.eye(d)[:, j]
-    k /= np.linalg.norm(k)
-    h = np.eye(d) - 2 * np.outer(k, k)  # sends rest e_j back to e_j
-    out.append(h)
-    rest = h @ rest
-  raise AssertionError("not orthogonal")
 
 
 @pytest.mark.parametrize("name", sorted(KNOWN))
@@ -53,12 +36,14 @@ def test_the_witness_is_a_faithful_representation_of_that_many_reflections(name)
   assert all(np.abs(rho[a] - np.eye(d)).max() > 1e-6 for a in range(1, g.order)), (
       f"{name}: an element other than the identity acts as the identity (not faithful)")
   for a in range(g.order):
-    hs = _reflections_of(rho[a])
-    assert len(hs) <= n_h, f"{name}: element {a} needs {len(hs)} reflections, more than {n_h}"
+    keys = reflections.reflection_keys(rho[a])  # what the DeltaProduct construction writes
+    assert len(keys) <= n_h, f"{name}: element {a} needs {len(keys)} reflections, more than {n_h}"
     rebuilt = np.eye(d)
-    for h in reversed(hs):
-      rebuilt = h @ rebuilt
-    np.testing.assert_allclose(rebuilt, rho[a], atol=1e-9)
+    for k in keys:  # rho(a) = H_1 H_2 ... H_r, each H = I - 2 k k^T with a unit key
+      np.testing.assert_allclose(np.linalg.norm(k), 1.0, atol=1e-12)
+      rebuilt = rebuilt @ (np.eye(d) - 2 * np.outer(k, k))
+    np.testing.assert_allclose(rebuilt, rho[a], atol=1e-9,
+                               err_msg=f"{name}: element {a} is not the product of its reflections")
 
 
 def test_real_irreducibles_fill_the_regular_representation_once_per_type():
