@@ -21,6 +21,9 @@ _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a sum
 _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
 _MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
+_D_STATE = flags.DEFINE_integer("d_state", None, "With --model: the state width the predictions "
+                                "assume (a householder layer's key width); default: wide enough.",
+                                lower_bound=1)
 _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
                                 "and predictions instead of a group (tasks/languages.py).")
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
@@ -34,6 +37,7 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   out = g.theory()
   # the Householder products a layer needs per token (DeltaNet 1, DeltaProduct n_h)
   out["reflection_length"] = reflections.reflection_length(g)
+  out["reflection_width"] = reflections.reflection_width(g)  # the keys' dimensions it needs
   out["cayley"] = g.table.tolist()
   if sample:
     m = re.fullmatch(r"(\d+)x(\d+)", sample)
@@ -51,9 +55,10 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   return out
 
 
-def card(model: str) -> dict:
+def card(model: str, d_state: int | None = None) -> dict:
   """The layer's registry record, its class's predictions over the profile's groups at depths
-  1-3, and the declaration check on random inputs at a random initialisation."""
+  1-3 (at state width d_state; None: wide enough), and the declaration check on random inputs at
+  a random initialisation."""
   from ssm_bench import plugins, registry, theory, tracking_profile
   try:
     plugins.load(common.PLUGINS.value)
@@ -61,9 +66,11 @@ def card(model: str) -> dict:
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
+  out["predictions_d_state"] = d_state
   out["predictions"] = {
-      g: {"min_depth": theory.min_depth_text(cls, g),
-          **{f"depth {d}": theory.expressible([cls] * d, g) for d in tracking_profile.DEPTHS}}
+      g: {"min_depth": theory.min_depth_text(cls, g, d_state),
+          **{f"depth {d}": theory.expressible([cls] * d, g, d_state)
+             for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
   import jax
   from ssm_bench import declaration, models
@@ -86,6 +93,8 @@ def _print_card(c: dict):
   print(f"  scan family: {c['scan_family']}; kwargs: {c['kwargs'] or 'none'}; constructions: "
         + ("; ".join(c["constructions"]) or "none"))
   mark = {True: "yes", False: "no", None: "?"}
+  if c["predictions_d_state"]:
+    print(f"  predictions at d_state {c['predictions_d_state']}:")
   print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3)))
   for g, p in c["predictions"].items():
     print("  " + g.ljust(7) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
@@ -126,7 +135,7 @@ def main(argv):
     common.print_json(d) if _JSON.value else _print_language(d)
     return
   if _MODEL.value:
-    c = card(_MODEL.value)
+    c = card(_MODEL.value, _D_STATE.value)
     common.print_json(c) if _JSON.value else _print_card(c)
     return
   info = describe(_GROUP.value, _SAMPLE.value, _SEED.value)
@@ -140,7 +149,8 @@ def main(argv):
         f"{'solvable, derived length ' + str(dl) if info['solvable'] else 'not solvable'}, "
         f"elementary-2 series length {e2 if e2 is not None else 'none (not a 2-group)'}, "
         + (f"reflection length {info['reflection_length']} (one householder:n_h layer tracks "
-           f"it when n_h >= {info['reflection_length']})" if info["reflection_length"] is not None
+           f"it when n_h >= {info['reflection_length']} and its keys have at least "
+           f"{info['reflection_width']} dimensions)" if info["reflection_length"] is not None
            else f"reflection length not computed above order {reflections.MAX_ORDER}"))
   for key in ("inputs", "labels"):
     if key in info:

@@ -248,7 +248,8 @@ def _agrees_or_enough(cfg: TrainConfig, cell) -> bool:
     return False
   if len(cell) >= MIN_RUNS_AGAINST_THEORY:
     return True
-  expressible = stack_prediction(cfg.model, cfg.depth, cfg.task, cfg.layer_kwargs)["expressible"]
+  expressible = stack_prediction(cfg.model, cfg.depth, cfg.task, cfg.layer_kwargs,
+                                 cfg.d_state)["expressible"]
   return expressible is None or (_successes(cell) > 0) == expressible
 
 

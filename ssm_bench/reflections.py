@@ -91,47 +91,61 @@ def _ranks(g, chi, dim) -> tuple:
 MAX_ORDER = 720
 
 
-def reflection_length(g) -> int | None:
-  """The least n_h such that some faithful real orthogonal representation of g has every
-  element a product of at most n_h reflections (0 for the trivial group); None above
-  MAX_ORDER."""
+def reflection_length(g, max_dim: int | None = None) -> int | None:
+  """The least n_h such that some faithful real orthogonal representation of g, of dimension at
+  most max_dim (None: any), has every element a product of at most n_h reflections (0 for the
+  trivial group); None above MAX_ORDER or when no faithful representation fits in max_dim."""
   g = groups.get_group(g) if isinstance(g, str) else g
-  return witness(g)[0] if g.order <= MAX_ORDER else None
+  return witness(g, max_dim)[0] if g.order <= MAX_ORDER else None
 
 
-def witness(g) -> tuple[int, list[RealIrrep]]:
-  """(reflection_length(g), the distinct real irreducibles of one representation reaching it)."""
+def reflection_width(g) -> int | None:
+  """The fewest dimensions of a faithful orthogonal representation that reaches
+  reflection_length(g): the key width a householder layer needs (None above MAX_ORDER)."""
   g = groups.get_group(g) if isinstance(g, str) else g
-  return _witness(g.name)
+  length = reflection_length(g)
+  if length is None:
+    return None
+  return next(d for d in range(g.order + 1) if reflection_length(g, d) == length)
+
+
+def witness(g, max_dim: int | None = None) -> tuple[int | None, list[RealIrrep]]:
+  """(reflection_length(g, max_dim), the distinct real irreducibles of one representation
+  reaching it); (None, []) when no faithful representation has dimension <= max_dim."""
+  g = groups.get_group(g) if isinstance(g, str) else g
+  return _witness(g.name, max_dim)
 
 
 @functools.lru_cache(maxsize=None)
-def _witness(name: str) -> tuple:
+def _witness(name: str, max_dim: int | None) -> tuple:
   g = groups.get_group(name)
   if g.order == 1:
     return 0, []
   irreps = [r for r in _real_irreps(name) if any(r.ranks)]  # the trivial one never helps
   kernels = [sum(1 << x for x, k in enumerate(r.ranks) if k == 0) for r in irreps]
   ranks = [np.array(r.ranks) for r in irreps]
+  room = sum(r.dim for r in irreps) if max_dim is None else max_dim
 
-  def search(bound, start, used, total, kernel):
+  def search(bound, start, used, total, dim, kernel):
     if kernel == 1:  # only the identity acts trivially: faithful
       return used
     for i in range(start, len(irreps)):
-      # adding an irreducible that does not shrink the kernel only adds rank
-      if kernel & kernels[i] == kernel:
+      # adding an irreducible that does not shrink the kernel only adds rank and dimension
+      if kernel & kernels[i] == kernel or dim + irreps[i].dim > room:
         continue
       t = total + ranks[i]
       if t.max() <= bound:
-        found = search(bound, i + 1, used + [i], t, kernel & kernels[i])
+        found = search(bound, i + 1, used + [i], t, dim + irreps[i].dim, kernel & kernels[i])
         if found is not None:
           return found
     return None
 
   for bound in range(1, g.order):
-    found = search(bound, 0, [], np.zeros(g.order, int), (1 << g.order) - 1)
+    found = search(bound, 0, [], np.zeros(g.order, int), 0, (1 << g.order) - 1)
     if found is not None:
       return bound, [irreps[i] for i in found]
+  if max_dim is not None:
+    return None, []  # every faithful representation is wider than max_dim
   raise ArithmeticError(f"{name}: no faithful representation found")  # the regular one is
 
 

@@ -66,10 +66,18 @@ def load(runs_dir: str) -> RunSet:
   return RunSet(good, problems, diverged)
 
 
-def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "") -> dict:
+def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "",
+                     d_state: int | None = None) -> dict:
   """The theory's prediction from the stack's declared transition classes (registry records);
-  a layer the registry does not know counts as class `unknown` (no theorem)."""
-  return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group)
+  a layer the registry does not know counts as class `unknown` (no theorem). d_state: the
+  stack's state width (a householder layer's keys), None: assumed wide enough."""
+  return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group, d_state)
+
+
+def cell_d_state(summaries) -> int | None:
+  """The widest d_state among a cell's runs: the theory allows the cell if it allows one of
+  them (a width only ever turns a claim into 'no theorem')."""
+  return max((s["config"]["d_state"] for s in summaries), default=None)
 
 
 def load_plugins(summaries) -> list[str]:
@@ -168,11 +176,12 @@ def _protocol_table(summaries, paper):
     for g in _rows(at, TABLE2_GROUPS):
       rows[g] = {}
       for m in models:
-        lens = sorted((s["max_len"] for s in at
-                       if s["config"]["task"] == g and s["config"]["model"] == m), reverse=True)
+        cell = [s for s in at if s["config"]["task"] == g and s["config"]["model"] == m]
+        lens = sorted((s["max_len"] for s in cell), reverse=True)
         entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                  "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
-                 "theory": stack_prediction(m, depth, g, kwargs)["expressible"]}
+                 "theory": stack_prediction(m, depth, g, kwargs,
+                                            cell_d_state(cell))["expressible"]}
         if paper and m in paper["columns"] and g in paper.get(f"depth_{depth}", {}):
           entry["paper"] = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
         rows[g][m] = entry

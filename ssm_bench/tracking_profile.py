@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ssm_bench import registry
 from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
-                              untrained_cell)
+                              cell_d_state, untrained_cell)
 from ssm_bench import theory
 from ssm_bench.config import PROFILE_LABELS
 from tasks import groups as groups_lib
@@ -49,14 +49,15 @@ def _one(key, runs) -> dict:
   present = {s["config"]["task"] for s in runs}
   names = [g for g in GROUPS if g in present] + sorted(present - set(GROUPS))
   depths = sorted({s["config"]["depth"] for s in runs})
+  width = cell_d_state(runs)  # for a cell without runs, and the min-depth column
   cells = {}
   for g in names:
     cells[g] = {}
     solved_at = None
     for depth in depths:
-      lens = sorted((s["max_len"] for s in runs
-                     if s["config"]["task"] == g and s["config"]["depth"] == depth), reverse=True)
-      pred = theory.prediction([cls] * depth, g)
+      cell = [s for s in runs if s["config"]["task"] == g and s["config"]["depth"] == depth]
+      lens = sorted((s["max_len"] for s in cell), reverse=True)
+      pred = theory.prediction([cls] * depth, g, cell_d_state(cell) or width)
       entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
                "theory": pred["expressible"], "solved_at": None}
@@ -70,6 +71,7 @@ def _one(key, runs) -> dict:
   return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
           "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
+          "d_state": width,
           "declaration": {"checked": len(checked),
                           "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
 
@@ -122,7 +124,7 @@ def markdown(data: dict) -> str:
     for g in p["groups"]:
       order = groups_lib.get_group(g).order
       row = [_cell(p["cells"][g][d]) for d in p["depths"]]
-      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g)} |")
+      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g, p['d_state'])} |")
     out.append("")
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]

@@ -132,7 +132,7 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
   for model in analytic.construction_models(name):
     cfg, _ = analytic.build(name, model=model)
     classes = [layer_registry.theory_class_of(layer, cfg.layer_kwargs) for layer in cfg.layers]
-    said = theory.prediction(classes, group)["expressible"]
+    said = theory.prediction(classes, group, cfg.d_state)["expressible"]
     assert said is not False, f"{model} tracks {name} by hand, but {classes} says it cannot"
     if model == "deltaproduct":
       assert said is True, f"one DeltaProduct layer tracks {name}; {classes} claims nothing"

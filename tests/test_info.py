@@ -15,10 +15,12 @@ def test_info_json_for_a4():
   out = run_info("--group=A4", "--json")
   assert out.returncode == 0, out.stderr
   info = json.loads(out.stdout)
-  assert list(info)[:8] == ["name", "order", "abelian", "solvable", "derived_length",
-                            "elementary2_length", "reflection_length", "cayley"]
+  assert list(info)[:9] == ["name", "order", "abelian", "solvable", "derived_length",
+                            "elementary2_length", "reflection_length", "reflection_width",
+                            "cayley"]
   assert info["order"] == 12 and info["derived_length"] == 2 and info["solvable"]
   assert info["reflection_length"] == 2, "A4 is the tetrahedron's rotations: 2 reflections each"
+  assert info["reflection_width"] == 3, "the tetrahedron's rotations act in 3 dimensions"
   assert len(info["cayley"]) == 12 and all(len(r) == 12 for r in info["cayley"])
 
 
@@ -45,4 +47,5 @@ def test_bad_input_is_one_line_without_traceback(args):
 def test_info_human_summary():
   out = run_info("--group=A5")
   assert out.returncode == 0 and "not solvable" in out.stdout
-  assert "reflection length 2 (one householder:n_h layer tracks it when n_h >= 2)" in out.stdout
+  assert ("reflection length 2 (one householder:n_h layer tracks it when n_h >= 2 and its keys "
+          "have at least 3 dimensions)") in out.stdout, out.stdout

@@ -16,6 +16,24 @@ KNOWN = {"C2": 1, "C3": 2, "C6": 2, "C24": 2, "C60": 2, "C2xC2": 2, "C2xC4": 3, 
          "C2xC2xC2": 3, "D4": 2, "S3": 2, "Q8": 4, "A4": 2, "S4": 2, "A5": 2, "S5": 4}
 
 
+# The fewest dimensions of a faithful orthogonal representation reaching that length (a sign,
+# a plane, two signs, the solids in space, Q8's 4-dimensional irreducible, S5's standard one).
+WIDTH = {"C2": 1, "C3": 2, "C6": 2, "C2xC2": 2, "D4": 2, "S3": 2, "A4": 3, "S4": 3, "A5": 3,
+         "Q8": 4, "S5": 4}
+
+
+@pytest.mark.parametrize("name", sorted(WIDTH))
+def test_reflection_length_within_a_width_needs_the_representation_to_fit(name):
+  g, width = groups.get_group(name), WIDTH[name]
+  assert reflections.reflection_length(g, width) == KNOWN[name], (
+      f"{name}: {width} dimensions hold a faithful representation of {KNOWN[name]} reflections")
+  assert reflections.reflection_length(g, width - 1) is None, (
+      f"{name}: a faithful representation found in {width - 1} dimensions")
+  n_h, irreps = reflections.witness(g, width)
+  assert sum(r.dim for r in irreps) <= width, f"{name}: the witness is wider than {width}"
+  assert reflections.reflection_width(g) == width, f"{name}: the key width it needs"
+
+
 @pytest.mark.parametrize("name", sorted(KNOWN))
 def test_reflection_length_matches_the_hand_derived_value(name):
   assert reflections.reflection_length(groups.get_group(name)) == KNOWN[name], (

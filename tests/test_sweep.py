@@ -428,6 +428,21 @@ def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_pat
       "depth 3 trained though an extra seed at depth 2 extrapolated")
 
 
+@pytest.mark.parametrize("d_state,wanted", [(4, True), (2, False)])
+def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_state, wanted):
+  """One DeltaProduct layer holds A5 only with keys of width 3 (the icosahedron): at d_state 4
+  two failed runs are 'below theory' and get seeds 1-3; at d_state 2 there is no theorem."""
+  groups = sweep.plan("profile", str(tmp_path), only=r"^A5-deltaproduct-L1-",
+                      overrides={"model": "deltaproduct", "d_state": d_state})
+  first = [c for cfgs, _ in groups for c in cfgs if c.seed == 0]
+  extra = [c for cfgs, _ in groups for c in cfgs if c.seed != 0]
+  assert len(first) == 2 and len(extra) == 6
+  finished = [(c, {"status": "done", "max_len": 0}) for c in first]
+  trained = [not sweeps.profile_skip(c, finished) for c in extra]
+  assert trained == [wanted] * 6, (
+      f"d_state {d_state}: extra seeds trained {trained}, want {wanted} (theory at that width)")
+
+
 def test_profile_seed_override_trains_even_where_the_theory_agrees(tmp_path):
   """--config.seed=2 (an extra seed) on a cell with no first runs to judge by still trains it."""
   groups, staged, cells = _profile_cells(tmp_path, r"^D4-negmamba-L1-", seed=2)

@@ -183,3 +183,17 @@ def test_extended_table_puts_baselines_beside_the_paper_models_of_their_groups()
   header = md.splitlines()[2]
   assert header == "| group | negmamba | deltanet |", header  # paper models first, S3 not listed
   assert "| C2 | 1000 (1/1) / ✓ | 500 (1/1) / ✓ |" in md, md
+
+
+@pytest.mark.parametrize("d_state,mark", [(4, "✓"), (2, "?")])
+def test_table_theory_reads_the_cells_key_width(d_state, mark):
+  """A5 fits one DeltaProduct layer (n_h 2) only with keys of width 3: the table's theory mark
+  follows the cell's d_state."""
+  import dataclasses
+  from ssm_bench.config import PRESETS
+  c = dataclasses.asdict(TrainConfig(**{**PRESETS["table2_ext_cpu"], "task": "A5",
+                                        "model": "deltaproduct", "d_state": d_state}))
+  rs = tables.RunSet([{"config": c, "status": "done", "max_len": 0, "run": "x",
+                       "acc_curve": {str(L): 0.1 for L in range(20, 1001, 20)}}], [])
+  md = tables.markdown_extended(tables.extended_data(tables.table2_data(rs)))
+  assert f"| A5 | ✘ (0/1) / {mark} |" in md, f"d_state {d_state}, want {mark}:\n{md}"

@@ -59,6 +59,25 @@ def test_classes_without_a_series_claim_only_what_their_papers_prove(cls, group,
     assert theory.expressible([cls], group) is None, f"{cls} on {group}: claims a theorem"
 
 
+@pytest.mark.parametrize("cls,group,narrow,wide", [
+    ("householder:2", "A5", 2, 3),  # the icosahedron's rotations need 3 dimensions
+    ("householder:2", "S4", 2, 3),
+    ("householder:2", "C3", 1, 2),  # a turn needs a plane
+    ("householder:2", "C2xC2", 1, 2),  # two independent signs
+    ("householder:4", "Q8", 3, 4),
+])
+def test_householder_claims_need_keys_as_wide_as_the_representation(cls, group, narrow, wide):
+  """The keys (d_state wide) must hold the faithful representation: one dimension short is 'no
+  theorem' at every depth, and None (a caller that does not say) assumes keys wide enough."""
+  assert theory.min_depth_text(cls, group, narrow) == "no theorem", (
+      f"{cls} claims {group} with keys of width {narrow}")
+  assert all(theory.expressible([cls] * d, group, narrow) is None for d in (1, 2, 3))
+  assert theory.prediction([cls], group, narrow)["expressible"] is None
+  for width in (wide, None):
+    assert theory.min_depth_text(cls, group, width) == "1", f"{cls} on {group} at {width}"
+    assert theory.expressible([cls], group, width) is True
+
+
 def test_bad_class_names_fail_naming_the_choices():
   with pytest.raises(ValueError, match="choose one of time_invariant"):
     theory.parse("householder:x")

@@ -4,10 +4,10 @@ from ssm_bench import tables
 from ssm_bench import tracking_profile
 
 
-def _summary(task, depth, seed, max_len, model="mamba"):
+def _summary(task, depth, seed, max_len, model="mamba", d_state=4):
   return {"run": f"{task}-{model}-L{depth}-s{seed}", "status": "done", "max_len": max_len,
           "config": {"model": model, "task": task, "depth": depth, "seed": seed,
-                     "preset": "profile_cpu", "layer_kwargs": ""}}
+                     "preset": "profile_cpu", "layer_kwargs": "", "d_state": d_state}}
 
 
 def _rows(summaries) -> dict:
@@ -41,3 +41,12 @@ def test_agreement_is_never_tentative():
   assert not any(tracking_profile.tentative(cells[g][1]) for g in ("C2", "C3")), cells
   rows, _ = _rows(agree)
   assert "tentative" not in rows["C2"] + rows["C3"], rows
+
+
+def test_the_theory_column_reads_the_runs_key_width():
+  """DeltaProduct (n_h 2) holds A5 in 3 dimensions: at d_state 4 a failed cell is below theory,
+  at d_state 2 there is no theorem (and the min-depth column says so)."""
+  for d_state, mark, min_depth in ((4, "✓ *below theory, tentative*", "| 1 |"),
+                                   (2, "?", "| no theorem |")):
+    rows, _ = _rows([_summary("A5", 1, s, 0, "deltaproduct", d_state) for s in (0, 1)])
+    assert rows["A5"].endswith(f"✘ (0/2) {mark} {min_depth}"), (d_state, rows["A5"])
