@@ -159,5 +159,5 @@ INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100),
          "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
          "theorem rules out; `below theory`: expressible, but no run learned it. Either is "
          f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "
-         "such a cell trains seeds 1-3 too, 8 runs in all, when `launch.profile` runs its "
-         "second stage (resumable: the same command).")
+         "the second stage of `launch.profile` (resumable: the same command) trains seeds 1-3 "
+         "there, 8 runs in all, unless a shallower stack of the group already extrapolated.")
