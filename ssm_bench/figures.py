@@ -2,6 +2,7 @@
 cell); the neighbouring papers' offset examples and minimal depths."""
 from __future__ import annotations
 
+import hashlib
 import os
 
 
@@ -24,10 +25,16 @@ def _save(fig, plt, out_dir, name):
   return name
 
 
+def _file_label(proto: str) -> str:
+  """A protocol as a file-name part: its preset and, when the protocol differs from the
+  preset's values, a short hash of it."""
+  preset, _, diffs = proto.partition(" + ")
+  return f"{preset}-{hashlib.sha1(proto.encode()).hexdigest()[:6]}" if diffs else preset
+
+
 def write_curves(rs, out_dir: str) -> list[str]:
   """One figure per (protocol, group, depth) of Table 2 runs, so protocols never share a figure;
   returns the file names written ([] without matplotlib)."""
-  import hashlib
   from ssm_bench.tables import is_table2_run, protocol
   plt = _pyplot()
   if plt is None:
@@ -37,12 +44,8 @@ def write_curves(rs, out_dir: str) -> list[str]:
     c = s["config"]
     if not is_table2_run(c):
       continue
-    # one figure per protocol (as Table 2 pools), named by its preset and, when the protocol
-    # differs from the preset's values, a short hash of it
-    proto = protocol(c)
-    preset = c.get("preset") or "paper"
-    label = preset if proto == preset else f"{preset}-{hashlib.sha1(proto.encode()).hexdigest()[:6]}"
-    key = (label, c["task"], c["depth"], c["model"])
+    # one figure per protocol (as Table 2 pools)
+    key = (_file_label(protocol(c)), c["task"], c["depth"], c["model"])
     if key not in best or s["max_len"] > best[key]["max_len"]:
       best[key] = s
   written = []
@@ -152,8 +155,7 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
     kw = f" {p['layer_kwargs']}" if p["layer_kwargs"] else ""
     ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; "
                  "red: disagree (dashed: tentative)", fontsize=8)
-    import hashlib
     digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
-    name = f"profile_{p['protocol']}_{p['model']}" + (f"_{digest}" if kw else "")
+    name = f"profile_{_file_label(p['protocol'])}_{p['model']}" + (f"_{digest}" if kw else "")
     written.append(_save(fig, plt, out_dir, name + ".png"))
   return written

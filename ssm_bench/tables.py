@@ -142,13 +142,13 @@ def is_table2_run(config: dict) -> bool:
   return True
 
 
-def protocol(config: dict) -> str:
-  """The protocol's name: its preset, plus every field that differs from that preset's values
-  (for the run's model, where the preset sizes models apart)."""
+def protocol(config: dict, axes: tuple = CELL_FIELDS) -> str:
+  """The protocol's name: its preset, plus every field outside the table's axes that differs
+  from that preset's values (for the run's model, where the preset sizes models apart)."""
   preset = config.get("preset") or "paper"
   base = dataclasses.asdict(TrainConfig(**preset_values(preset, config.get("model"))))
   diffs = [f"{k}={v}" for k, v in sorted(config.items())
-           if k not in CELL_FIELDS + EXECUTION_FIELDS and k != "preset" and base.get(k) != v]
+           if k not in axes + EXECUTION_FIELDS and k != "preset" and base.get(k) != v]
   return preset + (" + " + ", ".join(diffs) if diffs else "")
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ssm_bench import registry
 from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
-                              cell_d_state, untrained_cell)
+                              cell_d_state, protocol, untrained_cell)
 from ssm_bench import theory
-from ssm_bench.config import PROFILE_LABELS
+from ssm_bench.config import NUMERICS_FIELDS, PROFILE_LABELS
 from tasks import groups as groups_lib
 
 # Groups that separate the transition classes (SPEC 7): a sign (C2) from a rotation (C3), the
@@ -28,8 +28,13 @@ def is_profile_run(config: dict) -> bool:
   return config.get("preset", "") in PROFILE_LABELS
 
 
+# A profile's axes; any other field that differs from the preset (a width, a step budget) makes
+# another profile, so runs at two widths never pool into one verdict.
+AXES = ("task", "depth", "model", "layer_kwargs", "lr", "schedule", "seed") + NUMERICS_FIELDS
+
+
 def _key(c: dict) -> tuple:
-  return (c["model"], c.get("layer_kwargs", ""), c["preset"])
+  return (c["model"], c.get("layer_kwargs", ""), protocol(c, AXES))
 
 
 def profile_data(summaries) -> dict:

@@ -50,3 +50,18 @@ def test_the_theory_column_reads_the_runs_key_width():
                                    (2, "?", "| no theorem |")):
     rows, _ = _rows([_summary("A5", 1, s, 0, "deltaproduct", d_state) for s in (0, 1)])
     assert rows["A5"].endswith(f"✘ (0/2) {mark} {min_depth}"), (d_state, rows["A5"])
+
+
+def test_runs_at_another_width_make_their_own_profile():
+  """A width override (--config.d_state=8) must not pool into the preset's profile: one success
+  at d_state 8 would otherwise turn the preset's failed cell into a success."""
+  preset = [_summary("C2", 1, s, 0) for s in (0, 1)]
+  wide = [_summary("C2", 1, s, 1000, d_state=8) for s in (0, 1)]
+  data = tracking_profile.profile_data(preset + wide)
+  protocols = sorted(p["protocol"] for p in data.values())
+  assert protocols == ["profile_cpu", "profile_cpu + d_state=8"], protocols
+  by_protocol = {p["protocol"]: p["cells"]["C2"][1] for p in data.values()}
+  assert by_protocol["profile_cpu"]["successes"] == 0, by_protocol
+  assert by_protocol["profile_cpu + d_state=8"]["successes"] == 2, by_protocol
+  report = tracking_profile.markdown(data)
+  assert "## mamba (protocol profile_cpu + d_state=8, 2 runs)" in report, report
