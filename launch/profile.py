@@ -76,12 +76,14 @@ def _check(model: str, groups: list, depths: list) -> str:
 
 
 def write_report(workdir: str, out: str, model: str, protocol: str) -> list[str]:
-  """The profile of `model` under `protocol` from the runs in workdir: <out>/profile_*.md/png."""
+  """The profiles of `model` under the preset `protocol` from the runs in workdir, one section
+  each (the preset's values, and each set of overrides such as another d_state, apart):
+  <out>/profile_*.md/png."""
   from ssm_bench import figures, tables
   rs = tables.load(workdir)
   tables.load_plugins(rs.good + rs.diverged)
   data = {k: v for k, v in tracking_profile.profile_data(rs.good + rs.diverged).items()
-          if k[0] == model and k[2] == protocol}
+          if k[0] == model and k[2].partition(" + ")[0] == protocol}
   if not data:
     raise common.UsageError(f"no finished {protocol} runs of {model} in {workdir}")
   os.makedirs(out, exist_ok=True)

@@ -65,3 +65,24 @@ def test_runs_at_another_width_make_their_own_profile():
   assert by_protocol["profile_cpu + d_state=8"]["successes"] == 2, by_protocol
   report = tracking_profile.markdown(data)
   assert "## mamba (protocol profile_cpu + d_state=8, 2 runs)" in report, report
+
+
+def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
+  """launch.profile's report covers the preset's runs and, apart, those run with an override."""
+  import json
+  import os
+  from launch import profile
+  src = os.path.join(os.path.dirname(__file__), "..", "results", "runs",
+                     "C2-mamba-L1-n4-lr0.003-cosine-s0-2c4dee78", "summary.json")
+  base = json.load(open(src))
+  assert base["config"]["preset"] == "profile_cpu", base["config"]
+  for name, d_state in (("preset", base["config"]["d_state"]), ("wide", 8)):
+    s = {**base, "run": name, "config": {**base["config"], "d_state": d_state}}
+    os.makedirs(tmp_path / "runs" / name)
+    json.dump(s, open(tmp_path / "runs" / name / "summary.json", "w"))
+  written = profile.write_report(str(tmp_path / "runs"), str(tmp_path), "mamba", "profile_cpu")
+  report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
+  assert "## mamba (protocol profile_cpu, 1 runs)" in report, report
+  assert "## mamba (protocol profile_cpu + d_state=8, 1 runs)" in report, report
+  heatmaps = [w for w in written if w.endswith(".png")]  # matplotlib is a test dependency
+  assert len(set(heatmaps)) == 2, f"one heatmap per profile expected: {written}"
