@@ -6,6 +6,8 @@ layers, so sign/phase features pass through the blocks unchanged.
 
 - Any Abelian group, one simple_aussm layer: one state coordinate per character in a generating
   set of the dual group, theta_j(x) = 2 pi c_j(x) / e; decode by nearest roots (Theorem 4.1).
+- Any solvable group, derived-length-many simple_aussm layers (analytic_cascade.py): each
+  level tracks its Abelian quotient and passes the rest of the product to the next.
 - S3, two simple_aussm layers (paper Sec. 5.3, App. B): layer 1 tracks the sign, layer 2
   rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade from two full
   AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
@@ -369,14 +371,10 @@ def _diagonal_reason(task_name: str) -> str:
   """Why no diagonal stack tracks a non-Abelian group by hand here ('' where one does or none
   is needed)."""
   g = registry.get_task(task_name).group
-  if g is None or task_name.endswith("-gen") or g.is_abelian or S3_CASCADE.applies(task_name):
-    return ""
-  if not g.is_solvable:
-    return (f"{task_name} is not solvable: no stack of diagonal (DCD) layers can track it at "
-            "finite precision (paper 000, Theorem 4.2)")
-  return (f"{task_name} is solvable with derived length {g.derived_length}: "
-          f"{g.derived_length} diagonal layers can track it, but of the diagonal stacks only "
-          "the S3 cascade is built by hand")
+  if g is None or task_name.endswith("-gen") or g.is_solvable:
+    return ""  # a solvable group has its cascade (analytic_cascade.py)
+  return (f"{task_name} is not solvable: no stack of diagonal (DCD) layers can track it at "
+          "finite precision (paper 000, Theorem 4.2)")
 
 
 def construction_models(task_name: str) -> tuple:

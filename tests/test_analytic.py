@@ -25,7 +25,10 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          + [("S3", "aussm", "associative"), ("parity", "deltanet", "sequential")]
          # one DeltaProduct layer: n_h = 2 (A5), 4 (Q8), and S4 through the associative scan
          + [("A5", "deltaproduct", "sequential"), ("Q8", "deltaproduct", "sequential"),
-            ("S4", "deltaproduct", "associative")])
+            ("S4", "deltaproduct", "associative")]
+         # the solvable cascade: derived length 2 (D4, Q8, A4) and 3 (S4)
+         + [(n, "simple_aussm", "sequential") for n in ("D4", "Q8", "S4")]
+         + [("A4", "simple_aussm", "associative")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -68,7 +71,8 @@ def test_characters_separate_elements(name):
 
 @pytest.mark.parametrize("name,model,reason", [
     ("A5", "aussm", "choose one of deltaproduct .A5 is not solvable"),
-    ("A4", "mamba", "derived length 2"), ("flipflop", "", "no analytic construction")])
+    ("A4", "mamba", "choose one of simple_aussm, deltaproduct"),
+    ("flipflop", "", "no analytic construction")])
 def test_no_construction_says_why(name, model, reason):
   with pytest.raises(analytic.NoConstruction, match=reason):
     analytic.build(name, model=model)
@@ -123,10 +127,11 @@ def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res
 
 
-@pytest.mark.parametrize("name", ["C6", "C2xC30", "Q8", "S3", "A5", "parity"])
+@pytest.mark.parametrize("name", ["C6", "C2xC30", "Q8", "S3", "D4", "S4", "A5", "parity"])
 def test_every_construction_is_a_case_its_layers_theory_claims(name):
   """A construction tracks its task exactly, so the declared class of its layers must say the
-  stack can (never 'cannot', and a layer whose theorem is a construction must claim it)."""
+  stack can (never 'cannot', and a layer whose theorem is a construction must claim it); a
+  unit-modulus stack is built at the theory's minimal depth (the derived length)."""
   from ssm_bench import registry as layer_registry, theory
   group = registry.get_task(name).group.name
   for model in analytic.construction_models(name):
@@ -136,3 +141,26 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
     assert said is not False, f"{model} tracks {name} by hand, but {classes} says it cannot"
     if model == "deltaproduct":
       assert said is True, f"one DeltaProduct layer tracks {name}; {classes} claims nothing"
+    if model == "simple_aussm":
+      least = theory.min_depth(classes[0], group)
+      assert len(cfg.layers) == least, (
+          f"{name}: {len(cfg.layers)} simple_aussm layers built, the theory's minimum is {least}")
+
+
+@pytest.mark.parametrize("name", ["S3", "D6", "Q8xC3"])
+def test_solvable_cascade_tracks_groups_beyond_the_registered_defaults(name):
+  """The cascade itself (S3 is built by the S3 cascade by default), on products whose quotient
+  has several characters or whose derived subgroup is not cyclic."""
+  from ssm_bench import analytic_cascade
+  g = registry.get_task(name).group
+  cfg, params = analytic_cascade.solvable(name)
+  assert len(cfg.layers) == g.derived_length, (name, cfg.layers)
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 1000)
+  errors = int((models.StateTracker(cfg).apply(params, tokens).argmax(-1) != labels).sum())
+  assert errors == 0, f"{name}: {errors} wrong predictions out of {labels.size}"
+
+
+def test_solvable_cascade_refuses_a_non_solvable_group():
+  from ssm_bench import analytic_cascade
+  with pytest.raises(analytic.NoConstruction, match="A5 is not a solvable group"):
+    analytic_cascade.solvable("A5")

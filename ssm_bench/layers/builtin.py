@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 from ssm_bench import analytic
+from ssm_bench import analytic_cascade
 from ssm_bench import analytic_deltaproduct
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
 from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
@@ -38,7 +39,8 @@ register_layer("negmamba", functools.partial(mamba.Mamba, negative=True),
                description="Mamba with negative eigenvalues (Grazzi et al. 2025): "
                            "a_t = 2 exp(Delta_t Lambda) - 1 in (-1, 1)", source=BUILTIN_SOURCE)
 register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_diagonal",
-               constructions=(analytic.ABELIAN, analytic.S3_CASCADE),
+               constructions=(analytic.ABELIAN, analytic.S3_CASCADE,
+                              analytic_cascade.SOLVABLE),
                presets={"table2_cpu": dict(d_model=64, d_state=32, steps=6000)},
                description="simplified AUSSM (paper 000, Sec. 6): h_t = exp(i theta(v_t)) h_{t-1}",
                source=BUILTIN_SOURCE)

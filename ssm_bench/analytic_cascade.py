@@ -1,0 +1,170 @@
+"""Any solvable group in k simple_aussm layers, k = its derived length (paper 000, Theorem 4.2's
+direction "derived length k suffices"): weights set by hand in the modules training uses.
+
+Level i tracks a stream z_t in G_i (level 0: the tokens; G_0 = G > G_1 = G' > ... > G_k = 1, the
+derived series). Its layer rotates one state coordinate per character of the Abelian quotient
+A_i = G_i / G_{i+1} (analytic.characters), so it holds q_t, the coset of the running product
+Q_t = z_1 ... z_t. With a coset representative c(q) (c(1) = 1), Q_t = K_t c(q_t) where
+K_t = K_{t-1} w_t and w_t = c(q_{t-1}) z_t c(q_t)^-1 lies in G_{i+1}: the stream of level i + 1,
+a function of (q_t, z_t) since q_{t-1} = q_t (z_t G_{i+1})^-1. Unrolled, the running product is
+y_t = c_{k-1}(q^{k-1}_t) ... c_0(q^0_t), which the head reads from every level's state.
+
+Between levels, one exact indicator per pair (q, z): with the match score
+s(q) = (sum_j cos(phi_j - phi_j(q)) - k) / delta (0 at the state's coset, <= -1 elsewhere;
+delta = 1 - cos(2 pi / e)) and the one-hot of z passed through D, a = 2 onehot + 2 s - 1/2 is
+about 1.5 for the pair and <= -1/2 otherwise, so relu(a) - relu(a - 1) is 1 or exactly 0. The
+sums of these indicators are the next level's one-hots, which set its angles; the state's drift
+never reaches the angles beyond float32 rounding, so the cascade is exact far past training.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ssm_bench import analytic
+from ssm_bench.config import ModelConfig
+from tasks import groups
+from tasks import registry
+
+
+@dataclasses.dataclass
+class _Level:
+  elements: np.ndarray  # G_i as indices of G (its stream's alphabet)
+  coset: np.ndarray  # element of G -> coset index in A_i (-1 outside G_i); coset 0 = G_{i+1}
+  rep: np.ndarray  # coset -> its representative (an element of G), rep[0] = identity
+  chars: np.ndarray  # (k, |A_i|) characters of A_i, values in Z_e
+  e: int
+
+
+def _levels(g: groups.Group) -> list[_Level]:
+  out = []
+  series = g.derived_series
+  for big, small in zip(series, series[1:]):
+    coset = np.full(g.order, -1)
+    rep = []
+    for x in big:  # ascending: the identity (0) first, so coset 0 is G_{i+1}
+      if coset[x] < 0:
+        coset[g.table[x, small]] = len(rep)
+        rep.append(int(x))
+    rep = np.array(rep)
+    quotient = coset[g.table[rep[:, None], rep[None, :]]]
+    chars, e = analytic.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
+    out.append(_Level(np.asarray(big), coset, rep, chars, e))
+  return out
+
+
+def _next_input(g: groups.Group, lv: _Level, q: int, z: int) -> int:
+  """w = c(q_prev) z c(q)^-1 for the coset q reached by reading z."""
+  t, inv = g.table, g.inverse
+  quotient_inv = lv.coset[inv[lv.rep]]  # coset -> its inverse coset
+  q_prev = lv.coset[t[lv.rep[q], lv.rep[quotient_inv[lv.coset[z]]]]]
+  return int(t[t[lv.rep[q_prev], z], inv[lv.rep[q]]])
+
+
+class _Channels:
+  """Consecutive blocks of the residual stream, by name."""
+
+  def __init__(self):
+    self.size, self.blocks = 0, {}
+
+  def add(self, name, count: int) -> np.ndarray:
+    self.blocks[name] = np.arange(self.size, self.size + count)
+    self.size += count
+    return self.blocks[name]
+
+
+def _phases(lv: _Level) -> np.ndarray:
+  return 2 * np.pi * lv.chars / lv.e  # (k, |A_i|)
+
+
+def _match_weights(lv: _Level, q: int, root_n: float) -> tuple[np.ndarray, float]:
+  """s(q) = w . (Re h, Im h) of the first k state coordinates + bias (h0 = 1 / sqrt(n))."""
+  k, ph = lv.chars.shape[0], _phases(lv)[:, q]
+  delta = 1.0 - math.cos(2 * math.pi / lv.e)
+  return np.concatenate([np.cos(ph), np.sin(ph)]) * root_n / delta, -k / delta
+
+
+def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params): derived-length-many simple_aussm layers tracking the group."""
+  g = registry.get_task(task_name).group
+  if g is None or not g.is_solvable:
+    raise analytic.NoConstruction(f"{task_name} is not a solvable group")
+  levels = _levels(g)
+  depth = len(levels)
+  n = max([d_state, 1] + [lv.chars.shape[0] for lv in levels])
+  root_n = math.sqrt(n)
+  pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
+           else [] for i, lv in enumerate(levels)]
+  ch = _Channels()
+  for i, lv in enumerate(levels):
+    ch.add(("onehot", i), len(lv.elements))
+    ch.add(("pair", i), 2 * len(pairs[i]))  # (a, a - 1) per pair, each fed the pair's one-hot
+    ch.add(("feat", i), 4 * lv.chars.shape[0])  # relu(+-Re h_j), relu(+-Im h_j)
+  cfg = ModelConfig(layers=("simple_aussm",) * depth, vocab_size=g.order, num_classes=g.order,
+                    d_model=max(d_model, ch.size), d_state=n, norm="none", activation="relu",
+                    initial_state="ones", conv_kernel=0)
+  p = analytic._zeros_like_init(cfg)["params"]
+
+  def one_hot_targets(i: int, z: int) -> list[int]:
+    """The channels that carry 'level i reads z': its one-hot and its pairs' copies."""
+    pos = {int(x): j for j, x in enumerate(levels[i].elements)}
+    out = [ch.blocks[("onehot", i)][pos[z]]]
+    for j, (_, pz) in enumerate(pairs[i]):
+      if pz == z:
+        out += list(ch.blocks[("pair", i)][2 * j:2 * j + 2])
+    return out
+
+  for x in range(g.order):
+    p["embed"]["embedding"][x, one_hot_targets(0, x)] = 1.0
+  for i, lv in enumerate(levels):
+    lay, out = p[f"layer{i}"], p[f"out{i}"]["kernel"]
+    k, ph = lv.chars.shape[0], _phases(lv)
+    for j, z in enumerate(lv.elements):
+      lay["theta"]["kernel"][ch.blocks[("onehot", i)][j], :k] = ph[:, lv.coset[z]]
+    for j, (q, z) in enumerate(pairs[i]):
+      w, b = _match_weights(lv, q, root_n)
+      a, a1 = ch.blocks[("pair", i)][2 * j:2 * j + 2]
+      for c, shift in ((a, 0.5), (a1, 1.5)):  # a = 2 onehot + 2 s - 1/2, then a - 1
+        lay["readout"]["kernel"][np.r_[0:k, n:n + k], c] = 2 * w
+        lay["readout"]["bias"][c] = 2 * b - shift
+        lay["D"][c] = 2.0
+      for target in one_hot_targets(i + 1, _next_input(g, lv, q, z)):
+        out[a, target], out[a1, target] = 1.0, -1.0
+    feats = ch.blocks[("feat", i)]
+    for j in range(k):
+      for f, (row, sign) in zip(feats[4 * j:4 * j + 4], ((j, 1), (j, -1), (n + j, 1), (n + j, -1))):
+        lay["readout"]["kernel"][row, f] = sign * root_n  # relu(+-sqrt(n) Re/Im h_j)
+        out[f, f] = 1.0
+  # head: one hidden unit per element y = c_{k-1}(q^{k-1}) ... c_0(q^0), 1/2 + sum of the
+  # levels' match scores: 1/2 at the state's element, below 0 at every other
+  hidden, head = p["head_hidden"], p["head_out"]["kernel"]
+  for unit, y in enumerate(range(g.order)):
+    rest = y
+    hidden["bias"][unit] = 0.5
+    for i, lv in enumerate(levels):
+      q = int(lv.coset[rest])
+      w, b = _match_weights(lv, q, 1.0)  # the features already carry sqrt(n)
+      k, feats = lv.chars.shape[0], ch.blocks[("feat", i)]
+      for j in range(k):
+        hidden["kernel"][feats[4 * j:4 * j + 4], unit] = (w[j], -w[j], w[k + j], -w[k + j])
+      hidden["bias"][unit] += b
+      rest = int(g.table[rest, g.inverse[lv.rep[q]]])  # K = Q c(q)^-1, the next level's product
+    assert rest == 0, f"{task_name}: the levels do not account for element {y}"
+    head[unit, y] = 1.0
+  return cfg, analytic._finish({"params": p})
+
+
+def _solvable_non_abelian(task_name: str) -> bool:
+  try:
+    g = registry.get_task(task_name).group
+  except (registry.TaskError, groups.GroupError):
+    return False
+  return g is not None and not task_name.endswith("-gen") and g.is_solvable and not g.is_abelian
+
+
+SOLVABLE = analytic.Construction(
+    "any solvable group in derived-length-many layers: each level rotates by the characters of "
+    "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
+    _solvable_non_abelian, solvable)
