@@ -6,8 +6,9 @@ layers, so sign/phase features pass through the blocks unchanged.
 
 - Any Abelian group, one simple_aussm layer: one state coordinate per character in a generating
   set of the dual group, theta_j(x) = 2 pi c_j(x) / e; decode by nearest roots (Theorem 4.1).
-- Any solvable group, derived-length-many simple_aussm layers (analytic_cascade.py): each
-  level tracks its Abelian quotient and passes the rest of the product to the next.
+- Any solvable group, derived-length-many simple_aussm layers, and any 2-group,
+  elementary-2-length-many negmamba layers (analytic_cascade.py): each level tracks its Abelian
+  quotient and passes the rest of the product to the next.
 - S3, two simple_aussm layers (paper Sec. 5.3, App. B): layer 1 tracks the sign, layer 2
   rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade from two full
   AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
@@ -321,6 +322,7 @@ class Construction:
   description: str
   applies: Callable[[str], bool]  # task name -> whether this construction tracks it
   build: Callable[[str, int, int], tuple]  # (task, d_model, d_state) -> (ModelConfig, params)
+  fallback: bool = False  # the default only where no other layer's construction applies
 
 
 def _abelian_group(task_name: str) -> bool:
@@ -359,9 +361,11 @@ def _constructions(task_name: str) -> dict:
   for spec in layer_registry.specs():
     for c in spec.constructions:
       if spec.name not in options and c.applies(task_name):
-        options[spec.name] = (lambda c: lambda dm, ds: c.build(task_name, dm, ds))(c)
+        options[spec.name] = c
   if options:
-    return options
+    ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
+    return {name: (lambda c: lambda dm, ds: c.build(task_name, dm, ds))(options[name])
+            for name in ordered}
   reason = _diagonal_reason(task_name)
   raise NoConstruction(f"no analytic construction for task {task_name!r}"
                        + (f" ({reason})" if reason else ""))

@@ -38,9 +38,9 @@ class _Level:
   e: int
 
 
-def _levels(g: groups.Group) -> list[_Level]:
+def _levels(g: groups.Group, series) -> list[_Level]:
+  """One level per step of a normal series with Abelian quotients (derived or elementary-2)."""
   out = []
-  series = g.derived_series
   for big, small in zip(series, series[1:]):
     coset = np.full(g.order, -1)
     rep = []
@@ -51,6 +51,7 @@ def _levels(g: groups.Group) -> list[_Level]:
     rep = np.array(rep)
     quotient = coset[g.table[rep[:, None], rep[None, :]]]
     chars, e = analytic.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
+    chars = chars[chars.any(axis=1)]  # the trivial character carries nothing
     out.append(_Level(np.asarray(big), coset, rep, chars, e))
   return out
 
@@ -61,6 +62,17 @@ def _next_input(g: groups.Group, lv: _Level, q: int, z: int) -> int:
   quotient_inv = lv.coset[inv[lv.rep]]  # coset -> its inverse coset
   q_prev = lv.coset[t[lv.rep[q], lv.rep[quotient_inv[lv.coset[z]]]]]
   return int(t[t[lv.rep[q_prev], z], inv[lv.rep[q]]])
+
+
+def _cosets(g: groups.Group, levels, y: int) -> list[int]:
+  """The levels' cosets (q^0, ..., q^{k-1}) when the running product is y: q^i is the coset of
+  the level's product, and K = Q c(q)^-1 is the next level's."""
+  out = []
+  for lv in levels:
+    out.append(int(lv.coset[y]))
+    y = int(g.table[y, g.inverse[lv.rep[out[-1]]]])
+  assert y == 0, "the levels do not account for the element"
+  return out
 
 
 class _Channels:
@@ -91,7 +103,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
-  levels = _levels(g)
+  levels = _levels(g, g.derived_series)
   depth = len(levels)
   n = max([d_state, 1] + [lv.chars.shape[0] for lv in levels])
   root_n = math.sqrt(n)
@@ -140,20 +152,111 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
   # head: one hidden unit per element y = c_{k-1}(q^{k-1}) ... c_0(q^0), 1/2 + sum of the
   # levels' match scores: 1/2 at the state's element, below 0 at every other
   hidden, head = p["head_hidden"], p["head_out"]["kernel"]
-  for unit, y in enumerate(range(g.order)):
-    rest = y
-    hidden["bias"][unit] = 0.5
-    for i, lv in enumerate(levels):
-      q = int(lv.coset[rest])
+  for y in range(g.order):
+    hidden["bias"][y] = 0.5
+    for i, (lv, q) in enumerate(zip(levels, _cosets(g, levels, y))):
       w, b = _match_weights(lv, q, 1.0)  # the features already carry sqrt(n)
       k, feats = lv.chars.shape[0], ch.blocks[("feat", i)]
       for j in range(k):
-        hidden["kernel"][feats[4 * j:4 * j + 4], unit] = (w[j], -w[j], w[k + j], -w[k + j])
-      hidden["bias"][unit] += b
-      rest = int(g.table[rest, g.inverse[lv.rep[q]]])  # K = Q c(q)^-1, the next level's product
-    assert rest == 0, f"{task_name}: the levels do not account for element {y}"
-    head[unit, y] = 1.0
+        hidden["kernel"][feats[4 * j:4 * j + 4], y] = (w[j], -w[j], w[k + j], -w[k + j])
+      hidden["bias"][y] += b
+    head[y, y] = 1.0
   return cfg, analytic._finish({"params": p})
+
+
+_FLIP, _KEEP = 200.0, -100.0  # Delta = softplus: 200 gives a = 2 exp(-200) - 1 = -1 exactly,
+# softplus(-100) ~ 4e-44 gives a = 1
+_GATE_ON, _GATE_OFF = 32.0, -200.0  # silu(32) = 32 and silu(-200) = 0 exactly in float32
+
+
+def _all_characters(lv: _Level) -> np.ndarray:
+  """(2^m, |A|) signs: every character of the elementary Abelian 2-group A, the trivial first."""
+  m = lv.chars.shape[0]
+  masks = np.array([[(s >> j) & 1 for j in range(m)] for s in range(2 ** m)])
+  return 1 - 2 * ((masks @ lv.chars) % 2)
+
+
+def signed(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params): elementary-2-length-many negmamba layers tracking a 2-group.
+
+  Level i's quotient A_i = G_i / G_i^2 [G_i, G_i] is (Z_2)^m; a channel per character chi
+  holds the sign chi(q_t) (Delta saturates, so a = +-1 exactly and the state never drifts), and
+  the coset's indicator 2^-m sum_chi chi(q) chi(q_t) is linear in the signs. A channel per
+  (chi, z), gated by silu(32 [z_t = z] - 200 [z_t != z]), carries chi(q_t) [z_t = z], so the
+  pair indicators, and with them the next level's one-hots, are linear in the ReLU outputs.
+  """
+  g = registry.get_task(task_name).group
+  if g is None or g.elementary2_length is None:
+    raise analytic.NoConstruction(f"{task_name} is not a 2-group: no elementary-2 series")
+  levels = _levels(g, g.elementary2_series)
+  depth = len(levels)
+  signs = [_all_characters(lv) for lv in levels]
+  n = max(d_state, 1)
+  ch = _Channels()
+  const = ch.add("const", 1)[0]
+  for i, lv in enumerate(levels):
+    ch.add(("onehot", i), len(lv.elements))
+    ch.add(("sign", i), len(signs[i]))  # gate on: relu(32 chi(q_t)) = 16 (1 + chi(q_t))
+    if i < depth - 1:
+      ch.add(("pair", i), len(signs[i]) * len(lv.elements))  # (chi, z), z fastest
+  rank = max(len(c) for c in signs) - 1  # one dt direction per non-trivial character
+  cfg = ModelConfig(layers=("negmamba",) * depth, vocab_size=g.order, num_classes=g.order,
+                    d_model=max(d_model, ch.size, 16 * rank), d_state=n, norm="none",
+                    activation="relu", initial_state="ones", conv_kernel=0)
+  p = analytic._zeros_like_init(cfg)["params"]
+  h0 = np.float32(1.0 / math.sqrt(n))  # initial_state "ones"
+  for x in range(g.order):
+    p["embed"]["embedding"][x, ch.blocks[("onehot", 0)][x]] = 1.0
+  for i, lv in enumerate(levels):
+    lay, out = p[f"layer{i}"], p[f"out{i}"]["kernel"]
+    onehot, sign = ch.blocks[("onehot", i)], ch.blocks[("sign", i)]
+    nz = len(lv.elements)
+    lay["in_u"]["bias"][const] = 1.0
+    lay["in_u"]["kernel"][onehot, onehot] = 1.0  # u carries the level's one-hot to dt
+    lay["C"]["kernel"][const, 0] = 1.0 / h0  # C . h = chi(q_t) from state coordinate 0
+    lay["dt_up"]["bias"][:] = _KEEP
+    tracks = {c: list(sign[c:c + 1]) for c in range(len(signs[i]))}
+    if i < depth - 1:
+      pair = ch.blocks[("pair", i)]
+      for c in range(len(signs[i])):
+        tracks[c] += list(pair[c * nz:(c + 1) * nz])
+        lay["in_z"]["kernel"][onehot, pair[c * nz:(c + 1) * nz]] = _GATE_ON - _GATE_OFF
+        lay["in_z"]["bias"][pair[c * nz:(c + 1) * nz]] = _GATE_OFF
+    lay["in_z"]["bias"][sign] = _GATE_ON
+    for c in range(1, len(signs[i])):  # character c flips on the tokens where it is -1
+      lay["dt_down"]["kernel"][onehot, c - 1] = signs[i][c][lv.coset[lv.elements]] < 0
+      lay["dt_up"]["kernel"][c - 1, tracks[c]] = _FLIP - _KEEP
+    out[sign, sign] = 1.0 / 16  # the residual holds 1 + chi(q_t)
+    if i < depth - 1:
+      # chi(q_t) [z_t = z] = (R(chi, z) - R(1, z) / 2) / 16 for the ReLU outputs R; the pair
+      # (q, z) is 2^-m sum_chi chi(q) of them, and the next one-hot the sum of its pairs
+      m2 = len(signs[i])
+      nxt = {int(x): j for j, x in enumerate(levels[i + 1].elements)}
+      for zj, z in enumerate(lv.elements):
+        for q in range(len(lv.rep)):
+          target = ch.blocks[("onehot", i + 1)][nxt[_next_input(g, lv, q, int(z))]]
+          for c in range(m2):
+            coef = signs[i][c][q] / m2 / 16
+            out[pair[c * nz + zj], target] += coef
+            out[pair[zj], target] -= coef / 2
+  # head: one hidden unit per element y, 1/2 + sum_i (indicator of q^i(y) - 1)
+  hidden, head = p["head_hidden"], p["head_out"]["kernel"]
+  for y in range(g.order):
+    hidden["bias"][y] = 0.5 - depth
+    for i, q in enumerate(_cosets(g, levels, y)):
+      m2 = len(signs[i])
+      hidden["kernel"][ch.blocks[("sign", i)], y] = signs[i][:, q] / m2  # times (1 + chi)
+      hidden["bias"][y] -= signs[i][:, q].sum() / m2
+    head[y, y] = 1.0
+  return cfg, analytic._finish({"params": p})
+
+
+def _two_group(task_name: str) -> bool:
+  try:
+    g = registry.get_task(task_name).group
+  except (registry.TaskError, groups.GroupError):
+    return False
+  return g is not None and not task_name.endswith("-gen") and g.elementary2_length is not None
 
 
 def _solvable_non_abelian(task_name: str) -> bool:
@@ -168,3 +271,7 @@ SOLVABLE = analytic.Construction(
     "any solvable group in derived-length-many layers: each level rotates by the characters of "
     "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
     _solvable_non_abelian, solvable)
+SIGNED = analytic.Construction(
+    "any 2-group in elementary-2-length-many layers: each level's signs are the characters of "
+    "its elementary Abelian 2-quotient (Grazzi et al. 2025, Theorem 2)", _two_group, signed,
+    fallback=True)  # a group's default stays the unit-modulus one (paper 000's subject)

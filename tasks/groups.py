@@ -100,9 +100,14 @@ class Group:
     return self.generate(np.union1d(self.table[h, h], self.commutator_subgroup(h)))
 
   @functools.cached_property
+  def elementary2_series(self) -> list[np.ndarray]:
+    """G_{i+1} = G_i^2 [G_i, G_i] from G until it reaches 1 or stalls."""
+    return self._series(self.elementary2_subgroup)
+
+  @property
   def elementary2_length(self) -> int | None:
-    """Length of G_{i+1} = G_i^2 [G_i, G_i] down to 1; None when it stalls (not a 2-group)."""
-    series = self._series(self.elementary2_subgroup)
+    """Length of the elementary-2 series down to 1; None when it stalls (not a 2-group)."""
+    series = self.elementary2_series
     return len(series) - 1 if series[-1].size == 1 else None
 
   @functools.cached_property

@@ -28,7 +28,9 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
             ("S4", "deltaproduct", "associative")]
          # the solvable cascade: derived length 2 (D4, Q8, A4) and 3 (S4)
          + [(n, "simple_aussm", "sequential") for n in ("D4", "Q8", "S4")]
-         + [("A4", "simple_aussm", "associative")])
+         + [("A4", "simple_aussm", "associative")]
+         # the signed (negmamba) cascade: elementary-2 length 2 (D4, Q8) and 3 (C8)
+         + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -127,7 +129,7 @@ def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res
 
 
-@pytest.mark.parametrize("name", ["C6", "C2xC30", "Q8", "S3", "D4", "S4", "A5", "parity"])
+@pytest.mark.parametrize("name", ["C6", "C2xC30", "C4", "Q8", "S3", "D4", "S4", "A5", "parity"])
 def test_every_construction_is_a_case_its_layers_theory_claims(name):
   """A construction tracks its task exactly, so the declared class of its layers must say the
   stack can (never 'cannot', and a layer whose theorem is a construction must claim it); a
@@ -141,10 +143,10 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
     assert said is not False, f"{model} tracks {name} by hand, but {classes} says it cannot"
     if model == "deltaproduct":
       assert said is True, f"one DeltaProduct layer tracks {name}; {classes} claims nothing"
-    if model == "simple_aussm":
+    if model in ("simple_aussm", "negmamba"):
       least = theory.min_depth(classes[0], group)
       assert len(cfg.layers) == least, (
-          f"{name}: {len(cfg.layers)} simple_aussm layers built, the theory's minimum is {least}")
+          f"{name}: {len(cfg.layers)} {model} layers built, the theory's minimum is {least}")
 
 
 @pytest.mark.parametrize("name", ["S3", "D6", "Q8xC3"])
@@ -160,7 +162,17 @@ def test_solvable_cascade_tracks_groups_beyond_the_registered_defaults(name):
   assert errors == 0, f"{name}: {errors} wrong predictions out of {labels.size}"
 
 
-def test_solvable_cascade_refuses_a_non_solvable_group():
+def test_cascades_refuse_groups_outside_their_class():
   from ssm_bench import analytic_cascade
   with pytest.raises(analytic.NoConstruction, match="A5 is not a solvable group"):
     analytic_cascade.solvable("A5")
+  with pytest.raises(analytic.NoConstruction, match="S3 is not a 2-group"):
+    analytic_cascade.signed("S3")
+
+
+def test_a_fallback_construction_is_never_a_tasks_default():
+  """negmamba's 2-group cascade is a fallback: Abelian and 2-groups keep the rotation layer."""
+  for name in ("C2", "C4", "D4", "Q8"):
+    models_ = analytic.construction_models(name)
+    assert models_[0] == "simple_aussm" and "negmamba" in models_, (name, models_)
+  assert analytic.construction_models("parity")[0] == "negmamba"

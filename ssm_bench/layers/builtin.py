@@ -35,7 +35,7 @@ register_layer("mamba", functools.partial(mamba.Mamba, negative=False),
                description="Mamba (S6): a_t = exp(Delta_t Lambda) in (0, 1)", source=BUILTIN_SOURCE)
 register_layer("negmamba", functools.partial(mamba.Mamba, negative=True),
                theory_class="signed_diagonal", scan_family="signed_decay",
-               constructions=(analytic.PARITY,),
+               constructions=(analytic.PARITY, analytic_cascade.SIGNED),
                description="Mamba with negative eigenvalues (Grazzi et al. 2025): "
                            "a_t = 2 exp(Delta_t Lambda) - 1 in (-1, 1)", source=BUILTIN_SOURCE)
 register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_diagonal",
