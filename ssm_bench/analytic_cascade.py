@@ -1,5 +1,6 @@
-"""Any solvable group in k simple_aussm layers, k = its derived length (paper 000, Theorem 4.2's
-direction "derived length k suffices"): weights set by hand in the modules training uses.
+"""Cascades by hand, in the modules training uses: any solvable group in k simple_aussm layers,
+k = its derived length (paper 000, Theorem 4.2's direction "derived length k suffices"), and any
+2-group in k negmamba layers, k = its elementary-2 length (`signed`, Grazzi et al. 2025).
 
 Level i tracks a stream z_t in G_i (level 0: the tokens; G_0 = G > G_1 = G' > ... > G_k = 1, the
 derived series). Its layer rotates one state coordinate per character of the Abelian quotient
