@@ -15,12 +15,13 @@ from ssm_bench import evaluation
 from ssm_bench import models
 from tasks import registry
 
-_TASK = flags.DEFINE_string("task", "S3", "An Abelian group name, S3, parity or modcount<m>.")
+_TASK = flags.DEFINE_string("task", "S3", "A task with a hand-built construction "
+                             "(python -m launch.info --group=G lists a group's).")
 _LENGTH = flags.DEFINE_integer("length", 10000, "Sequence length to evaluate at.", lower_bound=1)
 _NUM = flags.DEFINE_integer("num_seqs", 64, "Evaluation sequences.", lower_bound=1)
 _CHUNK = flags.DEFINE_integer("chunk", 16, "Sequences per forward pass.", lower_bound=1)
 _MODEL = flags.DEFINE_string("model", "", "Layer type of the construction where a task has several "
-                             "(S3: simple_aussm or aussm); default: the task's first.")
+                             "(S3: simple_aussm, aussm or deltaproduct); default: the task's first.")
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object.")
 
 

@@ -39,6 +39,11 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   out["reflection_length"] = reflections.reflection_length(g)
   out["reflection_width"] = reflections.reflection_width(g)  # the keys' dimensions it needs
   out["cayley"] = g.table.tolist()
+  # which registered layers hold it exactly with weights set by hand (plugins' own included)
+  common.load_plugins()
+  from ssm_bench import analytic
+  out["constructions"] = analytic.constructions(name)
+  out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
   if sample:
     m = re.fullmatch(r"(\d+)x(\d+)", sample)
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
@@ -152,6 +157,13 @@ def main(argv):
            f"it when n_h >= {info['reflection_length']} and its keys have at least "
            f"{info['reflection_width']} dimensions)" if info["reflection_length"] is not None
            else f"reflection length not computed above order {reflections.MAX_ORDER}"))
+  print("  held exactly by hand: " + (", ".join(info["constructions"]) or "no layer here")
+        + (f" (python -m launch.analytic --task={info['name']} --model=LAYER)"
+           if info["constructions"] else ""))
+  for layer, how in info["constructions"].items():
+    print(f"    {layer}: {how}")
+  if info["diagonal_limit"]:
+    print(f"  {info['diagonal_limit']}")
   for key in ("inputs", "labels"):
     if key in info:
       for row in info[key]:

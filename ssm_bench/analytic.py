@@ -353,8 +353,8 @@ MODCOUNT = Construction("modcount<m> in one layer: a = exp(2 pi i / m)",
 
 
 def _constructions(task_name: str) -> dict:
-  """layer name -> builder(d_model, d_state) of the task's constructions, from the layer
-  registry in registration order (the default first); NoConstruction says why there is none."""
+  """layer name -> the Construction that tracks the task, from the layer registry in
+  registration order (the default first); NoConstruction says why there is none."""
   from ssm_bench import registry as layer_registry
   registry.get_task(task_name)  # an unknown task is a TaskError, not "no construction"
   options = {}
@@ -364,8 +364,7 @@ def _constructions(task_name: str) -> dict:
         options[spec.name] = c
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
-    return {name: (lambda c: lambda dm, ds: c.build(task_name, dm, ds))(options[name])
-            for name in ordered}
+    return {name: options[name] for name in ordered}
   reason = _diagonal_reason(task_name)
   raise NoConstruction(f"no analytic construction for task {task_name!r}"
                        + (f" ({reason})" if reason else ""))
@@ -386,6 +385,20 @@ def construction_models(task_name: str) -> tuple:
   return tuple(_constructions(task_name))
 
 
+def constructions(task_name: str) -> dict:
+  """layer type -> the description of its construction for the task, the default first; {} where
+  there is none."""
+  try:
+    return {name: c.description for name, c in _constructions(task_name).items()}
+  except NoConstruction:
+    return {}
+
+
+def diagonal_limit(task_name: str) -> str:
+  """The theorem that rules out every diagonal stack on the task ('' where none does)."""
+  return _diagonal_reason(task_name)
+
+
 def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
   """(ModelConfig, params) of the task's construction from `model` layers (default: the first
   of construction_models); NoConstruction says why there is none."""
@@ -394,7 +407,7 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
     reason = _diagonal_reason(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
                          f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
-  return options[model or next(iter(options))](d_model, d_state)
+  return options[model or next(iter(options))].build(task_name, d_model, d_state)
 
 
 def perturb(params, scale: float, key):

@@ -49,3 +49,14 @@ def test_info_human_summary():
   assert out.returncode == 0 and "not solvable" in out.stdout
   assert ("reflection length 2 (one householder:n_h layer tracks it when n_h >= 2 and its keys "
           "have at least 3 dimensions)") in out.stdout, out.stdout
+
+
+def test_info_lists_the_layers_that_hold_a_group_by_hand():
+  d4 = json.loads(run_info("--group=D4", "--json").stdout)
+  assert list(d4["constructions"]) == ["simple_aussm", "deltaproduct", "negmamba"], (
+      f"D4 is solvable, a 2-group and has reflection length 2: {list(d4['constructions'])}")
+  assert d4["diagonal_limit"] == "", d4["diagonal_limit"]
+  out = run_info("--group=A5")
+  assert out.returncode == 0, out.stderr
+  assert "held exactly by hand: deltaproduct (" in out.stdout, out.stdout
+  assert "A5 is not solvable: no stack of diagonal" in out.stdout, out.stdout
