@@ -10,6 +10,7 @@ reported too: a layer whose transitions leave its declared set is flagged.
 """
 from __future__ import annotations
 
+from ssm_bench import analytic
 from ssm_bench import registry
 from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
                               cell_d_state, protocol, untrained_cell)
@@ -77,6 +78,9 @@ def _one(key, runs) -> dict:
           "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
           "d_state": width,
+          # groups this layer type holds exactly with weights set by hand (at the construction's
+          # own width, depth and kwargs): a "below theory" cell there is a training failure
+          "by_hand": [g for g in names if model in analytic.constructions(g)],
           "declaration": {"checked": len(checked),
                           "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
 
@@ -154,6 +158,9 @@ def markdown(data: dict) -> str:
     else:
       out.append("- Declaration check: not checked (the layer sows no transitions, or its class "
                  "has no set to check).")
+    if p["by_hand"]:
+      out.append(f"- Held exactly by hand-built `{p['model']}` weights (at the construction's own "
+                 f"width and depth: `python -m launch.info --group=G`): {', '.join(p['by_hand'])}.")
     out.append("")
   return "\n".join(out)
 

@@ -86,3 +86,16 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
   assert "## mamba (protocol profile_cpu + d_state=8, 1 runs)" in report, report
   heatmaps = [w for w in written if w.endswith(".png")]  # matplotlib is a test dependency
   assert len(set(heatmaps)) == 2, f"one heatmap per profile expected: {written}"
+
+
+def test_the_report_names_the_groups_the_layer_holds_by_hand():
+  """negmamba has hand-built weights for the 2-groups (analytic_cascade.signed), none for C3 or
+  S3: a below-theory D4 cell is then a training failure, not a missing construction."""
+  runs = [_summary(g, 1, 0, 0, "negmamba") for g in ("C2", "C3", "D4", "S3")]
+  runs.append(_summary("S3", 1, 0, 0, "mamba"))
+  _, report = _rows(runs)
+  line = "- Held exactly by hand-built `negmamba` weights"
+  held = [l for l in report.splitlines() if l.startswith(line)]
+  assert len(held) == 1 and held[0].endswith(": C2, D4."), (
+      f"expected negmamba's constructions for C2 and D4 only: {held}")
+  assert "hand-built `mamba`" not in report, "mamba has no construction, yet one is named"
