@@ -38,7 +38,8 @@ def _query(rho: np.ndarray) -> tuple[np.ndarray, float]:
 def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   """(ModelConfig, params) of one DeltaProduct layer tracking the group `task_name`."""
   g = registry.get_task(task_name).group
-  n_h, irreps = reflections.witness(g)
+  # the narrowest representation at the least n_h: the keys the card says suffice
+  n_h, irreps = reflections.witness(g, reflections.reflection_width(g))
   rho = reflections.representation(g, irreps)  # (order, r, r)
   r, order = rho.shape[1], g.order
   u, margin = _query(rho)

@@ -24,7 +24,9 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          + [(n, "", "associative") for n in ("C60", "S3", "parity", "modcount5")]
          + [("S3", "aussm", "associative"), ("parity", "deltanet", "sequential")]
          # one DeltaProduct layer: n_h = 2 (A5), 4 (Q8), and S4 through the associative scan
+         # (D4 in the plane: keys of width 2)
          + [("A5", "deltaproduct", "sequential"), ("Q8", "deltaproduct", "sequential"),
+            ("D4", "deltaproduct", "sequential"),
             ("S4", "deltaproduct", "associative")]
          # the solvable cascade: derived length 2 (D4, Q8, A4) and 3 (S4)
          + [(n, "simple_aussm", "sequential") for n in ("D4", "Q8", "S4")]
@@ -143,6 +145,10 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
     assert said is not False, f"{model} tracks {name} by hand, but {classes} says it cannot"
     if model == "deltaproduct":
       assert said is True, f"one DeltaProduct layer tracks {name}; {classes} claims nothing"
+      from ssm_bench import reflections
+      width = reflections.reflection_width(registry.get_task(name).group)
+      assert cfg.d_state == width, (f"{name}: keys of width {cfg.d_state} built, the card's "
+                                    f"claim needs only {width}")
     if model in ("simple_aussm", "negmamba"):
       least = theory.min_depth(classes[0], group)
       assert len(cfg.layers) == least, (
