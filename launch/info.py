@@ -64,7 +64,7 @@ def card(model: str, d_state: int | None = None) -> dict:
   """The layer's registry record, its class's predictions over the profile's groups at depths
   1-3 (at state width d_state; None: wide enough), and the declaration check on random inputs at
   a random initialisation."""
-  from ssm_bench import plugins, registry, theory, tracking_profile
+  from ssm_bench import analytic, plugins, registry, theory, tracking_profile
   try:
     plugins.load(common.PLUGINS.value)
     out = registry.card(model)
@@ -74,6 +74,7 @@ def card(model: str, d_state: int | None = None) -> dict:
   out["predictions_d_state"] = d_state
   out["predictions"] = {
       g: {"min_depth": theory.min_depth_text(cls, g, d_state),
+          "by_hand": model in analytic.constructions(g),  # weights set by hand track it
           **{f"depth {d}": theory.expressible([cls] * d, g, d_state)
              for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
@@ -100,10 +101,12 @@ def _print_card(c: dict):
   mark = {True: "yes", False: "no", None: "?"}
   if c["predictions_d_state"]:
     print(f"  predictions at d_state {c['predictions_d_state']}:")
-  print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3)))
+  print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3))
+        + "  by hand")
   for g, p in c["predictions"].items():
     print("  " + g.ljust(7) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
-                                                   for d in (1, 2, 3)))
+                                                   for d in (1, 2, 3))
+          + "  " + ("yes" if p["by_hand"] else "-"))
   dec = c["declaration_at_init"]
   rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])
   verdict = {True: "within the class", False: "OUTSIDE the class", None: "not checked"}[dec["ok"]]

@@ -60,3 +60,16 @@ def test_info_lists_the_layers_that_hold_a_group_by_hand():
   assert out.returncode == 0, out.stderr
   assert "held exactly by hand: deltaproduct (" in out.stdout, out.stdout
   assert "A5 is not solvable: no stack of diagonal" in out.stdout, out.stdout
+
+
+def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
+  out = run_info("--model=negmamba", "--json")
+  assert out.returncode == 0, out.stderr[-2000:]
+  card = json.loads(out.stdout)
+  assert card["theory_class"] == "signed_diagonal", card["theory_class"]
+  p = card["predictions"]
+  assert (p["D4"]["depth 1"], p["D4"]["depth 2"], p["D4"]["min_depth"]) == (False, True, "2"), p["D4"]
+  assert p["S3"]["min_depth"] == "never", "a signed diagonal stack tracks only 2-groups"
+  held = [g for g, q in p.items() if q["by_hand"]]
+  assert held == ["C2", "C2xC2", "D4", "Q8"], f"negmamba's constructions are for 2-groups: {held}"
+  assert card["declaration_at_init"]["ok"] is True, card["declaration_at_init"]
