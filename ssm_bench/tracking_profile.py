@@ -30,8 +30,10 @@ def is_profile_run(config: dict) -> bool:
 
 
 # A profile's axes; any other field that differs from the preset (a width, a step budget) makes
-# another profile, so runs at two widths never pool into one verdict.
-AXES = ("task", "depth", "model", "layer_kwargs", "lr", "schedule", "seed") + NUMERICS_FIELDS
+# another profile, so runs at two widths never pool into one verdict. `plugins` only says where
+# the model's code comes from: a plugged-in layer's profile is its preset's, like a built-in's.
+AXES = ("task", "depth", "model", "layer_kwargs", "plugins", "lr", "schedule",
+        "seed") + NUMERICS_FIELDS
 
 
 def _key(c: dict) -> tuple:
