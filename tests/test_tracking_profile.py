@@ -71,7 +71,8 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
   """launch.profile's report covers the preset's runs and, apart, those run with an override."""
   import json
   import os
-  from launch import profile
+  import subprocess
+  import sys
   src = os.path.join(os.path.dirname(__file__), "..", "results", "runs",
                      "C2-mamba-L1-n4-lr0.003-cosine-s0-2c4dee78", "summary.json")
   base = json.load(open(src))
@@ -80,7 +81,12 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
     s = {**base, "run": name, "config": {**base["config"], "d_state": d_state}}
     os.makedirs(tmp_path / "runs" / name)
     json.dump(s, open(tmp_path / "runs" / name / "summary.json", "w"))
-  written = profile.write_report(str(tmp_path / "runs"), str(tmp_path), "mamba", "profile_cpu")
+  # a subprocess: launch.profile's flags clash with launch.sweep's in one test process
+  p = subprocess.run([sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=cpu",
+                      "--report_only", f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path}"],
+                     capture_output=True, text=True, timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  written = p.stdout.strip().split(" to ")[0].removeprefix("wrote ").split(", ")
   report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
   assert "## mamba (protocol profile_cpu, 1 runs)" in report, report
   assert "## mamba (protocol profile_cpu + d_state=8, 1 runs)" in report, report
