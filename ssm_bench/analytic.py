@@ -365,12 +365,12 @@ def _constructions(task_name: str) -> dict:
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
     return {name: options[name] for name in ordered}
-  reason = _diagonal_reason(task_name)
+  reason = diagonal_limit(task_name)
   raise NoConstruction(f"no analytic construction for task {task_name!r}"
                        + (f" ({reason})" if reason else ""))
 
 
-def _diagonal_reason(task_name: str) -> str:
+def diagonal_limit(task_name: str) -> str:
   """Why no diagonal stack tracks a non-Abelian group by hand here ('' where one does or none
   is needed)."""
   g = registry.get_task(task_name).group
@@ -394,17 +394,12 @@ def constructions(task_name: str) -> dict:
     return {}
 
 
-def diagonal_limit(task_name: str) -> str:
-  """The theorem that rules out every diagonal stack on the task ('' where none does)."""
-  return _diagonal_reason(task_name)
-
-
 def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
   """(ModelConfig, params) of the task's construction from `model` layers (default: the first
   of construction_models); NoConstruction says why there is none."""
   options = _constructions(task_name)
   if model and model not in options:
-    reason = _diagonal_reason(task_name)
+    reason = diagonal_limit(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
                          f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
   return options[model or next(iter(options))].build(task_name, d_model, d_state)
