@@ -6,8 +6,9 @@ For each model and group size K, a compiled chunk of training steps is run under
 `jax.profiler.trace` (Perfetto JSON), and the trace's op events are summed per kind: the scan
 kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the optimizer update
 (ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
-step, with the host gap = wall time - device time. On a GPU the ops are the device's; on a CPU
-the XLA thunks on the host threads (which may overlap: their sum can exceed the wall time).
+step, with the host gap = wall time (of the same chunks untraced) - device time. On a GPU the
+ops are the device's; on a CPU the XLA thunks on the host threads (which may overlap: their sum
+can exceed the wall time).
 Each row also counts the matmul work of one run's step (from its jaxpr, so the same on every
 backend) and the rate the traced matmuls reached: float32 (TF32-free) matmuls near the device's
 FP32 peak, or far below it, tell where a step's floor is.
@@ -118,13 +119,18 @@ def profile_one(cfg, k: int, reps: int) -> dict:
   state = init_many(hp)
   state, m = chunk_many(state, hp)  # compile and warm up outside the trace
   jax.block_until_ready(m)
+  # The wall time comes from the same chunks untraced: starting the profiler and writing its
+  # trace cost about 200 ms on the H100, which read as a 20 ms "host gap" per step.
+  t0 = time.perf_counter()
+  for _ in range(reps):
+    state, m = chunk_many(state, hp)
+    jax.block_until_ready(m)
+  wall = time.perf_counter() - t0
   with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
-    t0 = time.perf_counter()
     with jax.profiler.trace(tmp, create_perfetto_trace=True):
       for _ in range(reps):
         state, m = chunk_many(state, hp)
         jax.block_until_ready(m)
-    wall = time.perf_counter() - t0
     events, procs = _events(tmp)
   steps = reps * cfg.log_every
   row = {"k": k, **summarize(events, procs, steps, wall),

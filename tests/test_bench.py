@@ -164,6 +164,26 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
   assert rows[0]["matmul_gflop_per_run_step"] == rows[1]["matmul_gflop_per_run_step"] > 0
 
 
+def test_profile_wall_time_leaves_out_the_profilers_start_and_stop(monkeypatch):
+  import contextlib
+  import time
+  from launch import bench_profile
+  real_trace, pause_s = jax.profiler.trace, 2.0
+
+  @contextlib.contextmanager
+  def slow_trace(*args, **kwargs):  # a profiler that takes seconds to write its trace
+    with real_trace(*args, **kwargs):
+      yield
+    time.sleep(pause_s)
+
+  monkeypatch.setattr(jax.profiler, "trace", slow_trace)
+  [row] = bench_profile.bench_profile(lambda model, method: TINY.replace(model=model),
+                                      ["rnn"], [1], reps=1, steps_per_chunk=5)
+  assert row["wall_ms_per_step"] * 5 < pause_s * 1e3, (
+      f"the profile's wall time ({row['wall_ms_per_step']} ms per step) counts the profiler "
+      "writing its trace: it must time the chunks untraced")
+
+
 def test_matmul_flops_count_every_dot_nested_and_each_scan_iteration():
   from launch import bench_profile
   a, b = jnp.ones((4, 5)), jnp.ones((5, 5))
