@@ -20,9 +20,6 @@ from ssm_bench.tables import EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, stack_predic
 from tasks import registry as task_registry
 
 D_STATES = (32, 64, 128)
-# Every Table 2 group has order <= 60: padded to 60, one compiled program per (model, depth,
-# d_state) trains all nine groups (30 programs for table2 instead of 270, 10 for table2_lite).
-TABLE2_PAD = 60
 # One rate per decade from 1e-4 to 1e-2 (SPEC 4; the AUSSM authors' grid): at paper width negmamba
 # extrapolates on C2 only with lr >= 3e-3, so a grid that stops at 1e-3 cannot show the paper's
 # central contrast (results/pilots.md, "The table2 protocol").
@@ -36,15 +33,13 @@ def _grid(base: TrainConfig, **axes) -> list[TrainConfig]:
 
 
 def table2(base: TrainConfig) -> list[TrainConfig]:
-  """Paper 000, Table 2: 9 groups x 5 models x depth {1,2} x d_state x lr x schedule x seed,
-  20,000 steps, no conv in the Mamba block (both measured: results/pilots.md, "The table2 protocol"),
-  the groups padded to order 60 so that they train together."""
-  base = base.replace(conv_kernel=0, pad_order=TABLE2_PAD)
+  """Paper 000, Table 2: 9 groups x 5 models x depth {1,2} x d_state x lr x schedule x seed on
+  the `table2` preset (20,000 steps, no conv, the groups padded to order 60 so that they train
+  together: 30 programs instead of 270)."""
   return _grid(base, task=TABLE2_GROUPS, model=TABLE2_MODELS, depth=TABLE2_DEPTHS,
                d_state=D_STATES, lr=LRS, schedule=SCHEDULES, seed=SEEDS)
 
 
-LITE_D_STATE = 32
 LITE_LRS = (1e-3, 1e-2)
 LITE_SEEDS = (0, 1)
 
@@ -52,12 +47,9 @@ LITE_SEEDS = (0, 1)
 def table2_lite(base: TrainConfig) -> list[TrainConfig]:
   """Every Table 2 cell (9 groups x 5 models x depth 1, 2) on a grid that still answers
   "extrapolates or not" in about half an hour on one GPU (reasons in BUILD_NOTES, "Protocols"):
-  d_state 32, lr {1e-3, 1e-2} (the two decades where the paper's contrasts appear; negmamba
-  needs >= 3e-3), cosine, seeds {0, 1}, no conv, 3000 steps: 4 runs per cell, 360 runs in 10 programs (the
-  groups padded to order 60)."""
-  base = base.replace(d_state=LITE_D_STATE, schedule="cosine", conv_kernel=0, steps=3000,
-                      checkpoint_every=1000, preset=base.preset or "table2_lite",
-                      pad_order=TABLE2_PAD)
+  the `table2_lite` preset (d_state 32, cosine, no conv, 3000 steps, padded to order 60), lr
+  {1e-3, 1e-2} (the two decades where the paper's contrasts appear; negmamba needs >= 3e-3),
+  seeds {0, 1}: 4 runs per cell, 360 runs in 10 programs."""
   return _grid(base, task=TABLE2_GROUPS, model=TABLE2_MODELS, depth=TABLE2_DEPTHS, lr=LITE_LRS,
                seed=LITE_SEEDS)
 
@@ -388,7 +380,7 @@ class Sweep:
   skip: callable = None
 
 
-SWEEPS = {"table2": Sweep(table2, "paper"), "table2_lite": Sweep(table2_lite, "paper"),
+SWEEPS = {"table2": Sweep(table2, "table2"), "table2_lite": Sweep(table2_lite, "table2_lite"),
           "parity_hybrid": Sweep(parity_hybrid, "cpu"),
           "illusion": Sweep(illusion, "cpu", stage=lambda c: c.depth, skip=shallower_solved),
           "offset": Sweep(offset, "cpu"), "near_solution": Sweep(near_solution, "cpu"),

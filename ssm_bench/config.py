@@ -252,6 +252,14 @@ PRESETS = {
                  eval_seqs=8, eval_chunk=8, train_length=8, conv_kernel=0, preset="tiny"),
 }
 
+# Table 2 at the paper's width: the paper preset without the Mamba block's conv (results/pilots.md,
+# "The table2 protocol"), every group padded to order 60 (all nine have order <= 60) so that one
+# compiled program per (model, depth, d_state) trains them all. Its own label, so its tables say
+# "table2" rather than listing these values as differences from "paper".
+PRESETS["table2"] = {**PRESETS["paper"], "conv_kernel": 0, "pad_order": 60, "preset": "table2"}
+# Every Table 2 cell in about half an hour on one GPU (launch/sweeps.py, table2_lite).
+PRESETS["table2_lite"] = {**PRESETS["table2"], "d_state": 32, "schedule": "cosine", "steps": 3000,
+                          "checkpoint_every": 1000, "preset": "table2_lite"}
 # Table 2 at CPU scale (all 90 cells on 2 cores): the cpu preset's values under its own label; the
 # layers' registry records size some models apart in it.
 PRESETS["table2_cpu"] = {**PRESETS["cpu"], "preset": "table2_cpu"}

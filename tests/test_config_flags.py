@@ -33,10 +33,21 @@ def test_overrides_reach_every_config_and_summary(tmp_path):
 
 
 def test_table2_lite_covers_all_90_cells():
-  cfgs = sweeps.expand("table2_lite", config.PRESETS["paper"])
+  cfgs = sweeps.expand("table2_lite", config.PRESETS[sweeps.SWEEPS["table2_lite"].preset])
   cells = {(c.task, c.model, c.depth) for c in cfgs}
   assert cells == {(g, m, d) for g in TABLE2_GROUPS for m in TABLE2_MODELS for d in TABLE2_DEPTHS}
   assert len(cells) == 90 and len(cfgs) == 360
+  assert {(c.d_state, c.steps, c.schedule, c.conv_kernel, c.pad_order, c.matmul_precision)
+          for c in cfgs} == {(32, 3000, "cosine", 0, 60, "float32")}, "the lite protocol changed"
+
+
+def test_paper_width_table2_sweeps_name_their_protocol_after_themselves():
+  from ssm_bench import tables
+  for name in ("table2", "table2_lite"):
+    cfgs = sweeps.expand(name, config.PRESETS[sweeps.SWEEPS[name].preset])
+    labels = {tables.protocol(dataclasses.asdict(c)) for c in cfgs}
+    assert labels == {name}, (f"{name}'s fixed values read as differences from another preset "
+                              f"in its tables' protocol name: {labels}")
 
 
 def test_table2_cpu_covers_all_90_cells_each_in_one_protocol():
