@@ -119,8 +119,11 @@ def _rows(summaries, preferred):
 
 
 # Config fields a Table 2 cell ranges over (its grid, seeds and the scan implementation); every
-# other field is the protocol, and a cell only ever pools runs of one protocol.
-CELL_FIELDS = ("task", "model", "depth", "d_state", "lr", "schedule", "seed") + NUMERICS_FIELDS
+# other field is the protocol, and a cell only ever pools runs of one protocol. `plugins` only
+# says where a model's code comes from, so a plugged-in layer trained on a preset gets a column
+# in that preset's table, beside the built-in layers, rather than a table of its own.
+CELL_FIELDS = ("task", "model", "depth", "d_state", "lr", "schedule", "seed",
+               "plugins") + NUMERICS_FIELDS
 
 
 def is_table2_run(config: dict) -> bool:

@@ -154,6 +154,15 @@ def test_neighbour_tables_count_diverged_runs_as_runs_that_did_not_solve():
   assert rows and all(len(r["all"]) == 1 for r in rows["s4d x1"].values()), rows
 
 
+def test_a_plugged_in_layer_gets_a_column_in_its_presets_table():
+  built_in = fake_summary("C2", "negmamba", 1, 1000)
+  mine = fake_summary("C2", "rotation", 1, 1000)
+  mine["config"]["plugins"] = "examples.rotation"
+  data = tables.table2_data(tables.RunSet([built_in, mine], []))
+  assert list(data) == ["paper"], f"the plugged-in layer's runs made a protocol of their own: {list(data)}"
+  assert data["paper"][1]["models"] == ["negmamba", "rotation"]
+
+
 def test_figures_keep_two_protocols_of_one_preset_apart(tmp_path):
   """Runs of the cpu preset at 3000 and at 5000 steps are two protocols: two figures."""
   pytest.importorskip("matplotlib")
