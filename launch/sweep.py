@@ -317,7 +317,8 @@ def main(argv):
   from ssm_bench import tables
   print(f"finished in {time.time() - t0:.0f}s"
         + (f"; {skipped} runs not needed (an earlier stage made them unnecessary)" if skipped else ""))
-  print(tables.sweep_table(workdir))
+  # this sweep's runs only: a shared run directory (results/runs) holds thousands of others
+  print(tables.sweep_table(workdir, {os.path.basename(d) for _, dirs in groups for d in dirs}))
   if stopped:
     print(stopped)
   if failures:

@@ -40,11 +40,12 @@ class RunSet:
   diverged: list = dataclasses.field(default_factory=list)  # valid summaries, status diverged
 
 
-def load(runs_dir: str) -> RunSet:
-  """Every run directory under runs_dir, sorted by name; never raises on a bad one."""
+def load(runs_dir: str, only=None) -> RunSet:
+  """Every run directory under runs_dir (or only those named in `only`), sorted by name; never
+  raises on a bad one."""
   good, problems, diverged = [], [], []
-  names = sorted(n for n in os.listdir(runs_dir) if os.path.isdir(os.path.join(runs_dir, n))) \
-      if os.path.isdir(runs_dir) else []
+  names = sorted(n for n in os.listdir(runs_dir) if os.path.isdir(os.path.join(runs_dir, n))
+                 and (only is None or n in only)) if os.path.isdir(runs_dir) else []
   for name in names:
     d = os.path.join(runs_dir, name)
     path = os.path.join(d, "summary.json")
@@ -295,9 +296,10 @@ def problems_markdown(rs: RunSet) -> str:
   return "\n".join(lines)
 
 
-def sweep_table(runs_dir: str) -> str:
-  """The table a sweep prints when it finishes."""
-  rs = load(runs_dir)
+def sweep_table(runs_dir: str, only=None) -> str:
+  """The table a sweep prints when it finishes: of its own runs (`only`, their directory names)
+  where the run directory also holds other sweeps' runs."""
+  rs = load(runs_dir, only)
   parts = [markdown_table2(table2_data(rs))]
   finished = rs.good + rs.diverged
   if par := neighbours.parity_data(finished):

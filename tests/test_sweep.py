@@ -496,6 +496,22 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
     assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
 
 
+def test_a_sweep_prints_the_table_of_its_own_runs_only(tmp_path, tiny_local):
+  import shutil
+  workdir = tmp_path / "runs"
+  shutil.copytree(tiny_local, workdir)
+  own = sorted(os.listdir(workdir))
+  other = workdir / "S3-rnn-L1-other-sweep"  # another sweep's finished run, same directory
+  shutil.copytree(workdir / own[0], other)
+  summary = json.load(open(other / "summary.json"))
+  summary["config"].update(task="S3", model="rnn")
+  json.dump({**summary, "run": other.name}, open(other / "summary.json", "w"))
+  out = run_sweep("--sweep=tiny", f"--workdir={workdir}", "--quiet")
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert f"All {len(own)} runs finished" in out.stdout and "rnn" not in out.stdout, (
+      "the finished sweep's table shows runs that are not the sweep's:\n" + out.stdout[-1500:])
+
+
 def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path, tiny_local):
   """log_every, checkpoint_every and eval_chunk are execution, not identity: same run names, and
   the finished runs are kept as they are."""
