@@ -1,4 +1,4 @@
-"""The sweep launcher: grid sizes, grouping, skipping, resuming, executors, errors."""
+"""The sweep launcher: grid sizes, grouping, resuming, time limits, executors, errors (staged sweeps: test_sweep_stages.py)."""
 import json
 import os
 import subprocess
@@ -10,8 +10,9 @@ from launch import executors
 from launch import progress
 from launch import sweep
 from launch import sweeps
-from ssm_bench import evaluation
 from ssm_bench import runs
+
+from fake_runs import finish_with
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -235,41 +236,6 @@ def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path
       assert runs.read_summary(d)["status"] == "done", f"{d}: the plugin layer did not run on Ray"
 
 
-def _finish(cfg, run_dir, seq_acc):
-  curve = {str(n): 0.0 for n in evaluation.grid(cfg.eval_length)}
-  runs.rundir.write_summary(cfg, run_dir, {"status": "done", "max_len": 0, "steps": cfg.steps,
-                                           "acc_curve": curve, "seq_acc_curve": curve,
-                                           "seq_acc_at_train_length": seq_acc}, 1.0)
-  assert runs.is_finished(run_dir), "the fake summary is not a valid finished one"
-
-
-def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_path):
-  groups = sweep.plan("illusion", str(tmp_path), only=r"^A5-mamba-")
-  staged = sweep.stages(groups, sweeps.SWEEPS["illusion"].stage)
-  assert [{c.depth for cfgs, _ in s for c in cfgs} for s in staged] == [{1}, {2}, {3}]
-  lengths = sorted(c.train_length for cfgs, _ in staged[0] for c in cfgs)
-  by_length = {cfgs[0].train_length: (cfgs[0], dirs[0]) for cfgs, dirs in staged[0]}
-  (short_cfg, short_dir), (long_cfg, long_dir) = by_length[lengths[0]], by_length[lengths[-1]]
-  _finish(short_cfg, short_dir, 0.95)  # depth 1 solves the shortest length
-  _finish(long_cfg, long_dir, 0.5)  # and not the longest
-  kept, runs_dropped, groups_dropped = sweep.prune(staged[1], groups, sweeps.shallower_solved)
-  kept_lengths = sorted(cfgs[0].train_length for cfgs, _ in kept)
-  assert lengths[0] not in kept_lengths, "depth 2 trained although depth 1 solved the length"
-  assert lengths[-1] in kept_lengths, "depth 2 skipped although depth 1 failed the length"
-  assert (runs_dropped, groups_dropped) == (1, 1)
-  assert len(sweep.prune(staged[2], groups, sweeps.shallower_solved)[0]) == len(staged[2]) - 1
-  deep_long = next((c[0], d[0]) for c, d in staged[1] if c[0].train_length == lengths[-1])
-  _finish(*deep_long, 0.95)  # a deeper stack's success says nothing about a shallower one
-  assert sweep.prune(staged[0], groups, sweeps.shallower_solved)[1] == 0
-
-
-def _finish_with(cfg, run_dir, max_len, status="done"):
-  curve = {str(n): 0.0 for n in evaluation.grid(cfg.eval_length)}
-  runs.rundir.write_summary(cfg, run_dir, {"status": status, "max_len": max_len,
-                                           "steps": cfg.steps, "acc_curve": curve,
-                                           "seq_acc_curve": curve}, 1.0)
-
-
 def test_a_deadline_starts_no_group_the_longest_so_far_would_not_finish(monkeypatch):
   """Groups of 10 s against an end at 25 s: two train, the third is not started; the first
   group starts even when the end has already passed."""
@@ -310,19 +276,6 @@ def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_pa
   assert sweep.finished_count(sweep.plan("tiny", str(workdir))) == 4
 
 
-def test_table2_baselines_adds_seeds_where_one_run_of_a_cell_extrapolates(tmp_path):
-  """The baselines' sweep has table2_cpu's second stage: deltaproduct C2 with one run of four
-  reaching 100 trains seeds 4-7; deltanet C2 with two does not."""
-  groups = sweep.plan("table2_baselines", str(tmp_path), only=r"^C2-delta(net|product)-L1-")
-  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_baselines"].stage)
-  for (cfgs, dirs), max_lens in zip(first, ((1000, 1000, 0, 0), (100, 80, 0, 0))):
-    for c, d, max_len in zip(cfgs, dirs, max_lens):
-      _finish_with(c, d, max_len)
-  kept = sweep.prune(second, groups, sweeps.SWEEPS["table2_baselines"].skip)[0]
-  assert [(cfgs[0].model, sorted({c.seed for c in cfgs})) for cfgs, _ in kept] == [
-      ("deltaproduct", list(sweeps.TABLE2_CPU_MORE_SEEDS))], kept
-
-
 def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path, monkeypatch):
   """A relaunch on a fresh GPU machine must not compile a finished group's program to size it."""
   from ssm_bench import memory
@@ -331,149 +284,11 @@ def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path
   groups = sweep.plan("tiny", str(tmp_path))
   assert [cfgs[0].model for cfgs, _ in groups] == ["mamba", "negmamba"]
   for c, d in zip(*groups[0]):
-    _finish_with(c, d, 0)
+    finish_with(c, d, 0)
   fit = lambda gs: sweep.fit_to_memory(gs, 2 ** 30)
   assert sweep.to_train(groups, fit) == groups[1:] and measured == ["negmamba"], measured
   assert sweep.to_train(groups) == groups[1:] and measured == ["negmamba"], (
       "a sweep without a memory budget measured a group")
-
-
-def test_table2_cpu_adds_seeds_to_cells_against_the_theory_on_fewer_than_four_runs(tmp_path):
-  """Stage 2 of table2_cpu also trains a cell whose (2) first-stage runs go against the theory:
-  none extrapolates where it allows the cell, or several do where it rules the cell out; not a
-  cell that agrees with it, nor one against it that already had MIN_RUNS_AGAINST_THEORY runs."""
-  groups = sweep.plan("table2_cpu", str(tmp_path), only=r"^(C2xC4-negmamba-L[12]|C2xC4-mamba-L2|"
-                      r"C2-negmamba-L1|C24-rnn-L1|C6-mamba-L1)-")
-  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
-  cell = {(cfgs[0].task, cfgs[0].model, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
-  assert len(cell[("C2xC4", "negmamba", 2)][0]) < sweeps.MIN_RUNS_AGAINST_THEORY
-  assert len(cell[("C24", "rnn", 1)][0]) == sweeps.MIN_RUNS_AGAINST_THEORY
-  # negmamba at depth 2 can express C2xC4, at depth 1 it cannot; mamba never can
-  for key, max_lens in ((("C2xC4", "negmamba", 2), (80, 0)), (("C2xC4", "negmamba", 1), (0, 0)),
-                        (("C2xC4", "mamba", 2), (0, 0)), (("C2", "negmamba", 1), (1000, 1000)),
-                        (("C24", "rnn", 1), (0, 0, 60, 0)), (("C6", "mamba", 1), (120, 200))):
-    for c, d, max_len in zip(*cell[key], max_lens):
-      _finish_with(c, d, max_len)
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
-  assert sorted({(cfgs[0].task, cfgs[0].model, cfgs[0].depth) for cfgs, _ in kept}) == [
-      ("C2xC4", "negmamba", 2), ("C6", "mamba", 1)], (
-      "extra seeds went elsewhere than the two cells against the theory on 2 runs")
-  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
-
-
-def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_path):
-  """Stage 2 of table2_cpu: the extra seeds train for a cell where exactly one first-stage run
-  extrapolates, never where none or several do; extra seeds form their own groups."""
-  groups = sweep.plan("table2_cpu", str(tmp_path), only=r"^(C2-rnn-L[12]|C6-rnn-L1)-")
-  first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
-  assert {c.seed for cfgs, _ in first for c in cfgs} == {0, 1, 2, 3}
-  assert {c.seed for cfgs, _ in second for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
-  cell = {(cfgs[0].task, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
-  for key, max_lens in (((("C2", 1), (1000, 0, 20, 0))), (("C2", 2), (1000, 120, 0, 0)),
-                        (("C6", 1), (80, 0, 0, 0))):  # one, two and no runs extrapolate
-    for c, d, max_len in zip(*cell[key], max_lens):
-      _finish_with(c, d, max_len)
-  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweeps.verdict_settled)
-  assert [(cfgs[0].task, cfgs[0].depth, len(cfgs)) for cfgs, _ in kept] == [("C2", 1, 4)], kept
-  assert (runs_dropped, groups_dropped) == (8, 2)
-  c, d = cell[("C2", 2)][0][1], cell[("C2", 2)][1][1]  # C2 depth 2's second success diverged
-  _finish_with(c, d, 120, status="diverged")
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
-  assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "a diverged run counted as a success"
-  [(extra, extra_dirs)] = [(cfgs, dirs) for cfgs, dirs in kept if cfgs[0].depth == 1]
-  for c, d in zip(extra, extra_dirs):  # the extra seeds' own successes do not change the rule
-    _finish_with(c, d, 1000)
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
-  assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "second-stage runs were counted"
-  assert not any(sweeps.verdict_settled(c, []) for cfgs, _ in first for c in cfgs), (
-      "a first-stage run was skipped")
-
-
-def _profile_cells(tmp_path, only, **kw):
-  groups = sweep.plan("profile", str(tmp_path), only=only,
-                      overrides={"model": "negmamba", **kw})
-  staged = sweep.stages(groups, sweeps.SWEEPS["profile"].stage)
-  cells = {}
-  for stage in staged:
-    for cfgs, dirs in stage:
-      extra = cfgs[0].seed in sweeps.PROFILE_MORE_SEEDS["profile_cpu"]
-      cells[(cfgs[0].task, cfgs[0].depth, extra)] = (cfgs, dirs)
-  return groups, staged, cells
-
-
-def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_path):
-  """Each depth of the cpu profile has a second stage: seeds 1-3 (at both rates) train for a
-  cell whose two first runs go against negmamba's theory (D4 at depth 2 unlearnt, ✓; C3 at
-  depth 1 learnt, ✗), not for cells that agree with it (C2: one of two extrapolates, ✓; D4 at
-  depth 1: none, ✗); a deeper stack is skipped once an extra seed extrapolated."""
-  groups, staged, cells = _profile_cells(tmp_path, r"^(C2|C3|D4)-negmamba-L[123]-")
-  assert [sorted({sweeps.profile_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
-      [(d, e)] for d in (1, 2, 3) for e in (0, 1)], "stages are not depth by depth, first runs first"
-  assert len(cells[("D4", 2, False)][0]) == 2 and len(cells[("D4", 2, True)][0]) == 6
-  for key, max_lens in ((("C2", 1), (1000, 20)), (("C3", 1), (120, 0)), (("D4", 1), (0, 0)),
-                        (("D4", 2), (60, 0))):
-    for c, d, max_len in zip(*cells[key + (False,)], max_lens):
-      _finish_with(c, d, max_len)
-  skip = sweeps.SWEEPS["profile"].skip
-  extra = lambda depth: sorted((cfgs[0].task, len(cfgs)) for cfgs, _ in sweep.prune(
-      staged[2 * depth - 1], groups, skip)[0])
-  assert extra(1) == [("C3", 6)], "depth 1's extra seeds went elsewhere than C3 (beats theory)"
-  assert extra(2) == [("D4", 6)], "depth 2's extra seeds went elsewhere than D4 (below theory)"
-  assert all(not skip(c, []) for s in staged[::2] for cfgs, _ in s for c in cfgs), (
-      "a first run was skipped with nothing finished")
-  cfgs, dirs = cells[("D4", 2, True)]
-  _finish_with(cfgs[0], dirs[0], 100)
-  kept = sweep.prune(staged[4], groups, skip)[0]
-  assert "D4" not in {cfgs[0].task for cfgs, _ in kept}, (
-      "depth 3 trained though an extra seed at depth 2 extrapolated")
-
-
-@pytest.mark.parametrize("d_state,wanted", [(4, True), (2, False)])
-def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_state, wanted):
-  """One DeltaProduct layer holds A5 only with keys of width 3 (the icosahedron): at d_state 4
-  two failed runs are 'below theory' and get seeds 1-3; at d_state 2 there is no theorem."""
-  groups = sweep.plan("profile", str(tmp_path), only=r"^A5-deltaproduct-L1-",
-                      overrides={"model": "deltaproduct", "d_state": d_state})
-  first = [c for cfgs, _ in groups for c in cfgs if c.seed == 0]
-  extra = [c for cfgs, _ in groups for c in cfgs if c.seed != 0]
-  assert len(first) == 2 and len(extra) == 6
-  finished = [(c, {"status": "done", "max_len": 0}) for c in first]
-  trained = [not sweeps.profile_skip(c, finished) for c in extra]
-  assert trained == [wanted] * 6, (
-      f"d_state {d_state}: extra seeds trained {trained}, want {wanted} (theory at that width)")
-
-
-def test_profile_seed_override_trains_even_where_the_theory_agrees(tmp_path):
-  """--config.seed=2 (an extra seed) on a cell with no first runs to judge by still trains it."""
-  groups, staged, cells = _profile_cells(tmp_path, r"^D4-negmamba-L1-", seed=2)
-  assert [c.seed for cfgs, _ in groups for c in cfgs] == [2, 2]
-  kept = [c for s in staged for cfgs, _ in sweep.prune(s, groups, sweeps.profile_skip)[0]
-          for c in cfgs]
-  assert len(kept) == 2, "the overridden seed was skipped"
-
-
-def test_unstaged_sweeps_run_as_one_stage():
-  groups = sweep.plan("tiny", "/tmp/unused")
-  assert sweep.stages(groups, sweeps.SWEEPS["tiny"].stage) == [groups]
-
-
-def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_path):
-  args = ["--sweep=illusion", "--only=^A5-ids4-", "--config.train_length=2",
-          "--config.curriculum_start=2"]
-  groups = sweep.plan("illusion", str(tmp_path), only="^A5-ids4-",
-                      overrides={"train_length": 2, "curriculum_start": 2})
-  assert sorted(c[0].depth for c, _ in groups) == [1, 2, 3]
-  [(shallow, shallow_dir)] = [(c[0], d[0]) for c, d in groups if c[0].depth == 1]
-  _finish(shallow, shallow_dir, 0.95)
-  dry = run_sweep(*args, f"--workdir={tmp_path}", "--dry_run")
-  assert dry.returncode == 0, dry.stderr
-  for line in ("stage 1: 1 run(s), 1 of them wanted by the 1 run(s) finished so far",
-               "stage 2: 1 run(s), 0 of them", "stage 3: 1 run(s), 0 of them"):
-    assert line in dry.stdout, f"missing {line!r} in the dry run:\n{dry.stdout}"
-  out = run_sweep(*args, f"--workdir={tmp_path}", "--quiet")
-  assert out.returncode == 0, out.stderr
-  assert "2 runs not needed" in out.stdout, out.stdout
-  assert os.listdir(tmp_path) == [os.path.basename(shallow_dir)], "a skipped depth was trained"
 
 
 def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
