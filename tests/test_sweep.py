@@ -1,4 +1,5 @@
-"""The sweep launcher: grid sizes, grouping, resuming, time limits, executors, errors (staged sweeps: test_sweep_stages.py)."""
+"""The sweep launcher: grid sizes, grouping, resuming, time limits, executors, errors (the staged
+sweeps' skips: test_sweep_stages.py)."""
 import json
 import os
 import subprocess
