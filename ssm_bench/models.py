@@ -40,6 +40,34 @@ def check(cfg: ModelConfig, length: int = 4):
                               f"{type(e).__name__}: {msg}") from None
 
 
+# Vocabularies up to this size are looked up as a one-hot matmul (every built-in task's is: the
+# largest Table 2 group has order 60); larger ones by a gather, where the one-hot matrix would
+# cost more than the lookup.
+ONE_HOT_MAX_VOCAB = 256
+LOOKUP_SCOPE = "embedding_lookup"
+
+
+class Embed(nn.Module):
+  """nn.Embed's parameter ("embedding", same init, so the same values from the same key) looked
+  up as a one-hot matmul. nn.Embed's gather has a scatter-add for its gradient, whose updates
+  collide (every occurrence of a token adds into its row) and which XLA's GPU backend adds with
+  atomics in no fixed order: a GPU training step was not bit-reproducible (results/bench/README.md,
+  2026-11-25). The matmul's gradient is a matmul. Same forward values: a one-hot row picks an
+  embedding row exactly at float32 precision."""
+  num_embeddings: int
+  features: int
+
+  @nn.compact
+  def __call__(self, tokens):
+    table = self.param("embedding", nn.linear.default_embed_init,
+                       (self.num_embeddings, self.features))
+    if self.num_embeddings > ONE_HOT_MAX_VOCAB:
+      return jnp.take(table, tokens, axis=0)
+    with jax.named_scope(LOOKUP_SCOPE):  # a lookup, exact whatever the network's matmul precision
+      onehot = jax.nn.one_hot(tokens, self.num_embeddings, dtype=table.dtype)
+      return jnp.dot(onehot, table, precision=jax.lax.Precision.HIGHEST)
+
+
 def _norm(kind: str, name: str):
   if kind == "layernorm":
     return nn.LayerNorm(name=name)
@@ -61,7 +89,7 @@ class StateTracker(nn.Module):
     with (contextlib.nullcontext() if cfg.matmul_precision == "default"
           else jax.default_matmul_precision(cfg.matmul_precision)):
       act = ACTIVATIONS[cfg.activation]
-      x = nn.Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
+      x = Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
       for i, name in enumerate(cfg.layers):
         y = build_layer(cfg, i)(_norm(cfg.norm, f"norm{i}")(x))
         if getattr(y, "shape", None) != x.shape:

@@ -101,10 +101,12 @@ def test_bad_config_field_names_the_choices():
     ModelConfig(norm="batchnorm")
 
 
-def _precisions(jaxpr):
-  """(primitive, precision) of every dot and conv in a jaxpr, nested jaxprs included."""
+def _precisions(jaxpr, lookups=False):
+  """(primitive, precision) of every dot and conv in a jaxpr, nested jaxprs included: those of
+  the network's arithmetic, or (lookups=True) those of the embedding's one-hot lookup."""
   return [(e.primitive.name, e.params["precision"]) for e in equations(jaxpr)
-          if e.primitive.name in ("dot_general", "conv_general_dilated")]
+          if e.primitive.name in ("dot_general", "conv_general_dilated")
+          and (models.LOOKUP_SCOPE in str(e.source_info.name_stack)) == lookups]
 
 
 HIGHEST, DEFAULT = (jax.lax.Precision.HIGHEST,) * 2, (jax.lax.Precision.DEFAULT,) * 2
@@ -129,7 +131,8 @@ def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, j
     trainer = train.Trainer(cfg)
     init, chunk = trainer.compiled(donate=False)
     hp = train.hparams([cfg, cfg.replace(seed=1)])
-    found = _precisions(jax.make_jaxpr(chunk)(init(hp), hp).jaxpr)
+    jaxpr = jax.make_jaxpr(chunk)(init(hp), hp).jaxpr
+    found, lookups = _precisions(jaxpr), _precisions(jaxpr, lookups=True)
     recorded = rundir.environment()["jax_matmul_precision"]
   finally:
     jax.config.update("jax_default_matmul_precision", before)
@@ -137,3 +140,23 @@ def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, j
   assert len(found) >= 8 and names == {"dot_general", "conv_general_dilated"}, found
   assert {p for _, p in found} == {want}, f"{precision}: traced with {set(found)}"
   assert recorded == jax_setting, f"summary records jax's setting as {recorded!r}"
+  assert lookups and {p for _, p in lookups} == {HIGHEST}, (
+      f"the embedding lookup (forward and gradient) must be exact at any precision: {lookups}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_training_step_has_no_scatter_add_whose_updates_collide(name):
+  """A scatter-add with more updates than operand elements adds several into one element; XLA's
+  GPU backend does that with atomics in no fixed order, so the step would not be
+  bit-reproducible there. nn.Embed's gradient was one (every token adds into its row)."""
+  from ssm_bench import train
+  from ssm_bench.config import PRESETS, TrainConfig
+  cfg = TrainConfig(task="C2", model=name, **PRESETS["tiny"])
+  trainer = train.Trainer(cfg)
+  init, chunk = trainer.compiled(donate=False)
+  hp = train.hparams([cfg, cfg.replace(seed=1)])
+  colliding = [(str(e.source_info.name_stack), e.invars[0].aval.shape, e.invars[2].aval.shape)
+               for e in equations(jax.make_jaxpr(chunk)(init(hp), hp).jaxpr)
+               if e.primitive.name == "scatter-add"
+               and e.invars[2].aval.size > e.invars[0].aval.size]
+  assert not colliding, f"{name}: scatter-adds whose updates must collide (where, operand, updates): {colliding}"
