@@ -101,17 +101,26 @@ def remove_stale_temporaries(run_dir: str):
       pass
 
 
+def _git_revision() -> str | None:
+  try:
+    return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                          cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
+  except (OSError, subprocess.SubprocessError):
+    return None
+
+
+# Read once, when the process loads this module: the revision of the code it runs. Read when a
+# summary is written, an hours-long sweep recorded whatever was committed meanwhile.
+GIT_REVISION = _git_revision()
+
+
 def environment() -> dict:
   import flax
   import jax
   import numpy as np
   import optax
   import orbax.checkpoint
-  try:
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                         cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip() or None
-  except OSError:
-    rev = None
+  rev = GIT_REVISION
   return {"versions": {"python": platform.python_version(), "jax": jax.__version__,
                        "flax": flax.__version__, "optax": optax.__version__,
                        "orbax_checkpoint": orbax.checkpoint.__version__, "numpy": np.__version__},

@@ -299,3 +299,13 @@ def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_pat
   # chance on C2 is 0.5, on S3 1/6: an untrained C2 run predicting among 12 classes would not
   # reach chance, one among its own 2 does
   assert summaries[0]["acc_curve"]["20"] > 0.2, summaries[0]["acc_curve"]["20"]
+
+
+def test_summaries_record_the_revision_the_process_started_with(monkeypatch):
+  """A commit made while a long sweep runs must not be recorded as the code of its later runs."""
+  from ssm_bench import rundir
+  started_with = rundir.GIT_REVISION
+  moved = subprocess.CompletedProcess([], 0, stdout="f" * 40 + "\n")
+  monkeypatch.setattr(rundir.subprocess, "run", lambda *a, **k: moved)  # HEAD moved on meanwhile
+  assert rundir.environment()["git_revision"] == started_with, (
+      "the summary records the revision at writing time, not the one the process runs")
