@@ -120,7 +120,6 @@ def environment() -> dict:
   import numpy as np
   import optax
   import orbax.checkpoint
-  rev = GIT_REVISION
   return {"versions": {"python": platform.python_version(), "jax": jax.__version__,
                        "flax": flax.__version__, "optax": optax.__version__,
                        "orbax_checkpoint": orbax.checkpoint.__version__, "numpy": np.__version__},
@@ -130,7 +129,7 @@ def environment() -> dict:
           # XLA's options, e.g. a sweep worker's single-threaded CPU (its float32 sums are
           # ordered otherwise: the same run differs in the 7th digit from a multi-threaded one)
           "xla_flags": os.environ.get("XLA_FLAGS", ""),
-          "git_revision": rev}
+          "git_revision": GIT_REVISION}
 
 
 def prepare(cfg: TrainConfig, run_dir: str):
