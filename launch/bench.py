@@ -55,7 +55,8 @@ _REPS = flags.DEFINE_integer("reps", 5, "Timed repetitions (median reported).", 
 _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval", "sampling"],
                               "Which benchmarks to run; also 'projection' (device-hours of "
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
-                              "kernel's tile sizes; GPU only), 'profile' (a profiler trace of "
+                              "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
+                              "the time-parallel kernel, against pallas; GPU only), 'profile' (a profiler trace of "
                               "training steps by kind of op, at --profile_k), 'precision' "
                               "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
                               "in one process vs --bench_workers processes).")
@@ -91,8 +92,11 @@ def methods_for(model: str) -> tuple:
     return ("sequential",)
   if spec.scan_family is None:  # only the reference methods apply
     return scan.REFERENCE
-  fused = ("chunked", "pallas") if jax.default_backend() == "gpu" else ("chunked",)
-  return scan.REFERENCE + fused
+  if jax.default_backend() != "gpu":
+    return scan.REFERENCE + ("chunked",)
+  from ssm_bench.scan import pallas_parallel  # its own kernel for the real family only
+  parallel = ("pallas_parallel",) if spec.scan_family in pallas_parallel.REAL else ()
+  return scan.REFERENCE + ("chunked", "pallas") + parallel
 
 
 def step_config(model: str, method: str, **kw) -> TrainConfig:
@@ -281,7 +285,7 @@ def bench_sampling(reps):
 
 def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
-  if section == "tiles":
+  if section in ("tiles", "parallel_tiles"):
     return bench_tiles.render(result)
   if section == "profile":
     return bench_profile.render(result)
@@ -381,6 +385,7 @@ def main(argv):
                                     for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
+             "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(_REPS.value, sizes()),
              "precision": lambda: bench_precision.bench_precision(step_config, names,
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(

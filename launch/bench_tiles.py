@@ -11,6 +11,11 @@ joined (`pallas.JOIN_REDUCTIONS`); then, for every kind, the best tile at each o
 prefetch chunks with the chunk's inputs read ahead (`pallas.PREFETCH`; the forward alone too, for
 the record). The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
+
+`--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, real
+kind only; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
+the backward tiles with the best forward fixed, each against the same references; its `best`
+line ends with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
 """
 from __future__ import annotations
 
@@ -58,6 +63,30 @@ def _rel_err(got, want) -> float:
              for a, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
 
 
+def _stacked_factors(kind, sizes, k):
+  z = sizes
+  return jax.tree.map(lambda *v: jnp.stack(v), *[
+      random_factors(REPRESENTATIVE[kind], z["batch"], z["length"], z["d_model"], z["d_state"],
+                     key=i) for i in range(k)])
+
+
+def _references(f):
+  """The associative scan's y and gradients, run by run (lax.map): k materialized states at
+  once would not fit a GPU."""
+  reference = lambda f: scan.diagonal_scan(f, "associative")
+  one_grad = jax.grad(lambda f: jnp.sum(jnp.sin(reference(f))))
+  return (jax.jit(lambda f: jax.lax.map(reference, f))(f),
+          jax.jit(lambda f: jax.lax.map(one_grad, f))(f))
+
+
+def _fwd(fn):
+  return jax.jit(jax.vmap(fn))
+
+
+def _grad(fn):
+  return jax.jit(jax.vmap(jax.grad(lambda f: jnp.sum(jnp.sin(fn(f))))))
+
+
 def _time(fn, f, reps, k, row):
   """Times fn on f (k runs), fills row; (ms per run, output) or (None, None) if it failed."""
   try:
@@ -83,18 +112,10 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
   z = sizes
   rows, best = [], {}
   for kind in kinds:
-    family = REPRESENTATIVE[kind]
-    f = jax.tree.map(lambda *v: jnp.stack(v), *[
-        random_factors(family, z["batch"], z["length"], z["d_model"], z["d_state"], key=i)
-        for i in range(k)])
-    reference = lambda f: scan.diagonal_scan(f, "associative")
-    fwd = lambda fn: jax.jit(jax.vmap(fn))
-    grad = lambda fn: jax.jit(jax.vmap(jax.grad(lambda f: jnp.sum(jnp.sin(fn(f))))))
+    f = _stacked_factors(kind, z, k)
+    fwd, grad = _fwd, _grad
     fused = lambda **kw: (lambda f: pallas.scan(f, **kw))
-    # the reference run by run (lax.map): k materialized states at once would not fit a GPU
-    one_grad = jax.grad(lambda f: jnp.sum(jnp.sin(reference(f))))
-    want_y = jax.jit(lambda f: jax.lax.map(reference, f))(f)
-    want_g = jax.jit(lambda f: jax.lax.map(one_grad, f))(f)
+    want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}}
 
     def forward(tile, prefetch=False):
@@ -152,14 +173,63 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
           "rows": rows, "best": best}
 
 
+def bench_parallel_tiles(reps, sizes: dict, k: int = 27, grid=None, need_gpu: bool = True):
+  """The time-parallel kernel's tiles (real kind): rows per (kernel, tile), the best pair, and
+  `pallas.scan` at its own tiles on the same factors for the ratio."""
+  if need_gpu and jax.default_backend() != "gpu":
+    raise common.UsageError("the parallel_tiles section times the Triton kernel and needs a GPU")
+  from ssm_bench.scan import pallas
+  from ssm_bench.scan import pallas_parallel
+  grid = grid or GRID
+  f = _stacked_factors("real", sizes, k)
+  want_y, want_g = _references(f)
+  rows, timings = [], {"forward": {}, "backward": {}}
+
+  def run(kernel, fn, want, tile, **extra):
+    row = {"kind": "real", "kernel": kernel, "tile": list(tile), "chunk": None, **extra}
+    ms, out = _time(fn, f, reps, k, row)
+    if ms is not None:
+      row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
+      row["matches_reference"] = row["rel_err"] <= 1e-4
+      if row["matches_reference"] and kernel in timings:
+        timings[kernel][tuple(tile)] = ms
+    rows.append(row)
+    common.progress(f"parallel_tiles: {kernel} {tile}: {row.get('ms_per_run', row.get('error'))}")
+
+  parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
+  for tile in grid["forward"]:
+    run("forward", _fwd(parallel(forward=tile)), want_y, tile)
+  best_fwd = min(timings["forward"], key=timings["forward"].get,
+                 default=pallas_parallel.FORWARD)
+  for tile in grid["backward"]:
+    run("backward", _grad(parallel(forward=best_fwd, backward=tile)), want_g, tile,
+        forward_tile=list(best_fwd))
+  # the step-by-step kernel at its own tiles, the same factors: what the new layout must beat
+  run("pallas (step by step)", _grad(lambda f: pallas.scan(f)), want_g, pallas.BACKWARD["real"])
+  best = {}
+  if timings["backward"]:
+    key = min(timings["backward"], key=timings["backward"].get)
+    best = {"forward": list(best_fwd), "backward": list(key),
+            "fwd_bwd_ms_per_run": timings["backward"][key],
+            "pallas_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
+  return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
+                                                     "backward": pallas_parallel.BACKWARD},
+          "rows": rows, "best": {"parallel": best} if best else {}}
+
+
 def render(result: dict) -> str:
   lines = [f"tiles (ms per run, {result['k']} runs under vmap; tile = channels per program, warps)"]
   for r in result["rows"]:
     what = r.get("ms_per_run", r.get("error"))
     ok = "" if r.get("matches_reference", True) else f"  MISMATCH {r['rel_err']}"
-    lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])} chunk {r['chunk']}: "
-                 f"{what}{ok}")
+    chunk = "" if r["chunk"] is None else f" chunk {r['chunk']}"
+    lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])}{chunk}: {what}{ok}")
   for kind, b in result["best"].items():
+    if kind == "parallel":
+      lines.append(f"  best parallel: pallas_parallel.FORWARD {tuple(b['forward'])}, "
+                   f"BACKWARD {tuple(b['backward'])} ({b['fwd_bwd_ms_per_run']} ms per run, "
+                   f"forward + backward; pallas {b['pallas_fwd_bwd_ms_per_run']})")
+      continue
     lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
                  f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")
                  + f", PREFETCH {b['prefetch']} ({b['fwd_bwd_ms_per_run']} ms per run, "

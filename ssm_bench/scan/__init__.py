@@ -3,7 +3,8 @@
 - `diagonal_scan(factors, method)`: a diagonal SSM layer's output y_t from its factors (see
   factors.py). Methods: `sequential` / `associative` (the materialized reference: every state is
   an array), `chunked` (plain JAX, any backend, keeps only chunk-boundary states), `pallas`
-  (fused GPU kernel with a custom VJP; interpret mode elsewhere, for tests).
+  (fused GPU kernel with a custom VJP, step by step in time; interpret mode elsewhere, for tests),
+  `pallas_parallel` (the same, parallel over time inside a program; see pallas_parallel.py).
 - `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
   the states themselves; `matrix_scan` is the dense form (a full N x N transition per step). Fused methods map
   to the reference here.
@@ -20,7 +21,7 @@ from ssm_bench.scan import reference
 from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
-METHODS = ("auto",) + REFERENCE + ("chunked", "pallas")
+METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel")
 # Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend.
 AUTO = {"cpu": "sequential", "gpu": "pallas", "tpu": "associative"}
 
@@ -49,6 +50,9 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   if method == "pallas":
     from ssm_bench.scan import pallas  # deferred: imports jax.experimental.pallas
     return pallas.scan(f)
+  if method == "pallas_parallel":
+    from ssm_bench.scan import pallas_parallel
+    return pallas_parallel.scan(f)
   a, b, C = factors.materialize(f)
   return factors.readout(reference.linear_scan(a, b, f.h0, method), C)
 

@@ -1,0 +1,85 @@
+"""The time-parallel fused kernel (`pallas_parallel`) and its scan primitive.
+
+Its agreement with the float64 loop at a short length, every family, is in test_scan.py (the
+method is in scan.METHODS); here: the primitive, several channel blocks and runs under vmap,
+lengths that pad the tile, which inputs it hands to the sequential kernel, and the lowering.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpr_walk import equations
+from ssm_bench import scan
+from ssm_bench.scan import pallas_parallel
+from ssm_bench.scan.recurrence_scan import recurrence_scan
+from test_scan import factored_inputs, to_factors
+
+REAL = list(pallas_parallel.REAL)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_recurrence_scan_is_the_linear_recurrence_forward_and_reversed(reverse):
+  rng = np.random.default_rng(0)
+  a, b = rng.uniform(-1, 1, (3, 9)), rng.normal(size=(3, 9))
+  h, want = np.zeros(3), np.zeros((3, 9))
+  for t in (reversed(range(9)) if reverse else range(9)):  # h_t = a_t h_{t-/+1} + b_t
+    h = a[:, t] * h + b[:, t]
+    want[:, t] = h
+  prod, got = recurrence_scan(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), axis=1,
+                              reverse=reverse)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+                             err_msg=f"reverse={reverse}: not the recurrence")
+  cum = np.cumprod(a[:, ::-1], 1)[:, ::-1] if reverse else np.cumprod(a, 1)
+  np.testing.assert_allclose(prod, cum, rtol=1e-5, atol=1e-6, err_msg="not the running product")
+
+
+@pytest.mark.parametrize("family", REAL)
+@pytest.mark.parametrize("length", [1, 60])
+def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(family, length):
+  """Two different runs vmapped through the kernel, 20 channels in blocks of 8 (so padded
+  channels and partial sums over blocks), lengths that leave the tile's last rows empty (60
+  steps in 64 rows) or fill it (1 step): values and every gradient equal the reference's."""
+  runs = [to_factors(family, factored_inputs(family, length, seed=s, b=2, d=20, n=3))
+          for s in (1, 2)]
+  stacked = jax.tree.map(lambda *x: jnp.stack(x), *runs)
+  fused = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 1), interpret=True)
+  ref = lambda f: scan.diagonal_scan(f, "sequential")
+  loss = lambda fn: (lambda f: jnp.sum(jnp.sin(fn(f))))
+  y, g = jax.vmap(fused)(stacked), jax.vmap(jax.grad(loss(fused)))(stacked)
+  for k, f in enumerate(runs):
+    np.testing.assert_allclose(y[k], ref(f), rtol=2e-4, atol=2e-5,
+                               err_msg=f"{family}: run {k}'s output differs")
+    want = jax.grad(loss(ref))(f)
+    for name in ("x", "dt", "lam", "B", "C", "h0"):
+      np.testing.assert_allclose(getattr(g, name)[k], getattr(want, name), rtol=2e-3, atol=2e-4,
+                                 err_msg=f"{family}: run {k}'s gradient d/d{name} differs")
+  assert not np.allclose(y[0], y[1]), "the two runs are not different"
+
+
+def _uses_recurrence_scan(f):
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False))))(f)
+  return any(e.primitive.name == "recurrence_scan" for e in equations(jaxpr.jaxpr))
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_takes_the_real_family_up_to_its_length_and_hands_the_rest_to_the_sequential_kernel(
+    family):
+  short = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH, d=2, n=2))
+  long = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH + 1, d=2, n=2))
+  assert _uses_recurrence_scan(short) == (family in REAL), f"{family}: wrong kernel at the limit"
+  assert not _uses_recurrence_scan(long), f"{family}: past MAX_LENGTH it must not be time-parallel"
+
+
+@pytest.mark.parametrize("family", REAL)
+def test_kernels_lower_for_cuda_with_the_hardware_scan(family):
+  """The Triton lowering runs on CPU: the primitive's rule (a `tt.scan` of pairs) is found and
+  verifies, for the gradient, a vmapped group and evaluation's primal."""
+  f = to_factors(family, factored_inputs(family, 60, b=2, d=16, n=4))
+  loss = lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False) ** 2)
+  stacked = jax.tree.map(lambda x: jnp.stack([x, x]), f)
+  primal = lambda f: pallas_parallel.scan(f, interpret=False)
+  for fn, args in ((jax.grad(loss), f), (jax.vmap(jax.grad(loss)), stacked), (primal, f)):
+    lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
+    assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"
