@@ -94,8 +94,8 @@ def methods_for(model: str) -> tuple:
     return scan.REFERENCE
   if jax.default_backend() != "gpu":
     return scan.REFERENCE + ("chunked",)
-  from ssm_bench.scan import pallas_parallel  # its own kernel for the real family only
-  parallel = ("pallas_parallel",) if spec.scan_family in pallas_parallel.REAL else ()
+  from ssm_bench.scan import pallas_parallel  # its own kernel for these families only
+  parallel = ("pallas_parallel",) if spec.scan_family in pallas_parallel.FAMILIES else ()
   return scan.REFERENCE + ("chunked", "pallas") + parallel
 
 

@@ -13,7 +13,7 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 
 `--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, real
-kind only; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
+and phase kinds; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
 the backward tiles with the best forward fixed, each against the same references; its `best`
 line ends with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
 """
@@ -173,45 +173,48 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
           "rows": rows, "best": best}
 
 
-def bench_parallel_tiles(reps, sizes: dict, k: int = 27, grid=None, need_gpu: bool = True):
-  """The time-parallel kernel's tiles (real kind): rows per (kernel, tile), the best pair, and
+def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
+                         need_gpu: bool = True):
+  """The time-parallel kernel's tiles per kind: rows per (kernel, tile), the best pair, and
   `pallas.scan` at its own tiles on the same factors for the ratio."""
   if need_gpu and jax.default_backend() != "gpu":
     raise common.UsageError("the parallel_tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   from ssm_bench.scan import pallas_parallel
   grid = grid or GRID
-  f = _stacked_factors("real", sizes, k)
-  want_y, want_g = _references(f)
-  rows, timings = [], {"forward": {}, "backward": {}}
-
-  def run(kernel, fn, want, tile, **extra):
-    row = {"kind": "real", "kernel": kernel, "tile": list(tile), "chunk": None, **extra}
-    ms, out = _time(fn, f, reps, k, row)
-    if ms is not None:
-      row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
-      row["matches_reference"] = row["rel_err"] <= 1e-4
-      if row["matches_reference"] and kernel in timings:
-        timings[kernel][tuple(tile)] = ms
-    rows.append(row)
-    common.progress(f"parallel_tiles: {kernel} {tile}: {row.get('ms_per_run', row.get('error'))}")
-
   parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
-  for tile in grid["forward"]:
-    run("forward", _fwd(parallel(forward=tile)), want_y, tile)
-  best_fwd = min(timings["forward"], key=timings["forward"].get,
-                 default=pallas_parallel.FORWARD)
-  for tile in grid["backward"]:
-    run("backward", _grad(parallel(forward=best_fwd, backward=tile)), want_g, tile,
-        forward_tile=list(best_fwd))
-  # the step-by-step kernel at its own tiles, the same factors: what the new layout must beat
-  run("pallas (step by step)", _grad(lambda f: pallas.scan(f)), want_g, pallas.BACKWARD["real"])
-  best = {}
-  if timings["backward"]:
-    key = min(timings["backward"], key=timings["backward"].get)
-    best = {"forward": list(best_fwd), "backward": list(key),
-            "fwd_bwd_ms_per_run": timings["backward"][key],
-            "pallas_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
+  rows, best = [], {}
+  for kind in kinds:
+    f = _stacked_factors(kind, sizes, k)
+    want_y, want_g = _references(f)
+    timings = {"forward": {}, "backward": {}}
+
+    def run(kernel, fn, want, tile, **extra):
+      row = {"kind": kind, "kernel": kernel, "tile": list(tile), "chunk": None, **extra}
+      ms, out = _time(fn, f, reps, k, row)
+      if ms is not None:
+        row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
+        row["matches_reference"] = row["rel_err"] <= 1e-4
+        if row["matches_reference"] and kernel in timings:
+          timings[kernel][tuple(tile)] = ms
+      rows.append(row)
+      common.progress(f"parallel_tiles: {kind} {kernel} {tile}: "
+                      f"{row.get('ms_per_run', row.get('error'))}")
+
+    for tile in grid["forward"]:
+      run("forward", _fwd(parallel(forward=tile)), want_y, tile)
+    best_fwd = min(timings["forward"], key=timings["forward"].get,
+                   default=pallas_parallel.FORWARD)
+    for tile in grid["backward"]:
+      run("backward", _grad(parallel(forward=best_fwd, backward=tile)), want_g, tile,
+          forward_tile=list(best_fwd))
+    # the step-by-step kernel at its own tiles, same factors: what the new layout must beat
+    run("pallas (step by step)", _grad(pallas.scan), want_g, pallas.BACKWARD[kind])
+    if timings["backward"]:
+      key = min(timings["backward"], key=timings["backward"].get)
+      best[kind] = {"forward": list(best_fwd), "backward": list(key),
+                    "fwd_bwd_ms_per_run": timings["backward"][key],
+                    "pallas_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
                                                      "backward": pallas_parallel.BACKWARD},
           "rows": rows, "best": {"parallel": best} if best else {}}
@@ -226,9 +229,10 @@ def render(result: dict) -> str:
     lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])}{chunk}: {what}{ok}")
   for kind, b in result["best"].items():
     if kind == "parallel":
-      lines.append(f"  best parallel: pallas_parallel.FORWARD {tuple(b['forward'])}, "
-                   f"BACKWARD {tuple(b['backward'])} ({b['fwd_bwd_ms_per_run']} ms per run, "
-                   f"forward + backward; pallas {b['pallas_fwd_bwd_ms_per_run']})")
+      for k, p in b.items():
+        lines.append(f"  best parallel {k}: pallas_parallel.FORWARD {tuple(p['forward'])}, "
+                     f"BACKWARD {tuple(p['backward'])} ({p['fwd_bwd_ms_per_run']} ms per run, "
+                     f"forward + backward; pallas {p['pallas_fwd_bwd_ms_per_run']})")
       continue
     lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
                  f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")

@@ -129,16 +129,19 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   grid = {"forward": [(4, 1), (8, 1)], "backward": [(4, 1)]}
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
   out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, grid=grid, need_gpu=False)
-  assert [(r["kernel"], r["tile"]) for r in out["rows"]] == [
-      ("forward", [4, 1]), ("forward", [8, 1]), ("backward", [4, 1]),
-      ("pallas (step by step)", list(pallas.BACKWARD["real"]))], out["rows"]
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      (kind, kernel, tile) for kind in ("real", "phase") for kernel, tile in (
+          ("forward", [4, 1]), ("forward", [8, 1]), ("backward", [4, 1]),
+          ("pallas (step by step)", list(pallas.BACKWARD[kind])))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
-  assert best["backward"] == [4, 1] and best["pallas_fwd_bwd_ms_per_run"] > 0, best
-  assert "best parallel: pallas_parallel.FORWARD" in bench_tiles.render(out)
+  assert set(best) == {"real", "phase"} and best["real"]["backward"] == [4, 1], best
+  assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
+  assert "best parallel phase: pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
   monkeypatch.setattr(pallas_parallel, "scan", lambda f, **kw: real(f, **kw) * 1.01)
-  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, grid=grid, need_gpu=False)
+  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("real",), grid=grid,
+                                         need_gpu=False)
   assert not any(r["matches_reference"] for r in out["rows"][:3]), "a 1% error passed the check"
   assert out["best"] == {}, "a tile that does not match the reference was called best"
 

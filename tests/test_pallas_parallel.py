@@ -16,26 +16,33 @@ from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 from test_scan import factored_inputs, to_factors
 
-REAL = list(pallas_parallel.REAL)
+PARALLEL = list(pallas_parallel.FAMILIES)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-def test_recurrence_scan_is_the_linear_recurrence_forward_and_reversed(reverse):
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_recurrence_scan_is_the_linear_recurrence_forward_and_reversed(reverse, dtype):
   rng = np.random.default_rng(0)
-  a, b = rng.uniform(-1, 1, (3, 9)), rng.normal(size=(3, 9))
-  h, want = np.zeros(3), np.zeros((3, 9))
+  draw = lambda f: f((3, 9)) + (1j * f((3, 9)) if dtype == np.complex128 else 0)
+  a, b = draw(lambda s: rng.uniform(-1, 1, s)), draw(lambda s: rng.normal(size=s))
+  h, want = np.zeros(3, dtype), np.zeros((3, 9), dtype)
   for t in (reversed(range(9)) if reverse else range(9)):  # h_t = a_t h_{t-/+1} + b_t
     h = a[:, t] * h + b[:, t]
     want[:, t] = h
-  prod, got = recurrence_scan(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32), axis=1,
-                              reverse=reverse)
-  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+  f32 = lambda v: jnp.asarray(v, jnp.float32)
+  if dtype == np.complex128:  # (re, im) pairs in and out
+    (pr, pi), (hr, hi) = recurrence_scan((f32(a.real), f32(a.imag)), (f32(b.real), f32(b.imag)),
+                                         axis=1, reverse=reverse)
+    prod, got = np.asarray(pr) + 1j * np.asarray(pi), np.asarray(hr) + 1j * np.asarray(hi)
+  else:
+    prod, got = recurrence_scan(f32(a), f32(b), axis=1, reverse=reverse)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
                              err_msg=f"reverse={reverse}: not the recurrence")
   cum = np.cumprod(a[:, ::-1], 1)[:, ::-1] if reverse else np.cumprod(a, 1)
-  np.testing.assert_allclose(prod, cum, rtol=1e-5, atol=1e-6, err_msg="not the running product")
+  np.testing.assert_allclose(prod, cum, rtol=1e-5, atol=1e-5, err_msg="not the running product")
 
 
-@pytest.mark.parametrize("family", REAL)
+@pytest.mark.parametrize("family", PARALLEL)
 @pytest.mark.parametrize("length", [1, 60])
 def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(family, length):
   """Two different runs vmapped through the kernel, 20 channels in blocks of 8 (so padded
@@ -52,9 +59,10 @@ def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(f
     np.testing.assert_allclose(y[k], ref(f), rtol=2e-4, atol=2e-5,
                                err_msg=f"{family}: run {k}'s output differs")
     want = jax.grad(loss(ref))(f)
-    for name in ("x", "dt", "lam", "B", "C", "h0"):
-      np.testing.assert_allclose(getattr(g, name)[k], getattr(want, name), rtol=2e-3, atol=2e-4,
-                                 err_msg=f"{family}: run {k}'s gradient d/d{name} differs")
+    got = jax.tree.map(lambda v: v[k], g)
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
+      np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4, err_msg=f"{family}: run {k}'s "
+                                 f"gradient {jax.tree_util.keystr(path)} differs")
   assert not np.allclose(y[0], y[1]), "the two runs are not different"
 
 
@@ -68,11 +76,11 @@ def test_takes_the_real_family_up_to_its_length_and_hands_the_rest_to_the_sequen
     family):
   short = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH, d=2, n=2))
   long = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH + 1, d=2, n=2))
-  assert _uses_recurrence_scan(short) == (family in REAL), f"{family}: wrong kernel at the limit"
+  assert _uses_recurrence_scan(short) == (family in PARALLEL), f"{family}: wrong kernel at the limit"
   assert not _uses_recurrence_scan(long), f"{family}: past MAX_LENGTH it must not be time-parallel"
 
 
-@pytest.mark.parametrize("family", REAL)
+@pytest.mark.parametrize("family", PARALLEL)
 def test_kernels_lower_for_cuda_with_the_hardware_scan(family):
   """The Triton lowering runs on CPU: the primitive's rule (a `tt.scan` of pairs) is found and
   verifies, for the gradient, a vmapped group and evaluation's primal."""

@@ -1,5 +1,6 @@
 """Fused diagonal-SSM scan in Pallas, parallel over time inside each program (the `pallas_parallel`
-method): the layout of Mamba's CUDA selective scan, for the real (decay, signed_decay) family.
+method): the layout of Mamba's CUDA selective scan, for the real (decay, signed_decay) and rotation
+families.
 
 `pallas.py` walks time step by step with the whole (channels, states) state in registers, so
 each step pays a cross-thread reduction over the states for y_t (the backward, four per step)
@@ -16,8 +17,9 @@ Time sits on the tile's minor axis (the inputs are transposed outside), so a sca
 a warp's lanes where it can. A tile row covers the sequence padded to a power of two with two
 extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
 b = h0), so h0 needs no special case and h_{t-1}, a_{t+1} are the same scan read one row
-earlier or later. The whole sequence must fit a program's registers: longer than
-`MAX_LENGTH` steps, or the complex families, go to `pallas.scan` (same contract).
+earlier or later. Rotation (AUSSM) carries real/imaginary pairs and scans them as complex
+numbers. The whole sequence must fit a program's registers: longer than `MAX_LENGTH` steps, or
+the constant family (S4D), go to `pallas.scan` (same contract).
 
 Untimed on a GPU so far: `launch.bench --sections=scan,tiles` compares it with `pallas`.
 Off GPU it runs in Pallas's interpret mode (tests).
@@ -35,11 +37,13 @@ from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 
 # (channels per program, warps) of each kernel: a first guess (16 channels, as the sequential
-# kernel's best tile), to be replaced by the tiles section's measurement.
+# kernel's best real tile), to be replaced by the parallel_tiles section's measurement.
 FORWARD = (16, 4)
 BACKWARD = (16, 4)
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
-REAL = ("decay", "signed_decay")
+FAMILIES = ("decay", "signed_decay", "rotation")
+NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"),
+         "phase": ("x", "theta", "Br", "Bi", "Cr", "Ci", "h0r", "h0i")}
 
 
 def _pow2(n: int) -> int:
@@ -49,91 +53,135 @@ def _pow2(n: int) -> int:
 class _Rows:
   """Per-state (a, b) tiles of one program, read from row `first` of the padded time axis:
   first=1 is the recurrence itself (row 0 of the tile is h0's row), 0 is one step earlier (its
-  scan is h_{t-1}) and 2 one step later (its a is a_{t+1}). The (channels, time) tiles of x and
-  dt are read once per program, not once per state."""
+  scan is h_{t-1}) and 2 one step later (its a is a_{t+1}). The (channels, time) tiles of the
+  per-channel inputs are read once per program, not once per state. Complex values are
+  (re, im) pairs."""
 
-  def __init__(self, refs, neg, span, firsts):
-    self.refs, self.neg = refs, neg
-    self.tiles = {k: (refs["x"][:, pl.ds(k, span)], refs["dt"][:, pl.ds(k, span)],
-                      pl.ds(k, span)) for k in firsts}
+  def __init__(self, kind, neg, refs, span, firsts):
+    self.kind, self.neg, self.refs = kind, neg, refs
+    per_channel = ("x", "dt") if kind == "real" else ("x",)
+    self.tiles = {k: {name: refs[name][:, pl.ds(k, span)] for name in per_channel}
+                  for k in firsts}
+    self.span = span
+
+  def column(self, name, n):
+    """A (channels, 1) column of a per-(state, channel) input at state n."""
+    return self.refs[name][n, :][:, None]
 
   def coefficients(self, n, first):
-    x, dt, rows = self.tiles[first]
-    lam, B = self.refs["lam"][n, :], self.refs["B"][n, rows]
-    e = jnp.exp(dt * lam[:, None])
-    a = 2.0 * e - 1.0 if self.neg else e
+    """(a, b, extra): the transition and input of state n on the view, extra what the
+    gradient of a needs (real: e = exp(dt lam) and dt)."""
+    tile, rows, r = self.tiles[first], pl.ds(first, self.span), self.refs
+    x = tile["x"]
     row = first + jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)  # row of the padded axis
-    a = jnp.where(row <= 1, 0.0, a)
-    b = jnp.where(row == 1, self.refs["h0"][n, :][:, None],
-                  jnp.where(row == 0, 0.0, x * B[None, :]))
-    return e, dt, a, b
+    start, empty = row == 1, row == 0
+    if self.kind == "real":
+      e = jnp.exp(tile["dt"] * self.column("lam", n))
+      a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
+      b = jnp.where(start, self.column("h0", n), jnp.where(empty, 0.0, x * r["B"][n, rows][None, :]))
+      return a, b, (e, tile["dt"])
+    theta = r["theta"][n, rows][None, :]
+    a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape))
+              for v in (jnp.cos(theta), jnp.sin(theta)))
+    b = tuple(jnp.where(start, self.column(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
+              for h0, B in (("h0r", "Br"), ("h0i", "Bi")))
+    return a, b, None
 
   def states(self, n, first):
-    e, dt, a, b = self.coefficients(n, first)
-    return e, dt, recurrence_scan(a, b, axis=1)[1]
+    a, b, extra = self.coefficients(n, first)
+    return recurrence_scan(a, b, axis=1)[1], a, extra
 
 
-def _refs(refs):
-  return dict(zip(("x", "dt", "lam", "B", "C", "h0"), refs))
-
-
-def _forward_kernel(*refs, neg, span, n_states):
-  r, y_ref = _refs(refs), refs[6]
-  rows = _Rows(r, neg, span, (1,))
+def _forward_kernel(*refs, kind, neg, span, n_states):
+  names = NAMES[kind]
+  r, y_ref = dict(zip(names, refs)), refs[len(names)]
+  rows = _Rows(kind, neg, r, span, (1,))
 
   def body(n, y):
-    _, _, h = rows.states(n, 1)
-    return y + h * r["C"][n, pl.ds(1, span)][None, :]
+    h = rows.states(n, 1)[0]
+    if kind == "real":
+      return y + h * r["C"][n, pl.ds(1, span)][None, :]
+    return y + rows.column("Cr", n) * h[0] - rows.column("Ci", n) * h[1]
   y_ref[...] = jax.lax.fori_loop(0, n_states, body, jnp.zeros(y_ref.shape, jnp.float32))
 
 
-def _backward_kernel(*refs, neg, span, n_states):
-  r, dy_ref = _refs(refs), refs[6]
-  dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = refs[7:]
-  rows = _Rows(r, neg, span, (0, 1, 2))
+def _backward_kernel(*refs, kind, neg, span, n_states):
+  """Per state: h (the recurrence), h_{t-1} (the view a row earlier), a_{t+1} (a row later),
+  the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients."""
+  names = NAMES[kind]
+  r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
+  rows = _Rows(kind, neg, r, span, (0, 1, 2))
   dy = dy_ref[...]
-  x = rows.tiles[1][0]
+  x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
+  at_start = lambda v: jnp.sum(jnp.where(first_row, v, 0.0), axis=1)  # the h0 row's value
 
-  def body(n, carry):
+  def real(n, carry):
+    dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = outs
     dx, ddt = carry
-    e, dt, h = rows.states(n, 1)
-    _, _, prev = rows.states(n, 0)  # h_{t-1}
-    _, _, a_next, _ = rows.coefficients(n, 2)  # a_{t+1}
-    B, C, lam = r["B"][n, pl.ds(1, span)], r["C"][n, pl.ds(1, span)], r["lam"][n, :]
-    g = recurrence_scan(a_next, dy * C[None, :], axis=1, reverse=True)[1]  # dL/dh_t
+    h, _, (e, dt) = rows.states(n, 1)
+    prev = rows.states(n, 0)[0]
+    a_next = rows.coefficients(n, 2)[0]
+    B, C = r["B"][n, pl.ds(1, span)][None, :], r["C"][n, pl.ds(1, span)][None, :]
+    g = recurrence_scan(a_next, dy * C, axis=1, reverse=True)[1]  # dL/dh_t
     de = (2.0 * g if neg else g) * prev * e  # dL/d(dt lam) through a_t
     dlam_ref[n, :] = jnp.sum(de * dt, axis=1)
     dB_ref[n, :] = jnp.sum(g * x, axis=0)
     dC_ref[n, :] = jnp.sum(dy * h, axis=0)
-    dh0_ref[n, :] = jnp.sum(jnp.where(first_row, g, 0.0), axis=1)
-    return dx + g * B[None, :], ddt + de * lam[:, None]
+    dh0_ref[n, :] = at_start(g)
+    return dx + g * B, ddt + de * rows.column("lam", n)
+
+  def phase(n, carry):
+    dx_ref, dth_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs
+    (dx,) = carry
+    (hr, hi), (ar, ai), _ = rows.states(n, 1)
+    pr, pi = rows.states(n, 0)[0]
+    nr, ni = rows.coefficients(n, 2)[0]
+    u = (dy * rows.column("Cr", n), -dy * rows.column("Ci", n))  # dL/dh_t from y_t = Re C h_t
+    gr, gi = recurrence_scan((nr, -ni), u, axis=1, reverse=True)[1]  # through conj(a_{t+1})
+    dar, dai = gr * pr + gi * pi, gi * pr - gr * pi  # dL/da_t, as a conjugate cogradient
+    dth_ref[n, :] = jnp.sum(dai * ar - dar * ai, axis=0)  # a = cos + i sin of theta
+    dBr_ref[n, :], dBi_ref[n, :] = jnp.sum(x * gr, axis=1), jnp.sum(x * gi, axis=1)
+    dCr_ref[n, :], dCi_ref[n, :] = jnp.sum(dy * hr, axis=1), -jnp.sum(dy * hi, axis=1)
+    dh0r_ref[n, :], dh0i_ref[n, :] = at_start(gr), at_start(gi)
+    return (dx + gr * rows.column("Br", n) + gi * rows.column("Bi", n),)
+
   zeros = jnp.zeros(dy.shape, jnp.float32)
-  dx_ref[...], ddt_ref[...] = jax.lax.fori_loop(0, n_states, body, (zeros, zeros))
+  if kind == "real":
+    outs[0][...], outs[1][...] = jax.lax.fori_loop(0, n_states, real, (zeros, zeros))
+  else:
+    (outs[0][...],) = jax.lax.fori_loop(0, n_states, phase, (zeros,))
 
 
 # ---- pallas_call plumbing: every array is time-minor (transposed outside) ---------------------
 
-def _in_specs(bd, N, rows):
+def _in_specs(kind, bd, N, rows):
   per_td = pl.BlockSpec((None, bd, rows), lambda i, j: (i, j, 0))
   per_tn = pl.BlockSpec((None, N, rows), lambda i, j: (i, 0, 0))
-  return [per_td, per_td, pl.BlockSpec((N, bd), lambda i, j: (0, j)), per_tn, per_tn,
-          pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))]
+  per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
+  h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
+  if kind == "real":
+    return [per_td, per_td, per_nd, per_tn, per_tn, h0]
+  return [per_td, per_tn] + [per_nd] * 4 + [h0] * 2
 
 
 def _params(interpret, warps):
   return sequential_kernel._compiler_params(interpret, warps)
 
 
+def _n_states(kind, ins):
+  return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  neg, (bd, warps), _, interpret = static
+  kind, neg, (bd, warps), _, interpret = static
   b, D, rows = ins[0].shape
-  N, span = ins[2].shape[0], rows - 2
-  kernel = functools.partial(_forward_kernel, neg=neg, span=span, n_states=N)
+  N, span = _n_states(kind, ins), rows - 2
+  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N)
   return pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct((b, D, span), jnp.float32), grid=(b, D // bd),
-      in_specs=_in_specs(bd, N, rows),
+      in_specs=_in_specs(kind, bd, N, rows),
       out_specs=pl.BlockSpec((None, bd, span), lambda i, j: (i, j, 0)), interpret=interpret,
       **_params(interpret, warps))(*ins)
 
@@ -143,9 +191,9 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, ins, dy):
-  neg, _, (bd, warps), interpret = static
+  kind, neg, _, (bd, warps), interpret = static
   b, D, rows = ins[0].shape
-  N, span, n_d = ins[2].shape[0], rows - 2, D // bd
+  N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
   per_td = (jax.ShapeDtypeStruct((b, D, span), f32),
             pl.BlockSpec((None, bd, span), lambda i, j: (i, j, 0)))
@@ -154,15 +202,21 @@ def _fused_bwd(static, ins, dy):
   per_tn = (jax.ShapeDtypeStruct((b, n_d, N, span), f32),
             pl.BlockSpec((None, None, N, span), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32), pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  outs = [per_td, per_td, per_nd, per_tn, per_tn, per_nd]
-  kernel = functools.partial(_backward_kernel, neg=neg, span=span, n_states=N)
-  dx, ddt, dlam, dB, dC, dh0 = pl.pallas_call(
+  outs = ([per_td, per_td, per_nd, per_tn, per_tn, per_nd] if kind == "real"
+          else [per_td, per_tn] + [per_nd] * 6)
+  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N)
+  g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
-      in_specs=_in_specs(bd, N, rows) + [per_td[1]], out_specs=[o[1] for o in outs],
+      in_specs=_in_specs(kind, bd, N, rows) + [per_td[1]], out_specs=[o[1] for o in outs],
       interpret=interpret, **_params(interpret, warps))(*ins, dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   rows_of = lambda v: jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(1, 1)])
-  return rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1)), dh0
+  if kind == "real":
+    dx, ddt, dlam, dB, dC, dh0 = g
+    return rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1)), dh0
+  dx, dth, dBr, dBi, dCr, dCi, dh0r, dh0i = g
+  return ((rows_of(dx), rows_of(dth.sum(1))) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi))
+          + (dh0r, dh0i))
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd)
@@ -170,7 +224,7 @@ _fused.defvjp(_fused_fwd, _fused_bwd)
 
 def supports(f: F.Factors) -> bool:
   """Whether this kernel takes `f`; otherwise `scan` hands it to the sequential kernel."""
-  return f.family in REAL and f.length <= MAX_LENGTH
+  return f.family in FAMILIES and f.length <= MAX_LENGTH
 
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
@@ -188,12 +242,20 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   bd = max(fwd[0], bwd[0])
   Dp = -(-D // bd) * bd
   f32 = lambda v: v.astype(jnp.float32)
-  # time-minor, two rows in front (empty, h0) and up to span + 2 rows in all
+  # time-minor, two rows in front (empty, h0) and span + 2 rows in all
   per_t = lambda v, width: jnp.pad(jnp.swapaxes(f32(v), 1, 2),
                                    ((0, 0), (0, width - v.shape[2]), (2, span - T)))
-  ins = (per_t(f.x, Dp), per_t(f.dt, Dp), sequential_kernel._pad(f32(f.lam).T, (None, Dp)),
-         per_t(f.B, f.B.shape[2]), per_t(f.C, f.C.shape[2]),
-         sequential_kernel._pad(jnp.swapaxes(f32(f.h0), 1, 2), (None, None, Dp)))
-  static = (f.family == "signed_decay", fwd, bwd, interpret)
+  per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
+  h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
+  N = f.h0.shape[-1]
+  if f.family == "rotation":
+    kind = "phase"
+    ins = (per_t(f.x, Dp), per_t(f.theta, N), per_nd(f.B.real), per_nd(f.B.imag),
+           per_nd(f.C.real), per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag))
+  else:
+    kind = "real"
+    ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
+           h0(f.h0))
+  static = (kind, f.family == "signed_decay", fwd, bwd, interpret)
   y = _fused(static, *ins)  # (b, Dp, span): row r + 1 is step r
   return jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)

@@ -12,6 +12,9 @@ the earlier steps: the result's b part is h_r with h_{-1} = 0. Reversed (flip, s
 convention of both lax.associative_scan and Triton), x holds the later steps and the same
 combine gives g_r = b_r + a_r g_{r+1}: the adjoint recurrence, when a_r is the next step's
 transition. Both outputs (the running product of a, and h) are returned.
+
+Complex recurrences (Triton has no complex dtype) pass a and b as real/imaginary pairs: four
+operands, the same combine in complex arithmetic.
 """
 from __future__ import annotations
 
@@ -25,17 +28,24 @@ recurrence_scan_p.multiple_results = True
 
 
 def _combine(x, y):
-  return x[0] * y[0], y[0] * x[1] + y[1]
+  if len(x) == 2:
+    return x[0] * y[0], y[0] * x[1] + y[1]
+  (xar, xai, xbr, xbi), (yar, yai, ybr, ybi) = x, y
+  return (xar * yar - xai * yai, xar * yai + xai * yar,
+          yar * xbr - yai * xbi + ybr, yar * xbi + yai * xbr + ybi)
 
 
-def _impl(a, b, *, axis, reverse):
-  return list(lax.associative_scan(_combine, (a, b), reverse=reverse, axis=axis))
+def _impl(*operands, axis, reverse):
+  return list(lax.associative_scan(_combine, operands, reverse=reverse, axis=axis))
 
 
-def _abstract(a, b, *, axis, reverse):
-  if a.shape != b.shape or a.dtype != b.dtype:
-    raise ValueError(f"recurrence_scan: a {a.shape} {a.dtype} and b {b.shape} {b.dtype} differ")
-  return [jax.core.ShapedArray(a.shape, a.dtype)] * 2
+def _abstract(*operands, axis, reverse):
+  a = operands[0]
+  if len(operands) not in (2, 4) or any(o.shape != a.shape or o.dtype != a.dtype
+                                        for o in operands):
+    raise ValueError("recurrence_scan: (a, b) or (a_re, a_im, b_re, b_im) of one shape and "
+                     f"dtype, got {[(o.shape, o.dtype) for o in operands]}")
+  return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
 
 
 recurrence_scan_p.def_impl(_impl)
@@ -44,7 +54,11 @@ mlir.register_lowering(recurrence_scan_p, mlir.lower_fun(_impl, multiple_results
 
 
 def recurrence_scan(a, b, axis: int, reverse: bool = False):
-  """(cumulative product of a, h) along `axis`: h_r = a_r h_{r-1} + b_r (reverse: h_{r+1})."""
+  """(cumulative product of a, h) along `axis`: h_r = a_r h_{r-1} + b_r (reverse: h_{r+1}).
+  Complex: a and b are (re, im) pairs, and so are the two results."""
+  if isinstance(a, tuple):
+    ar, ai, hr, hi = recurrence_scan_p.bind(*a, *b, axis=axis, reverse=reverse)
+    return (ar, ai), (hr, hi)
   return tuple(recurrence_scan_p.bind(a, b, axis=axis, reverse=reverse))
 
 
@@ -55,14 +69,23 @@ def _register_triton_rule():
   from jax._src.lib.triton import dialect as tt
   from jax._src.pallas.triton import lowering
 
-  def rule(ctx, a, b, *, axis, reverse):
+  def rule(ctx, *operands, axis, reverse):
     del ctx
-    element = ir.RankedTensorType(a.type).element_type
-    op = tt.ScanOp([a, b], axis, reverse)
-    entry = op.regions[0].blocks.append(element, element, element, element)
+    element = ir.RankedTensorType(operands[0].type).element_type
+    op = tt.ScanOp(list(operands), axis, reverse)
+    entry = op.regions[0].blocks.append(*[element] * (2 * len(operands)))
     with ir.InsertionPoint.at_block_begin(entry):
-      xa, xb, ya, yb = entry.arguments
-      tt.scan_return([arith.mulf(xa, ya), arith.addf(arith.mulf(ya, xb), yb)])
+      args = list(entry.arguments)
+      x, y = args[:len(operands)], args[len(operands):]
+      mul, add, sub = arith.mulf, arith.addf, arith.subf
+      if len(operands) == 2:
+        out = [mul(x[0], y[0]), add(mul(y[0], x[1]), y[1])]
+      else:
+        (xar, xai, xbr, xbi), (yar, yai, ybr, ybi) = x, y
+        out = [sub(mul(xar, yar), mul(xai, yai)), add(mul(xar, yai), mul(xai, yar)),
+               add(sub(mul(yar, xbr), mul(yai, xbi)), ybr),
+               add(add(mul(yar, xbi), mul(yai, xbr)), ybi)]
+      tt.scan_return(out)
     op.verify()
     return list(op.results)
 
