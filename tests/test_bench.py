@@ -140,9 +140,10 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert "best parallel phase: pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
   monkeypatch.setattr(pallas_parallel, "scan", lambda f, **kw: real(f, **kw) * 1.01)
-  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("real",), grid=grid,
+  one = {"forward": [(4, 1)], "backward": [(4, 1)]}
+  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("real",), grid=one,
                                          need_gpu=False)
-  assert not any(r["matches_reference"] for r in out["rows"][:3]), "a 1% error passed the check"
+  assert not any(r["matches_reference"] for r in out["rows"][:2]), "a 1% error passed the check"
   assert out["best"] == {}, "a tile that does not match the reference was called best"
 
 
