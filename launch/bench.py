@@ -94,9 +94,7 @@ def methods_for(model: str) -> tuple:
     return scan.REFERENCE
   if jax.default_backend() != "gpu":
     return scan.REFERENCE + ("chunked",)
-  from ssm_bench.scan import pallas_parallel  # its own kernel for these families only
-  parallel = ("pallas_parallel",) if spec.scan_family in pallas_parallel.FAMILIES else ()
-  return scan.REFERENCE + ("chunked", "pallas") + parallel
+  return scan.REFERENCE + ("chunked", "pallas", "pallas_parallel")
 
 
 def step_config(model: str, method: str, **kw) -> TrainConfig:

@@ -12,8 +12,8 @@ prefetch chunks with the chunk's inputs read ahead (`pallas.PREFETCH`; the forwa
 the record). The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 
-`--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, real
-and phase kinds; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
+`--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, every
+kind; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
 the backward tiles with the best forward fixed, each against the same references; its `best`
 line ends with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
 """
@@ -173,8 +173,8 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
           "rows": rows, "best": best}
 
 
-def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
-                         need_gpu: bool = True):
+def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase", "const"),
+                         grid=None, need_gpu: bool = True):
   """The time-parallel kernel's tiles per kind: rows per (kernel, tile), the best pair, and
   `pallas.scan` at its own tiles on the same factors for the ratio."""
   if need_gpu and jax.default_backend() != "gpu":

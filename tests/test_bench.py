@@ -128,7 +128,8 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   from ssm_bench.scan import pallas, pallas_parallel
   grid = {"forward": [(4, 1), (8, 1)], "backward": [(4, 1)]}
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
-  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, grid=grid, need_gpu=False)
+  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("real", "phase"),
+                                         grid=grid, need_gpu=False)
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       (kind, kernel, tile) for kind in ("real", "phase") for kernel, tile in (
           ("forward", [4, 1]), ("forward", [8, 1]), ("backward", [4, 1]),

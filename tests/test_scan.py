@@ -157,8 +157,6 @@ def to_factors(family, p):
                                                              ("pallas_parallel", 1000))])
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_diagonal_scan_matches_float64_loop(method, family, length):
-  if method == "pallas_parallel" and family == "constant":
-    pytest.skip("pallas_parallel hands the constant family to pallas, tested as pallas")
   p = factored_inputs(family, length)
   w = np.random.default_rng(9).normal(size=p["x"].shape)
   want = numpy_factored(family, p)

@@ -1,6 +1,5 @@
 """Fused diagonal-SSM scan in Pallas, parallel over time inside each program (the `pallas_parallel`
-method): the layout of Mamba's CUDA selective scan, for the real (decay, signed_decay) and rotation
-families.
+method): the layout of Mamba's CUDA selective scan, for every scan family.
 
 `pallas.py` walks time step by step with the whole (channels, states) state in registers, so
 each step pays a cross-thread reduction over the states for y_t (the backward, four per step)
@@ -17,9 +16,9 @@ Time sits on the tile's minor axis (the inputs are transposed outside), so a sca
 a warp's lanes where it can. A tile row covers the sequence padded to a power of two with two
 extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
 b = h0), so h0 needs no special case and h_{t-1}, a_{t+1} are the same scan read one row
-earlier or later. Rotation (AUSSM) carries real/imaginary pairs and scans them as complex
-numbers. The whole sequence must fit a program's registers: longer than `MAX_LENGTH` steps, or
-the constant family (S4D), go to `pallas.scan` (same contract).
+earlier or later. The complex families (rotation: AUSSM, constant: S4D) carry real/imaginary
+pairs and scan them as complex numbers. The whole sequence must fit a program's registers:
+longer than `MAX_LENGTH` steps (evaluation) go to `pallas.scan` (same contract).
 
 Untimed on a GPU so far: `launch.bench --sections=scan,tiles` compares it with `pallas`.
 Off GPU it runs in Pallas's interpret mode (tests).
@@ -41,9 +40,9 @@ from ssm_bench.scan.recurrence_scan import recurrence_scan
 FORWARD = (16, 4)
 BACKWARD = (16, 4)
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
-FAMILIES = ("decay", "signed_decay", "rotation")
-NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"),
-         "phase": ("x", "theta", "Br", "Bi", "Cr", "Ci", "h0r", "h0i")}
+_COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
+NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
+         "const": ("x", "ar", "ai") + _COMPLEX}
 
 
 def _pow2(n: int) -> int:
@@ -80,9 +79,12 @@ class _Rows:
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
       b = jnp.where(start, self.column("h0", n), jnp.where(empty, 0.0, x * r["B"][n, rows][None, :]))
       return a, b, (e, tile["dt"])
-    theta = r["theta"][n, rows][None, :]
-    a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape))
-              for v in (jnp.cos(theta), jnp.sin(theta)))
+    if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
+      theta = r["theta"][n, rows][None, :]
+      a = (jnp.cos(theta), jnp.sin(theta))
+    else:  # a constant a[d, n]
+      a = (self.column("ar", n), self.column("ai", n))
+    a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape)) for v in a)
     b = tuple(jnp.where(start, self.column(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
               for h0, B in (("h0r", "Br"), ("h0i", "Bi")))
     return a, b, None
@@ -131,8 +133,9 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     dh0_ref[n, :] = at_start(g)
     return dx + g * B, ddt + de * rows.column("lam", n)
 
-  def phase(n, carry):
-    dx_ref, dth_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs
+  def complex_(n, carry):
+    dx_ref, da_refs = outs[0], outs[1:-6]  # phase: d theta; const: d ar, d ai
+    dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs[-6:]
     (dx,) = carry
     (hr, hi), (ar, ai), _ = rows.states(n, 1)
     pr, pi = rows.states(n, 0)[0]
@@ -140,7 +143,10 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     u = (dy * rows.column("Cr", n), -dy * rows.column("Ci", n))  # dL/dh_t from y_t = Re C h_t
     gr, gi = recurrence_scan((nr, -ni), u, axis=1, reverse=True)[1]  # through conj(a_{t+1})
     dar, dai = gr * pr + gi * pi, gi * pr - gr * pi  # dL/da_t, as a conjugate cogradient
-    dth_ref[n, :] = jnp.sum(dai * ar - dar * ai, axis=0)  # a = cos + i sin of theta
+    if kind == "phase":  # a = cos + i sin of theta_t[n]: per step, summed over channels
+      da_refs[0][n, :] = jnp.sum(dai * ar - dar * ai, axis=0)
+    else:  # a[d, n]: summed over time
+      da_refs[0][n, :], da_refs[1][n, :] = jnp.sum(dar, axis=1), jnp.sum(dai, axis=1)
     dBr_ref[n, :], dBi_ref[n, :] = jnp.sum(x * gr, axis=1), jnp.sum(x * gi, axis=1)
     dCr_ref[n, :], dCi_ref[n, :] = jnp.sum(dy * hr, axis=1), -jnp.sum(dy * hi, axis=1)
     dh0r_ref[n, :], dh0i_ref[n, :] = at_start(gr), at_start(gi)
@@ -150,7 +156,7 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
   if kind == "real":
     outs[0][...], outs[1][...] = jax.lax.fori_loop(0, n_states, real, (zeros, zeros))
   else:
-    (outs[0][...],) = jax.lax.fori_loop(0, n_states, phase, (zeros,))
+    (outs[0][...],) = jax.lax.fori_loop(0, n_states, complex_, (zeros,))
 
 
 # ---- pallas_call plumbing: every array is time-minor (transposed outside) ---------------------
@@ -162,7 +168,8 @@ def _in_specs(kind, bd, N, rows):
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
     return [per_td, per_td, per_nd, per_tn, per_tn, h0]
-  return [per_td, per_tn] + [per_nd] * 4 + [h0] * 2
+  transition = [per_tn] if kind == "phase" else [per_nd] * 2
+  return [per_td] + transition + [per_nd] * 4 + [h0] * 2
 
 
 def _params(interpret, warps):
@@ -202,8 +209,8 @@ def _fused_bwd(static, ins, dy):
   per_tn = (jax.ShapeDtypeStruct((b, n_d, N, span), f32),
             pl.BlockSpec((None, None, N, span), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32), pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  outs = ([per_td, per_td, per_nd, per_tn, per_tn, per_nd] if kind == "real"
-          else [per_td, per_tn] + [per_nd] * 6)
+  outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn, per_nd],
+          "phase": [per_td, per_tn] + [per_nd] * 6, "const": [per_td] + [per_nd] * 8}[kind]
   kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
@@ -214,9 +221,12 @@ def _fused_bwd(static, ins, dy):
   if kind == "real":
     dx, ddt, dlam, dB, dC, dh0 = g
     return rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1)), dh0
-  dx, dth, dBr, dBi, dCr, dCi, dh0r, dh0i = g
-  return ((rows_of(dx), rows_of(dth.sum(1))) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi))
-          + (dh0r, dh0i))
+  if kind == "phase":
+    dx, dth, dBr, dBi, dCr, dCi, dh0r, dh0i = g
+    return ((rows_of(dx), rows_of(dth.sum(1))) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi))
+            + (dh0r, dh0i))
+  dx, *per_nd_grads, dh0r, dh0i = g  # d ar, d ai, d Br, d Bi, d Cr, d Ci
+  return (rows_of(dx),) + tuple(v.sum(0) for v in per_nd_grads) + (dh0r, dh0i)
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd)
@@ -224,7 +234,7 @@ _fused.defvjp(_fused_fwd, _fused_bwd)
 
 def supports(f: F.Factors) -> bool:
   """Whether this kernel takes `f`; otherwise `scan` hands it to the sequential kernel."""
-  return f.family in FAMILIES and f.length <= MAX_LENGTH
+  return f.length <= MAX_LENGTH
 
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
@@ -247,15 +257,15 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
                                    ((0, 0), (0, width - v.shape[2]), (2, span - T)))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
-  N = f.h0.shape[-1]
-  if f.family == "rotation":
-    kind = "phase"
-    ins = (per_t(f.x, Dp), per_t(f.theta, N), per_nd(f.B.real), per_nd(f.B.imag),
-           per_nd(f.C.real), per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag))
-  else:
-    kind = "real"
+  N, kind = f.h0.shape[-1], sequential_kernel.KINDS[f.family]
+  if kind == "real":
     ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
            h0(f.h0))
+  else:
+    transition = ((per_t(f.theta, N),) if kind == "phase"
+                  else (per_nd(f.a.real), per_nd(f.a.imag)))
+    ins = ((per_t(f.x, Dp),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
+                                             per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, interpret)
   y = _fused(static, *ins)  # (b, Dp, span): row r + 1 is step r
   return jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
