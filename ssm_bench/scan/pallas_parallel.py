@@ -77,7 +77,8 @@ class _Rows:
     if self.kind == "real":
       e = jnp.exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
-      b = jnp.where(start, self.column("h0", n), jnp.where(empty, 0.0, x * r["B"][n, rows][None, :]))
+      b = jnp.where(start, self.column("h0", n),
+                    jnp.where(empty, 0.0, x * r["B"][n, rows][None, :]))
       return a, b, (e, tile["dt"])
     if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
       theta = r["theta"][n, rows][None, :]
