@@ -124,19 +124,20 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
 
 
 def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monkeypatch):
+  """One kind per pass (the kernels themselves: test_pallas_parallel.py): the phase kind's
+  sweep, then the real kind's with a 1% error that no tile may pass."""
   from launch import bench_tiles
   from ssm_bench.scan import pallas, pallas_parallel
   grid = {"forward": [(4, 1), (8, 1)], "backward": [(4, 1)]}
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
-  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("real", "phase"),
-                                         grid=grid, need_gpu=False)
+  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("phase",), grid=grid,
+                                         need_gpu=False)
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
-      (kind, kernel, tile) for kind in ("real", "phase") for kernel, tile in (
-          ("forward", [4, 1]), ("forward", [8, 1]), ("backward", [4, 1]),
-          ("pallas (step by step)", list(pallas.BACKWARD[kind])))], out["rows"]
+      ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
+      ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
-  assert set(best) == {"real", "phase"} and best["real"]["backward"] == [4, 1], best
+  assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
   assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
   assert "best parallel phase: pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
@@ -146,6 +147,9 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
                                          need_gpu=False)
   assert not any(r["matches_reference"] for r in out["rows"][:2]), "a 1% error passed the check"
   assert out["best"] == {}, "a tile that does not match the reference was called best"
+  if jax.default_backend() != "gpu":
+    with pytest.raises(common.UsageError, match="needs a GPU"):
+      bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny)
 
 
 def test_train_many_defaults_keep_the_cpu_bench_short():
