@@ -56,8 +56,9 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "Which benchmarks to run; also 'projection' (device-hours of "
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
                               "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
-                              "the time-parallel kernel, against pallas; GPU only), 'profile' (a profiler trace of "
-                              "training steps by kind of op, at --profile_k), 'precision' "
+                              "the time-parallel kernel, against pallas; GPU only), 'profile' "
+                              "(a profiler trace of training steps by kind of op, at "
+                              "--profile_k), 'precision' "
                               "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
                               "in one process vs --bench_workers processes).")
 _WORKERS = flags.DEFINE_list("bench_workers", ["1", "2"], "workers: the worker counts to "

@@ -64,10 +64,9 @@ def _rel_err(got, want) -> float:
 
 
 def _stacked_factors(kind, sizes, k):
-  z = sizes
   return jax.tree.map(lambda *v: jnp.stack(v), *[
-      random_factors(REPRESENTATIVE[kind], z["batch"], z["length"], z["d_model"], z["d_state"],
-                     key=i) for i in range(k)])
+      random_factors(REPRESENTATIVE[kind], sizes["batch"], sizes["length"], sizes["d_model"],
+                     sizes["d_state"], key=i) for i in range(k)])
 
 
 def _references(f):
@@ -113,7 +112,6 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
   rows, best = [], {}
   for kind in kinds:
     f = _stacked_factors(kind, z, k)
-    fwd, grad = _fwd, _grad
     fused = lambda **kw: (lambda f: pallas.scan(f, **kw))
     want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}}
@@ -121,7 +119,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     def forward(tile, prefetch=False):
       row = {"kind": kind, "kernel": "forward" + ("+prefetch" if prefetch else ""),
              "tile": list(tile), "chunk": pallas.CHUNK[kind]}
-      ms, y = _time(fwd(fused(forward=tile, prefetch=prefetch)), f, reps, k, row)
+      ms, y = _time(_fwd(fused(forward=tile, prefetch=prefetch)), f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(y, want_y):.2e}")
         row["matches_reference"] = row["rel_err"] <= 1e-4
@@ -140,7 +138,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
       row = {"kind": kind, "kernel": "backward" + ("+join" if join else "")
              + ("+prefetch" if prefetch else ""), "tile": list(tile), "chunk": chunk,
              "forward_tile": list(best_fwd)}
-      ms, g = _time(grad(fused(forward=best_fwd, backward=tile, chunk=chunk, join=join,
+      ms, g = _time(_grad(fused(forward=best_fwd, backward=tile, chunk=chunk, join=join,
                                prefetch=prefetch)), f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(g, want_g):.2e}")

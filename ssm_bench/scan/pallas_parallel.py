@@ -45,10 +45,6 @@ NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _
          "const": ("x", "ar", "ai") + _COMPLEX}
 
 
-def _pow2(n: int) -> int:
-  return 1 << max(0, (n - 1).bit_length())
-
-
 class _Rows:
   """Per-state (a, b) tiles of one program, read from row `first` of the padded time axis:
   first=1 is the recurrence itself (row 0 of the tile is h0's row), 0 is one step earlier (its
@@ -173,10 +169,6 @@ def _in_specs(kind, bd, N, rows):
   return [per_td] + transition + [per_nd] * 4 + [h0] * 2
 
 
-def _params(interpret, warps):
-  return sequential_kernel._compiler_params(interpret, warps)
-
-
 def _n_states(kind, ins):
   return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
 
@@ -191,7 +183,7 @@ def _fused(static, *ins):
       kernel, out_shape=jax.ShapeDtypeStruct((b, D, span), jnp.float32), grid=(b, D // bd),
       in_specs=_in_specs(kind, bd, N, rows),
       out_specs=pl.BlockSpec((None, bd, span), lambda i, j: (i, j, 0)), interpret=interpret,
-      **_params(interpret, warps))(*ins)
+      **sequential_kernel._compiler_params(interpret, warps))(*ins)
 
 
 def _fused_fwd(static, *ins):
@@ -209,14 +201,15 @@ def _fused_bwd(static, ins, dy):
   # which would make a run nondeterministic); of (n, d) arrays, one per batch row
   per_tn = (jax.ShapeDtypeStruct((b, n_d, N, span), f32),
             pl.BlockSpec((None, None, N, span), lambda i, j: (i, j, 0, 0)))
-  per_nd = (jax.ShapeDtypeStruct((b, N, D), f32), pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
+  per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
+            pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn, per_nd],
           "phase": [per_td, per_tn] + [per_nd] * 6, "const": [per_td] + [per_nd] * 8}[kind]
   kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
       in_specs=_in_specs(kind, bd, N, rows) + [per_td[1]], out_specs=[o[1] for o in outs],
-      interpret=interpret, **_params(interpret, warps))(*ins, dy)
+      interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(*ins, dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   rows_of = lambda v: jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(1, 1)])
   if kind == "real":
@@ -247,7 +240,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
-  span = _pow2(T + 1)  # row 0 holds h0, rows 1..T the steps
+  span = sequential_kernel._pow2(T + 1)  # row 0 holds h0, rows 1..T the steps
   fwd = sequential_kernel._tile(forward, FORWARD, D)
   bwd = sequential_kernel._tile(backward, BACKWARD, D)
   bd = max(fwd[0], bwd[0])
