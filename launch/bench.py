@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from launch import bench_projection
+from launch import bench_registers
 from launch import bench_tiles
 from launch import bench_precision
 from launch import bench_profile
@@ -56,7 +57,9 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "Which benchmarks to run; also 'projection' (device-hours of "
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
                               "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
-                              "the time-parallel kernel, against pallas; GPU only), 'profile' "
+                              "the time-parallel kernel, against pallas; GPU only), 'registers' "
+                              "(each Triton kernel's registers and spills per tile, compiled "
+                              "for sm_90 by the triton package; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
                               "--profile_k), 'precision' "
                               "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
@@ -71,9 +74,9 @@ _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per tim
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
-_METHODS = flags.DEFINE_list("methods", [], "step, train_many: only these scan methods (default: "
-                             "step times every method the model has here, train_many the one "
-                             "auto picks).")
+_METHODS = flags.DEFINE_list("methods", [], "step, train_many, registers: only these scan "
+                             "methods (default: step times every method the model has here, "
+                             "train_many the one auto picks, registers both Triton kernels).")
 
 
 def sizes() -> dict:
@@ -288,6 +291,8 @@ def render(section: str, result) -> str:
     return bench_tiles.render(result)
   if section == "profile":
     return bench_profile.render(result)
+  if section == "registers":
+    return bench_registers.render(result)
   if section == "step":
     lines = ["step (ms per training step; MB: XLA estimate; * = default)",
              "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
@@ -385,6 +390,9 @@ def main(argv):
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(_REPS.value, sizes()),
+             "registers": lambda: bench_registers.bench_registers(
+                 sizes(), kernels=[m for m in bench_registers.KERNELS
+                                   if not _METHODS.value or m in _METHODS.value]),
              "precision": lambda: bench_precision.bench_precision(step_config, names,
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(

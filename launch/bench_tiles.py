@@ -13,9 +13,10 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 
 `--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, every
-kind; no chunk, prefetch or joined reductions): forward tiles, then forward + backward over
-the backward tiles with the best forward fixed, each against the same references; its `best`
-line ends with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
+kind, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward tiles, then
+forward + backward over the backward tiles with the best forward fixed, each against the same
+references; its `best` line ends with `pallas.scan`'s time at its own best tile on the same
+factors, the ratio to beat.
 """
 from __future__ import annotations
 
@@ -31,6 +32,11 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
         "chunk": (4, 8),
         # prefetched, a chunk's reads are in flight together: longer chunks may pay off there
         "prefetch_chunk": (4, 8, 16)}
+# The time-parallel kernel: the tiles where each thread holds 2 to 16 elements of a 64-row time
+# axis (the paper's length). Above 16 ptxas spills (Triton 3.3.1, sm_90: results/bench/README.md,
+# "Registers"); below 2 threads sit idle.
+PARALLEL_GRID = [(c, w) for c in (4, 8, 16, 32) for w in (1, 2, 4, 8)
+                 if 2 <= c * 64 // (32 * w) <= 16]
 # The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
@@ -179,7 +185,7 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
     raise common.UsageError("the parallel_tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   from ssm_bench.scan import pallas_parallel
-  grid = grid or GRID
+  grid = grid or {"forward": PARALLEL_GRID, "backward": PARALLEL_GRID}
   parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
   rows, best = [], {}
   for kind in kinds:

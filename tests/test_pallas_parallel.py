@@ -81,3 +81,19 @@ def test_kernels_lower_for_cuda_with_the_hardware_scan(family):
   for fn, args in cases:
     lowered = jax.jit(fn).trace(args).lower(lowering_platforms=("cuda",))
     assert "triton" in lowered.as_text().lower(), f"{family}: no Triton kernel in the lowering"
+
+
+def test_longer_sequences_take_fewer_channels_by_default_so_a_thread_holds_as_much():
+  """The defaults hold for a 64-row time axis; at 256 rows (16, 4) spills in the backward and
+  (4, 4) does not (ptxas). Tiles passed explicitly stay as given."""
+  spans = (2, 64, 128, 256)
+  assert [pallas_parallel.default_tile((16, 4), s) for s in spans] == [
+      (16, 4), (16, 4), (8, 4), (4, 4)], "default tiles do not shrink with the time axis"
+  from launch.bench_registers import triton_modules
+  f = to_factors("decay", factored_inputs("decay", 255, b=1, d=16, n=2))
+  grad = lambda **tiles: jax.grad(lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False,
+                                                                         **tiles)))
+  shapes = lambda texts: {w for t in texts for w in ("4x256x", "16x256x") if f"tensor<{w}" in t}
+  assert shapes(triton_modules(grad(), f)) == {"4x256x"}, "255 steps: not 4 channels by default"
+  assert shapes(triton_modules(grad(forward=(16, 4), backward=(16, 4)), f)) == {"16x256x"}, (
+      "an explicit tile was changed")

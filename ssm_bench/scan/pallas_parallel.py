@@ -35,11 +35,22 @@ from ssm_bench.scan import factors as F
 from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 
-# (channels per program, warps) of each kernel: a first guess (16 channels, as the sequential
-# kernel's best real tile), to be replaced by the parallel_tiles section's measurement.
+# (channels per program, warps) of each kernel for a time axis of up to TILE_SPAN rows (63
+# steps: the paper trains at 60): a first guess (16 channels, as the sequential kernel's best
+# real tile), to be replaced by the parallel_tiles section's measurement.
 FORWARD = (16, 4)
 BACKWARD = (16, 4)
+TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
+
+
+def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
+  """A default tile for a time axis of `span` rows. A program holds its whole sequence, so a
+  longer one takes fewer channels and each thread keeps as many elements as at TILE_SPAN: at
+  255 steps (16, 4) spills 944 bytes per thread in the backward, (4, 4) none (ptxas, Triton
+  3.3.1, sm_90: `launch.bench --sections=registers`). Tiles passed to `scan` are used as given."""
+  channels, warps = tile
+  return max(1, channels * TILE_SPAN // max(span, TILE_SPAN)), warps
 _COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
 NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
          "const": ("x", "ar", "ai") + _COMPLEX}
@@ -241,8 +252,8 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
   span = sequential_kernel._pow2(T + 1)  # row 0 holds h0, rows 1..T the steps
-  fwd = sequential_kernel._tile(forward, FORWARD, D)
-  bwd = sequential_kernel._tile(backward, BACKWARD, D)
+  fwd = sequential_kernel._tile(forward, default_tile(FORWARD, span), D)
+  bwd = sequential_kernel._tile(backward, default_tile(BACKWARD, span), D)
   bd = max(fwd[0], bwd[0])
   Dp = -(-D // bd) * bd
   f32 = lambda v: v.astype(jnp.float32)

@@ -1,0 +1,68 @@
+"""The registers section: the Triton IR of each fused kernel is captured on CPU, ptxas's report is
+read right, a missing triton package is one clear error, and (where triton is installed) the
+time-parallel kernel's default tiles compile for sm_90 without spilling."""
+import sys
+
+import pytest
+
+from launch import bench_registers
+from launch import common
+from launch.bench_tiles import random_factors
+from ssm_bench.scan import pallas_parallel
+
+# `ptxas -v` on the time-parallel backward of the rotation family, 16 channels in one warp
+# (Triton 3.3.1, sm_90a)
+SPILLING = """ptxas info    : 35 bytes gmem
+ptxas info    : Compiling entry function '_backward_kernel' for 'sm_90a'
+ptxas info    : Function properties for _backward_kernel
+    600 bytes stack frame, 836 bytes spill stores, 824 bytes spill loads
+ptxas info    : Used 255 registers, 600 bytes cumulative stack size
+"""
+
+
+@pytest.mark.parametrize("kernel", bench_registers.KERNELS)
+def test_captures_the_forward_then_the_backward_kernel_of_each_fused_scan(kernel):
+  f = random_factors("signed_decay", 1, 60, 16, 4)
+  texts = bench_registers.triton_modules(bench_registers._scan_fn(kernel, (8, 2)), f)
+  assert len(texts) == 2, f"{kernel}: {len(texts)} Triton modules captured, want forward+backward"
+  assert "@_forward_kernel" in texts[0] and "@_backward_kernel" in texts[1], (
+      f"{kernel}: the modules are not the forward then the backward kernel")
+  time_parallel = ['"tt.scan"' in t for t in texts]
+  assert time_parallel == [kernel == "pallas_parallel"] * 2, (
+      f"{kernel}: hardware scan in (forward, backward) = {time_parallel}")
+
+
+def test_elements_per_thread_is_the_largest_tensor_over_the_threads():
+  ttir = "%1 = tt.splat %0 : i32 -> tensor<16x64xi32>\n%2 = tt.make_range : tensor<16xi32>"
+  assert bench_registers.elements_per_thread(ttir, warps=4) == 16 * 64 // 128
+  f = random_factors("signed_decay", 1, 60, 16, 4)
+  [fwd, _] = bench_registers.triton_modules(bench_registers._scan_fn("pallas_parallel", (8, 2)), f)
+  # 8 channels x 64 rows (60 steps and h0's row, to the next power of two) over 64 threads
+  assert bench_registers.elements_per_thread(fwd, warps=2) == 8
+
+
+def test_reads_registers_and_spills_from_ptxas():
+  assert bench_registers.parse_ptxas(SPILLING) == {"registers": 255, "spill_stores": 836,
+                                                   "stack_frame": 600}
+  with pytest.raises(ValueError, match="registers"):
+    bench_registers.parse_ptxas("ptxas fatal   : Unresolved extern function")
+
+
+def test_without_triton_the_section_is_one_clear_error(monkeypatch):
+  monkeypatch.setitem(sys.modules, "triton", None)  # import triton raises ImportError
+  with pytest.raises(common.UsageError, match="pip install triton"):
+    bench_registers.bench_registers({"length": 12, "d_model": 8, "d_state": 2})
+
+
+def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spills():
+  """Runs where triton is installed (a GPU machine with PyTorch, or `pip install triton`)."""
+  pytest.importorskip("triton")
+  for length, span in ((60, 64), (255, 256)):  # the paper's length and the kernel's longest
+    sizes = {"length": length, "d_model": 16, "d_state": 4}
+    for default in {pallas_parallel.FORWARD, pallas_parallel.BACKWARD}:
+      tile = pallas_parallel.default_tile(default, span)
+      result = bench_registers.bench_registers(sizes, kernels=("pallas_parallel",),
+                                               kinds=("real",), grid=[tile])
+      for r in result["rows"]:
+        assert "error" not in r and "skipped" not in r, f"{length} steps, {tile}: {r}"
+        assert r["spill_stores"] == 0 and r["fits"], f"{length} steps, {tile} spills: {r}"
