@@ -94,6 +94,14 @@ def parse_ptxas(report: str) -> dict:
           "stack_frame": num(r"(\d+) bytes stack frame")}
 
 
+def _ptxas(arch: int) -> str:
+  """The ptxas Triton itself uses for `arch` (3.3 returns (path, version), 3.9 a tool object;
+  3.9 brings two and its PTX needs the newer one)."""
+  from triton.backends.nvidia.compiler import get_ptxas
+  tool = get_ptxas(arch)
+  return tool[0] if isinstance(tool, tuple) else tool.path
+
+
 def compile_usage(ttir: str, warps: int, arch: int = 90) -> dict:
   """Compiles one Triton module for sm_<arch> and returns ptxas's resource report."""
   triton, GPUTarget = _triton()
@@ -101,11 +109,12 @@ def compile_usage(ttir: str, warps: int, arch: int = 90) -> dict:
     src, ptx = os.path.join(tmp, "kernel.ttir"), os.path.join(tmp, "kernel.ptx")
     with open(src, "w") as f:
       f.write(ttir)
+    # fused multiply-adds on: Triton's long-standing default, which 3.9 warns about if unset
     kernel = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                            options={"num_warps": warps})
+                            options={"num_warps": warps, "enable_fp_fusion": True})
     with open(ptx, "w") as f:
       f.write(kernel.asm["ptx"])
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    ptxas = _ptxas(arch)
     suffix = "a" if arch >= 90 else ""
     report = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{arch}{suffix}", ptx, "-o",
                              os.devnull], capture_output=True, text=True, check=True).stderr

@@ -27,13 +27,16 @@ from launch import common
 from launch.timing import timed
 from ssm_bench import scan
 
+# The backward's tiles take 2 to 8 warps: at the paper cell every 1-warp backward spills (100 to
+# 35,000 bytes per thread) and 8 warps let 16 channels fit (ptxas: results/bench/README.md,
+# "Registers").
 GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
-        "backward": [(bd, w) for bd in (4, 8, 16) for w in (1, 2, 4)],
+        "backward": [(bd, w) for bd in (4, 8, 16) for w in (2, 4, 8)],
         "chunk": (4, 8),
         # prefetched, a chunk's reads are in flight together: longer chunks may pay off there
         "prefetch_chunk": (4, 8, 16)}
 # The time-parallel kernel: the tiles where each thread holds 2 to 16 elements of a 64-row time
-# axis (the paper's length). Above 16 ptxas spills (Triton 3.3.1, sm_90: results/bench/README.md,
+# axis (the paper's length). From 32 on every backward spills (Triton 3.3.1, sm_90: results/bench/README.md,
 # "Registers"); below 2 threads sit idle.
 PARALLEL_GRID = [(c, w) for c in (4, 8, 16, 32) for w in (1, 2, 4, 8)
                  if 2 <= c * 64 // (32 * w) <= 16]
