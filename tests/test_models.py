@@ -44,7 +44,7 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
 
 
 @pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
-    (n, m) for n in FUSED for m in ("chunked", "pallas")])
+    (n, m) for n in FUSED for m in ("chunked", "pallas", "pallas_parallel")])
 def test_scan_methods_give_the_same_model_output(name, method):
   m1, params, tokens = build((name,), "sequential")
   m2, _, _ = build((name,), method)
