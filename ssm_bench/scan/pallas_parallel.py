@@ -47,7 +47,7 @@ MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of leng
 def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   """A default tile for a time axis of `span` rows. A program holds its whole sequence, so a
   longer one takes fewer channels and each thread keeps as many elements as at TILE_SPAN: at
-  255 steps (16, 4) spills 944 bytes per thread in the backward, (4, 4) none (ptxas, Triton
+  255 steps (16, 4) spills 968-1,400 bytes per thread in the backward, (4, 4) none (ptxas, Triton
   3.3.1, sm_90: `launch.bench --sections=registers`). Tiles passed to `scan` are used as given."""
   channels, warps = tile
   return max(1, channels * TILE_SPAN // max(span, TILE_SPAN)), warps
