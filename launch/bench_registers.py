@@ -28,13 +28,15 @@ import jax
 import jax.numpy as jnp
 
 from launch import common
+from launch.bench_tiles import GRID as TILE_GRID
 from launch.bench_tiles import REPRESENTATIVE, random_factors
 
-GRID = [(c, w) for c in (4, 8, 16, 32) for w in (1, 2, 4, 8)]
+GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can time
 KERNELS = ("pallas", "pallas_parallel")
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_90
 # One tensor of the kernel holding more than this many elements per thread spills in every tile
-# measured (BUILD_NOTES) and compiles for minutes: it is reported as skipped, not compiled.
+# measured (results/bench/README.md, "Registers") and compiles for minutes: it is reported as
+# skipped, not compiled.
 MAX_ELEMENTS_PER_THREAD = 64
 
 
@@ -51,7 +53,8 @@ def _triton():
 @contextlib.contextmanager
 def _capturing_triton_modules():
   """Collects the text of every Triton module lowered inside the block (a private jax hook,
-  like the kernels' own lowering rule: tests/test_bench.py checks it still finds them)."""
+  like the kernels' own lowering rule: tests/test_bench_registers.py checks it still finds
+  them)."""
   from jax._src.pallas.triton import pallas_call_registration as registration
   texts, lower = [], registration.lowering.lower_jaxpr_to_triton_module
 
@@ -134,7 +137,7 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
                     arch: int = 90) -> dict:
   """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits; the sizes'
   length decides the time-parallel kernel's tile (it holds the whole sequence)."""
-  _triton()
+  triton, _ = _triton()
   rows = []
   for kernel, kind in itertools.product(kernels, kinds):
     f = random_factors(REPRESENTATIVE[kind], 1, sizes["length"], sizes["d_model"],
@@ -154,7 +157,7 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
         rows.append(row)
         common.progress(f"registers: {kernel} {kind} {which} {tile}: "
                         f"{row.get('registers', row.get('skipped', row.get('error')))}")
-  return {"arch": f"sm_{arch}", "sizes": dict(sizes), "triton": _triton()[0].__version__,
+  return {"arch": f"sm_{arch}", "sizes": dict(sizes), "triton": triton.__version__,
           "rows": rows}
 
 

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from launch import common
 from launch.timing import timed
 from ssm_bench import scan
+from ssm_bench.scan import pallas_parallel
 
 # The backward's tiles take 2 to 8 warps: at the paper cell every 1-warp backward spills (100 to
 # 35,000 bytes per thread) and 8 warps let 16 channels fit (ptxas: results/bench/README.md,
@@ -35,11 +36,11 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
         "chunk": (4, 8),
         # prefetched, a chunk's reads are in flight together: longer chunks may pay off there
         "prefetch_chunk": (4, 8, 16)}
-# The time-parallel kernel: the tiles where each thread holds 2 to 16 elements of a 64-row time
-# axis (the paper's length). From 32 on every backward spills (Triton 3.3.1, sm_90: results/bench/README.md,
-# "Registers"); below 2 threads sit idle.
-PARALLEL_GRID = [(c, w) for c in (4, 8, 16, 32) for w in (1, 2, 4, 8)
-                 if 2 <= c * 64 // (32 * w) <= 16]
+# The time-parallel kernel: the tiles where each thread holds 2 to 16 elements of the time axis
+# its defaults are for (TILE_SPAN rows, the paper's length). From 32 on every backward spills
+# (Triton 3.3.1, sm_90: results/bench/README.md, "Registers"); below 2 threads sit idle.
+PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
+                 if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
 # The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
@@ -187,7 +188,6 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
   if need_gpu and jax.default_backend() != "gpu":
     raise common.UsageError("the parallel_tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
-  from ssm_bench.scan import pallas_parallel
   grid = grid or {"forward": PARALLEL_GRID, "backward": PARALLEL_GRID}
   parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
   rows, best = [], {}

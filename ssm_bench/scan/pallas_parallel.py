@@ -43,6 +43,10 @@ BACKWARD = (16, 4)
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
+_COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
+NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
+         "const": ("x", "ar", "ai") + _COMPLEX}
+
 
 def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   """A default tile for a time axis of `span` rows. A program holds its whole sequence, so a
@@ -51,9 +55,6 @@ def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   3.3.1, sm_90: `launch.bench --sections=registers`). Tiles passed to `scan` are used as given."""
   channels, warps = tile
   return max(1, channels * TILE_SPAN // max(span, TILE_SPAN)), warps
-_COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
-NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
-         "const": ("x", "ar", "ai") + _COMPLEX}
 
 
 class _Rows:
