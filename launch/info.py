@@ -88,7 +88,8 @@ def card(model: str, d_state: int | None = None) -> dict:
     raise common.UsageError(str(e)) from None
   net = models.StateTracker(mcfg)
   tokens = declaration.random_tokens(6)
-  out["declaration_at_init"] = declaration.check(net, net.init(jax.random.PRNGKey(0), tokens), tokens)
+  params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
+  out["declaration_at_init"] = declaration.check(net, params, tokens)
   return out
 
 
