@@ -66,7 +66,8 @@ def test_scan_matches_float64_loop(method, kind, length):
     return jnp.sum(jnp.real(jnp.conj(jnp.asarray(w, dt)) * h)), h
 
   # the scan and its gradient in one program: eager, they cost ~1.5x longer
-  grads, got = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))(jnp.asarray(a, dt), jnp.asarray(b, dt), jnp.asarray(h0, dt))
+  grads_and_scan = jax.jit(jax.grad(loss, argnums=(0, 1, 2), has_aux=True))
+  grads, got = grads_and_scan(jnp.asarray(a, dt), jnp.asarray(b, dt), jnp.asarray(h0, dt))
   want = numpy_scan(a, b, h0)
   np.testing.assert_allclose(np.asarray(got), want if kind == "complex" else want.real,
                              rtol=1e-5, atol=1e-5, err_msg=f"{method} forward differs")
