@@ -146,6 +146,15 @@ def numpy_factored(family, p):
   return np.stack(ys, 1)
 
 
+def output_and_grad(fn, cotangent):
+  """f -> (y, the gradient of a loss whose dL/dy is cotangent(y)), y = fn(f), compiled as one
+  program: an eager forward plus a separate gradient took 1.5-2x longer."""
+  def both(f):
+    y, pull = jax.vjp(fn, f)
+    return y, pull(cotangent(y))[0]
+  return jax.jit(both)
+
+
 def to_factors(family, p):
   dt = lambda k: jnp.asarray(p[k], jnp.complex64 if np.iscomplexobj(p[k]) else jnp.float32)
   return scan.Factors(family, **{k: dt(k) for k in p})
@@ -163,12 +172,8 @@ def test_diagonal_scan_matches_float64_loop(method, family, length):
   want = numpy_factored(family, p)
   f = to_factors(family, p)
 
-  @jax.jit  # forward and gradient of sum(w * y) in one program: eager, they cost ~1.5x longer
-  def forward_and_grad(f, w):
-    got, pull = jax.vjp(lambda f: scan.diagonal_scan(f, method), f)
-    return got, pull(w)[0]
-
-  got, grads = forward_and_grad(f, jnp.asarray(w, jnp.float32))
+  w32 = jnp.asarray(w, jnp.float32)  # the gradient of sum(w * y)
+  got, grads = output_and_grad(lambda f: scan.diagonal_scan(f, method), lambda y: w32)(f)
   np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(),
                              err_msg=f"{method}/{family}: forward differs")
   rng = np.random.default_rng(3)
@@ -287,16 +292,8 @@ def assert_runs_under_vmap_match_the_sequential_scan(fused, runs, family):
   the sequential scan's for that run (an index map that mixed the runs, or read run 0 for
   both, fails here; identical runs could not tell)."""
   stacked = jax.tree.map(lambda *x: jnp.stack(x), *runs)
-
-  def output_and_grad(fn):
-    """f -> (fn(f), d sum(sin(fn(f))) / df), compiled as one program (eager: ~2x longer)."""
-    def both(f):
-      y, pull = jax.vjp(fn, f)
-      return y, pull(jnp.cos(y))[0]
-    return jax.jit(both)
-
-  y, g = jax.vmap(output_and_grad(fused))(stacked)
-  ref = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"))
+  y, g = jax.vmap(output_and_grad(fused, jnp.cos))(stacked)  # the gradient of sum(sin(y))
+  ref = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), jnp.cos)
   for k, f in enumerate(runs):
     want_y, want = ref(f)
     np.testing.assert_allclose(y[k], want_y, rtol=2e-4, atol=2e-5,
