@@ -42,33 +42,56 @@ class Deadline:
     self.longest = max(self.longest, self.clock() - started_at)
 
 
-def local(groups, progress=None, workers: int = 1, deadline: Deadline | None = None, **_) -> int:
+def local(groups, progress=None, workers: int = 1, deadline: Deadline | None = None, fit=None,
+          **_) -> int:
   """Train groups one after another in this process, or with workers > 1 that many at a time in
   worker processes (`processes`); returns the number of failed groups. `progress` is a
-  launch.progress.Progress (or None); a `deadline` that allows no other group raises TimeUp."""
+  launch.progress.Progress (or None); a `deadline` that allows no other group raises TimeUp.
+  `fit` (groups -> groups that fit the device) sizes each group just before it trains, so a
+  sweep that stops early never compiles the groups it does not reach (on a cold GPU each costs
+  a compile), and a group's sizing counts in its time against the deadline."""
   if workers > 1:
     return processes(groups, progress, workers, deadline=deadline)
   from ssm_bench import runs
   failures = 0
-  for i, (cfgs, dirs) in enumerate(groups):
-    if deadline and not deadline.allows_another():
-      raise TimeUp(len(groups) - i)
-    started_at = deadline.start() if deadline else None
-    left = runs.unfinished(dirs)  # a resumed group trains only these
-    if progress:
-      progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", left,
-                           cfgs[0].steps)
-    try:
-      runs.train_group(cfgs, dirs, progress=progress.step if progress else None)
-    except runs.RunError:
-      raise
-    except Exception:  # recorded as 'failed' in each run's summary by train_group
-      failures += 1
-    if deadline:
-      deadline.ended(started_at)
-    if progress:
-      progress.group_done(left)
+  for i, group in enumerate(groups):
+    started_at = _start(deadline, len(groups) - i)
+    parts = [group]
+    if fit:  # a split can leave a part whose runs all finished
+      parts = [(c, d) for c, d in fit(parts) if runs.unfinished(d)]
+      if progress and len(parts) > 1:
+        progress.add_groups(len(parts) - 1)
+    for j, (cfgs, dirs) in enumerate(parts):
+      if j:
+        started_at = _start(deadline, len(groups) - i)
+      failures += _train_local(cfgs, dirs, progress)
+      if deadline:
+        deadline.ended(started_at)
   return failures
+
+
+def _start(deadline: Deadline | None, groups_left: int) -> float | None:
+  if deadline and not deadline.allows_another():
+    raise TimeUp(groups_left)
+  return deadline.start() if deadline else None
+
+
+def _train_local(cfgs, dirs, progress) -> int:
+  """Train one group in this process; 1 if it failed (its summaries say 'failed'), else 0."""
+  from ssm_bench import runs
+  left = runs.unfinished(dirs)  # a resumed group trains only these
+  if progress:
+    progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", left, cfgs[0].steps)
+  failed = 0
+  try:
+    runs.train_group(cfgs, dirs, progress=progress.step if progress else None)
+  except runs.RunError:
+    raise
+  except Exception:  # recorded as 'failed' in each run's summary by train_group
+    failed = 1
+  if progress:
+    progress.group_done(left)
+  return failed
 
 
 def core_slices(cores: list[int], workers: int) -> list[list[int]]:

@@ -52,6 +52,10 @@ class Progress:
       self.group_bar.total = self.total_groups
       self.group_bar.refresh()
 
+  def add_groups(self, groups: int):
+    """A group split to fit the device trains as this many more programs."""
+    self.drop(-groups, 0)
+
   def group_done(self, runs: int):
     watchdog.beat()
     self.groups_done += 1

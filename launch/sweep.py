@@ -276,8 +276,11 @@ def main(argv):
     fit = lambda gs: executors.ray_plan(gs, _MEMORY.value, _GPUS.value, _RAY_ADDRESS.value)
   else:
     fit = (lambda gs: fit_to_memory(gs, budget)) if budget else None
+  # In this process each group is sized just before it trains (executors.local); worker
+  # processes and Ray get their groups already split.
+  lazy_fit = fit if _EXECUTOR.value == "local" and _WORKERS.value == 1 else None
   try:
-    todo = to_train(groups, fit)
+    todo = to_train(groups, None if lazy_fit else fit)
   except (executors.ExecutorUnavailable, ValueError) as e:  # incl. a run that fits nowhere
     raise common.UsageError(str(e)) from None
   check_workdir(workdir)
@@ -305,7 +308,7 @@ def main(argv):
       if stage:  # (a stage the skips emptied starts no executor)
         failures += executors.EXECUTORS[_EXECUTOR.value](
             stage, progress=bar, gpus_per_group=_GPUS.value, address=_RAY_ADDRESS.value,
-            workers=_WORKERS.value, deadline=deadline)
+            workers=_WORKERS.value, deadline=deadline, fit=lazy_fit)
   except executors.TimeUp as e:
     stopped = (f"stopped at the time limit (--time_limit_s={_TIME_LIMIT.value:g}): "
                f"{e.groups_left} group(s) of this stage, and any later stage, not started; "

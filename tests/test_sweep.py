@@ -259,6 +259,39 @@ def test_a_deadline_starts_no_group_the_longest_so_far_would_not_finish(monkeypa
   assert trained == ["g0"] and stop.value.groups_left == 2, trained
 
 
+def test_the_local_executor_sizes_each_group_just_before_it_trains(monkeypatch):
+  """A session cut short must not compile (to size) the groups it never reaches: sizing comes
+  group by group, counts in the group's time against the deadline, and a group split in two
+  trains as two programs that the progress counts."""
+  import io
+  now, events = [0.0], []
+
+  def train_group(cfgs, dirs, progress=None):
+    events.append(("train", tuple(dirs)))
+    now[0] += 10
+
+  def fit(groups):
+    ((cfgs, dirs),) = groups  # one group at a time
+    events.append(("size", dirs[0]))
+    now[0] += 5
+    return [(cfgs[:1], dirs[:1]), (cfgs[1:], dirs[1:])] if len(dirs) > 1 else groups
+
+  monkeypatch.setattr(runs, "train_group", train_group)
+  monkeypatch.setattr(runs, "unfinished", lambda dirs: len(list(dirs)))
+  cfg = type("Cfg", (), {"task": "C2", "model": "mamba", "depth": 1, "steps": 1})
+  groups = [([cfg, cfg], ["a0", "a1"]), ([cfg], ["b0"]), ([cfg], ["c0"])]
+  out = io.StringIO()
+  bar = progress.Progress(3, 4, stream=out)
+  with pytest.raises(executors.TimeUp) as stop:
+    executors.local(groups, progress=bar, fit=fit,
+                    deadline=executors.Deadline(45.0, clock=lambda: now[0]))
+  assert events == [("size", "a0"), ("train", ("a0",)), ("train", ("a1",)),
+                    ("size", "b0"), ("train", ("b0",))], (
+      f"groups sized up front or in another order: {events}")
+  assert stop.value.groups_left == 1, "group c0 should be left for the next launch"
+  assert "[3/4 groups, 3/4 runs]" in out.getvalue(), f"the split is not counted:\n{out.getvalue()}"
+
+
 def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_path):
   """An end already past (as a watchdog restart inherits it) lets one group start, with one
   worker process or two; the message says so, and the same command finishes the sweep."""
