@@ -57,7 +57,8 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "Which benchmarks to run; also 'projection' (device-hours of "
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
                               "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
-                              "the time-parallel kernel, against pallas; GPU only), 'registers' "
+                              "the time-parallel kernel, against pallas, for the kernel kinds "
+                              "of --models; GPU only), 'registers' "
                               "(each Triton kernel's registers and spills per tile, compiled "
                               "for sm_90 by the triton package; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
@@ -389,7 +390,8 @@ def main(argv):
                                     for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
-             "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(_REPS.value, sizes()),
+             "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(
+                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
              "registers": lambda: bench_registers.bench_registers(
                  sizes(), kernels=[m for m in bench_registers.KERNELS
                                    if not _METHODS.value or m in _METHODS.value]),
@@ -403,25 +405,34 @@ def main(argv):
              "projection": lambda: bench_projection.bench_projection(
                  _REPS.value, _PROJ_SWEEPS.value, k_sample=_K_SAMPLE.value,
                  models=set(names) if flags.FLAGS["models"].present else None)}
+  unknown = [s for s in _SECTIONS.value if s not in benches]
+  if unknown:
+    raise common.UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(benches)}")
   for section in _SECTIONS.value:
-    if section not in benches:
-      raise common.UsageError(f"unknown section {section!r}; choose from {', '.join(benches)}")
     out[section] = benches[section]()
     if not _JSON.value:
       print(render(section, out[section]), flush=True)
+    # after every section: a command cut off by a time limit keeps the sections it finished
+    write_out(out, _OUT.value)
   if _JSON.value:
     common.print_json(out)
-  if _OUT.value:  # sections run now replace the same sections of an earlier file
-    os.makedirs(_OUT.value, exist_ok=True)
-    path = os.path.join(_OUT.value, f"{out['backend']}.json")
-    try:
-      with open(path) as f:
-        merged = json.load(f)
-    except (OSError, ValueError):
-      merged = {}
-    merged.update(out)
-    with open(path, "w") as f:
-      json.dump(merged, f, indent=1)
+
+
+def write_out(out: dict, directory: str):
+  """Merge `out` into <directory>/<backend>.json: sections run now replace the same sections of
+  an earlier file ('' writes nothing)."""
+  if not directory:
+    return
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, f"{out['backend']}.json")
+  try:
+    with open(path) as f:
+      merged = json.load(f)
+  except (OSError, ValueError):
+    merged = {}
+  merged.update(out)
+  with open(path, "w") as f:
+    json.dump(merged, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ prefetch chunks with the chunk's inputs read ahead (`pallas.PREFETCH`; the forwa
 the record). The result ends with the values to write into `pallas.FORWARD`, `pallas.BACKWARD`,
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 
-`--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, every
-kind, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward tiles, then
+`--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, the
+kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward tiles, then
 forward + backward over the backward tiles with the best forward fixed, each against the same
 references; its `best` line ends with `pallas.scan`'s time at its own best tile on the same
 factors, the ratio to beat.
@@ -43,6 +43,15 @@ PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
                  if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
 # The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
+
+
+def kinds_of(models) -> list[str]:
+  """The fused kernel kinds the models' layers run, in the models' order (none for a layer
+  without a fused scan)."""
+  from ssm_bench import registry
+  from ssm_bench.scan import pallas
+  families = [registry.get(m).scan_family for m in models]
+  return list(dict.fromkeys(pallas.KINDS[f] for f in families if f))
 
 
 def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
@@ -115,9 +124,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   grid = grid or GRID
-  from ssm_bench import registry
-  families = [registry.get(m).scan_family for m in models]  # layers with no fused scan: none
-  kinds = list(dict.fromkeys(pallas.KINDS[f] for f in families if f))
+  kinds = kinds_of(models)
   z = sizes
   rows, best = [], {}
   for kind in kinds:

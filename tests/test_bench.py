@@ -152,6 +152,52 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
       bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny)
 
 
+def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monkeypatch):
+  """A GPU call cut off by its time limit must keep the sections it finished: the file is
+  written after every section, not once at the end. A bad section name fails before any runs."""
+  import json
+
+  def killed(reps):
+    raise RuntimeError("the call's time limit")
+
+  monkeypatch.setattr(bench, "bench_eval", killed)
+  try:
+    flags.FLAGS["out"].parse(str(tmp_path))
+    flags.FLAGS["sections"].parse("sampling,eval")
+    with pytest.raises(RuntimeError, match="time limit"):
+      bench.main([])
+    path = tmp_path / f"{jax.default_backend()}.json"
+    assert path.exists(), "nothing written: the finished section was lost"
+    assert "sampling" in json.loads(path.read_text()), "the finished section was lost"
+    flags.FLAGS["sections"].parse("sampling,evl")
+    with pytest.raises(common.UsageError, match="unknown section 'evl'"):
+      bench.main([])
+  finally:
+    flags.FLAGS["out"].parse("results/bench")
+    flags.FLAGS["sections"].parse("step,scan,train_many,eval,sampling")
+
+
+def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
+  """One kind per GPU call: `--models=negmamba` sweeps the real kind only, no --models all."""
+  from launch import bench_tiles
+  asked = []
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
+                      lambda reps, sizes, kinds: asked.append(kinds) or {"rows": [], "best": {}})
+  monkeypatch.setattr(bench_tiles, "render", lambda result: "")
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse("parallel_tiles")
+    flags.FLAGS["models"].parse("negmamba,rnn")
+    bench.main([])
+    flags.FLAGS["models"].unparse()
+    bench.main([])
+  finally:
+    flags.FLAGS["out"].parse("results/bench")
+    flags.FLAGS["sections"].parse("step,scan,train_many,eval,sampling")
+    flags.FLAGS["models"].unparse()
+  assert asked == [["real"], ["real", "phase", "const"]], asked
+
+
 def test_train_many_defaults_keep_the_cpu_bench_short():
   """With no --methods and no --train_many_k, train_many times the method auto picks, at
   K = 1, 9 on a CPU (27 CPU-cell runs compile for minutes) and 1, 9, 27 elsewhere."""
