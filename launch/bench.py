@@ -12,7 +12,7 @@ methods of one model's step are timed in turn within each repetition, so their r
 variant is first checked against a reference (the sequential scan, a float64 NumPy loop,
 separate runs, per-length evaluation) and the check's result is part of the output. Memory is
 XLA's own estimate for the compiled program (`memory_analysis`, any backend) and, where the
-device reports it, the measured peak. Writes results/bench/<backend>.json.
+device reports it, the measured peak. Writes results/bench/<backend>.json after every section.
 """
 from __future__ import annotations
 
