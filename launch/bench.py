@@ -200,6 +200,19 @@ def _numpy_negmamba(f):
   return np.stack(ys, 1)
 
 
+def run0_difference(alone, group) -> tuple[bool, float, str]:
+  """Run 0 of two stacked parameter trees: whether they agree to rounding, the largest
+  difference of a leaf relative to that leaf's largest value (rounding reads 1e-6, a wrong
+  program 1), and which leaf (one that starts at zero measures its first updates against
+  themselves, so a flipped sign there reads near 1)."""
+  named = jax.tree_util.tree_flatten_with_path(alone)[0]
+  pairs = [(np.asarray(a)[0], np.asarray(b)[0]) for (_, a), b in zip(named, jax.tree.leaves(group))]
+  same = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+  diffs = [float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in pairs]
+  worst = int(np.argmax(diffs))
+  return same, diffs[worst], jax.tree_util.keystr(named[worst][0])
+
+
 def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None,
                      ks=(1, 9, 27)):
   """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
@@ -229,15 +242,12 @@ def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmam
                                                         jax.tree.leaves(again["params"])))
       per_run = run_s / k / cfg0.log_every
       alone = alone or res  # K = 1 comes first: run 0 trained alone
-      pairs = [(np.asarray(a)[0], np.asarray(b)[0]) for a, b in
-               zip(jax.tree.leaves(alone["params"]), jax.tree.leaves(res["params"]))]
-      same = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
-      # how far apart, so a mismatch reads as rounding (1e-6) or as a wrong program (1)
-      diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in pairs)
+      same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
       single = single or per_run
       rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
                    "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
                    "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
+                   "max_rel_diff_leaf": worst_leaf,
                    "repeat_bit_identical": repeat, **mem})
     out[method] = rows
   return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
@@ -317,6 +327,7 @@ def render(section: str, result) -> str:
         lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
                      "group run twice: " + ", ".join(
                          f"K={r['K']} {r['max_rel_diff']:.1e}"
+                         + (f" ({r['max_rel_diff_leaf']})" if r["max_rel_diff"] else "")
                          + ("" if r["repeat_bit_identical"] else " NOT bit-identical twice")
                          for r in rows if "error" not in r))
     return "\n".join(lines)

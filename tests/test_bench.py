@@ -60,6 +60,18 @@ def test_train_many_matches_separate_runs():
   assert "K=4" in bench.render("train_many", [out]) and "twice" in bench.render("train_many", [out])
 
 
+def test_group_against_alone_names_the_leaf_that_differs_most():
+  """The GPU's group-vs-alone gap is read by its leaf: the relative difference is per leaf, and
+  the worst one is named (run 1 of the stack is not compared)."""
+  import numpy as np
+  alone = {"dense": {"kernel": np.ones((2, 3)), "bias": np.full((2, 3), 1e-3)}}
+  group = {"dense": {"kernel": np.ones((2, 3)) + 1e-5, "bias": np.array([[1e-3, 1e-3, 2e-3]] * 2)}}
+  same, diff, leaf = bench.run0_difference(alone, group)
+  assert (same, leaf) == (False, "['dense']['bias']") and diff == pytest.approx(1.0), (same, diff, leaf)
+  group["dense"]["bias"] = np.array([[1e-3] * 3, [5.0] * 3])  # run 1 only
+  assert bench.run0_difference(alone, group)[2] == "['dense']['kernel']"
+
+
 def test_one_pass_eval_matches_per_length_eval():
   out = bench.bench_eval(reps=1, cfg=TINY, num_seqs=4, grid=(20, 500, 1000))
   assert out["matches_per_length"]
