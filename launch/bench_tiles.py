@@ -13,10 +13,10 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 `pallas.CHUNK`, `pallas.JOIN_REDUCTIONS` and `pallas.PREFETCH`.
 
 `--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, the
-kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward tiles, then
-forward + backward over the backward tiles with the best forward fixed, each against the same
-references; its `best` line ends with `pallas.scan`'s time at its own best tile on the same
-factors, the ratio to beat.
+kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward
+tiles, then forward + backward over the backward tiles with the best forward fixed, each against
+the same references; its `best` line ends with `pallas.scan`'s time at its own best tile on the
+same factors, the ratio to beat.
 """
 from __future__ import annotations
 
