@@ -6,7 +6,9 @@ For each model and group size K, a compiled chunk of training steps is run under
 `jax.profiler.trace` (Perfetto JSON), and the trace's op events are summed per kind: the scan
 kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the optimizer update
 (ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
-step, with the host gap = wall time (of the same chunks untraced) - device time. On a GPU the
+step, with the host gap = wall time (of the same chunks untraced) - device time, and the
+costliest ops outside the scan kernel by name (with XLA's description where the trace has it:
+what the rest of a step is made of). On a GPU the
 ops are the device's; on a CPU the XLA thunks on the host threads (which may overlap: their sum
 can exceed the wall time).
 Each row also counts the matmul work of one run's step (from its jaxpr, so the same on every
@@ -66,10 +68,15 @@ def kind_of(name: str, scope: str = "") -> str | None:
   return "other op"
 
 
+TOP_OPS = 8  # the costliest ops by name outside the scan kernel: what the non-scan part is
+
+
 def summarize(events, procs, steps: int, wall_s: float) -> dict:
-  """{kind: ms per step} of the op events, plus device time, wall time and the host gap."""
+  """{kind: ms per step} of the op events, plus device time, wall time, the host gap, and the
+  TOP_OPS costliest ops by name outside the scan kernel, each with its kind and the op's own
+  description where the trace gives one (XLA's HLO text: the shapes)."""
   device = {pid for pid, n in procs.items() if n.startswith("/device:")}
-  per_kind = collections.Counter()
+  per_kind, per_op, about = collections.Counter(), collections.Counter(), {}
   for e in events:
     name = e.get("name", "")
     if device and e.get("pid") not in device:
@@ -80,12 +87,20 @@ def summarize(events, procs, steps: int, wall_s: float) -> dict:
     kind = kind_of(name, " ".join(str(args.get(k, "")) for k in ("long_name", "tf_op", "hlo_op",
                                                                     "name_scope")))
     if kind:
-      per_kind[kind] += float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
+      ms = float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
+      per_kind[kind] += ms
+      if not kind.startswith("scan kernel"):
+        per_op[name] += ms
+        detail = str(args.get("long_name") or args.get("hlo_op") or "")
+        if not about.get(name, ("", ""))[1]:  # until an event describes the op
+          about[name] = (kind, detail)
   busy = sum(per_kind.values())
   wall = wall_s * 1e3 / steps
   return {"ms_per_step": {k: round(v, 4) for k, v in per_kind.most_common()},
           "device_ms_per_step": round(busy, 4), "wall_ms_per_step": round(wall, 4),
           "host_gap_ms_per_step": round(max(wall - busy, 0.0), 4),
+          "top_ops": [{"op": n, "kind": about[n][0], "ms": round(ms, 4), "detail": about[n][1][:160]}
+                      for n, ms in per_op.most_common(TOP_OPS)],
           "source": "device" if device else "host threads (CPU)"}
 
 
@@ -163,4 +178,9 @@ def render(rows) -> str:
     total = r["device_ms_per_step"] or 1.0
     out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
             for kind, ms in r["ms_per_step"].items()]
+    if r.get("top_ops"):
+      out.append("  costliest ops outside the scan kernel:")
+      out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
+              + (f"  {o['detail'][:90]}" if o["detail"] not in ("", o["op"]) else "")
+              for o in r["top_ops"]]
   return "\n".join(out)

@@ -248,6 +248,7 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
     assert r["device_ms_per_step"] > 0 and r["ms_per_step"], f"an empty profile: {r}"
     assert abs(sum(r["ms_per_step"].values()) - r["device_ms_per_step"]) < 1e-2
   assert "negmamba K=2" in bench_profile.render(rows)
+  assert rows[0]["top_ops"] and "costliest ops" in bench_profile.render(rows), rows[0]
   assert rows[0]["matmul_gflop_per_run_step"] == rows[1]["matmul_gflop_per_run_step"] > 0
 
 
@@ -294,6 +295,13 @@ def test_profile_kinds_of_gpu_ops():
                                 "copy / transpose": 1.0, "reduction": 1.0,
                                 "optimizer update": 0.5}, out
   assert out["device_ms_per_step"] == 6.5 and out["host_gap_ms_per_step"] == 3.5
+  # the non-scan part by op, costliest first, an op's events summed across the trace
+  ev += [{"ph": "X", "pid": 1, "name": "copy.4", "dur": 2500.0,
+          "args": {"long_name": "%copy.4 = f32[27,256,60,128]{3,2,1,0} copy(%p)"}}]
+  top = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01)["top_ops"]
+  assert [(o["op"], o["ms"]) for o in top[:2]] == [("copy.4", 3.5), ("loop_gemm_fusion", 1.0)], top
+  assert top[0]["detail"].startswith("%copy.4 = f32[27,256,60,128]"), top[0]
+  assert not any(o["kind"].startswith("scan kernel") for o in top), "the kernel is not 'the rest'"
 
 
 def test_precision_section_times_float32_against_tf32():
