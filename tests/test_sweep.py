@@ -292,6 +292,28 @@ def test_the_local_executor_sizes_each_group_just_before_it_trains(monkeypatch):
   assert "[3/4 groups, 3/4 runs]" in out.getvalue(), f"the split is not counted:\n{out.getvalue()}"
 
 
+def test_a_sweep_on_one_device_sizes_no_group_it_does_not_reach(tmp_path, monkeypatch):
+  """The sweep hands its memory fit to the executor: with a time limit that lets one group
+  start, only that group's program is compiled to size it."""
+  import time
+  from absl import flags
+  from ssm_bench import memory
+  sized, trained = [], []
+  monkeypatch.setattr(memory, "_program_bytes", lambda cfg, k: sized.append(cfg.model) or 1.0)
+  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None:
+                      trained.append(cfgs[0].model) or time.sleep(0.1))  # past the limit
+  monkeypatch.delenv(sweep.DEADLINE_ENV, raising=False)
+  argv = ["sweep", "--sweep=tiny", f"--workdir={tmp_path}", "--memory_gb=1", "--stall_s=0",
+          "--time_limit_s=0.001", "--quiet"]
+  try:
+    flags.FLAGS(argv, known_only=True)
+    sweep.main([])
+  finally:
+    flags.FLAGS.unparse_flags()
+  assert trained == ["mamba"], trained
+  assert sized == ["mamba"], f"groups sized that never trained: {sized}"
+
+
 def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_path):
   """An end already past (as a watchdog restart inherits it) lets one group start, with one
   worker process or two; the message says so, and the same command finishes the sweep."""
