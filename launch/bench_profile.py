@@ -89,7 +89,7 @@ def summarize(events, procs, steps: int, wall_s: float) -> dict:
     if kind:
       ms = float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
       per_kind[kind] += ms
-      if not kind.startswith("scan kernel"):
+      if kind != KINDS[0][0]:  # the scan kernel's own time is its row; the rest by op
         per_op[name] += ms
         detail = str(args.get("long_name") or args.get("hlo_op") or "")
         if not about.get(name, ("", ""))[1]:  # until an event describes the op
