@@ -185,8 +185,8 @@ def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monke
     with pytest.raises(common.UsageError, match="unknown section 'evl'"):
       bench.main([])
   finally:
-    flags.FLAGS["out"].parse("results/bench")
-    flags.FLAGS["sections"].parse("step,scan,train_many,eval,sampling")
+    flags.FLAGS["out"].unparse()
+    flags.FLAGS["sections"].unparse()
 
 
 def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
@@ -204,8 +204,8 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
     flags.FLAGS["models"].unparse()
     bench.main([])
   finally:
-    flags.FLAGS["out"].parse("results/bench")
-    flags.FLAGS["sections"].parse("step,scan,train_many,eval,sampling")
+    flags.FLAGS["out"].unparse()
+    flags.FLAGS["sections"].unparse()
     flags.FLAGS["models"].unparse()
   assert asked == [["real"], ["real", "phase", "const"]], asked
 
