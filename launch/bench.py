@@ -75,6 +75,10 @@ _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per tim
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
+_APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles: make the best "
+                                 "tiles found the kernel's defaults for the sections after it "
+                                 "in this run (e.g. then train_many), so one device call sweeps "
+                                 "and times the result; the source's defaults are unchanged.")
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many, registers: only these scan "
                              "methods (default: step times every method the model has here, "
                              "train_many the one auto picks, registers both Triton kernels).")
@@ -421,6 +425,8 @@ def main(argv):
     raise common.UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(benches)}")
   for section in _SECTIONS.value:
     out[section] = benches[section]()
+    if _APPLY_TILES.value and section in ("tiles", "parallel_tiles"):
+      out[section]["applied"] = bench_tiles.apply(out[section])
     if not _JSON.value:
       print(render(section, out[section]), flush=True)
     # after every section: a command cut off by a time limit keeps the sections it finished

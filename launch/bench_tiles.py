@@ -218,7 +218,7 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
     for tile in grid["forward"]:
       run("forward", _fwd(parallel(forward=tile)), want_y, tile)
     best_fwd = min(timings["forward"], key=timings["forward"].get,
-                   default=pallas_parallel.FORWARD)
+                   default=pallas_parallel.FORWARD[kind])
     for tile in grid["backward"]:
       run("backward", _grad(parallel(forward=best_fwd, backward=tile)), want_g, tile,
           forward_tile=list(best_fwd))
@@ -232,6 +232,29 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
                                                      "backward": pallas_parallel.BACKWARD},
           "rows": rows, "best": {"parallel": best} if best else {}}
+
+
+def apply(result: dict) -> dict:
+  """Make the best tiles of a `tiles` or `parallel_tiles` result the kernels' defaults for the
+  rest of this process (`--apply_tiles`: the sections after it time what the sweep found, in
+  the same device call); returns what was set, per module and kind."""
+  from ssm_bench.scan import pallas
+  applied = {}
+  for kind, b in result["best"].items():
+    if kind == "parallel":
+      for k, p in b.items():
+        pallas_parallel.FORWARD[k], pallas_parallel.BACKWARD[k] = (tuple(p["forward"]),
+                                                                   tuple(p["backward"]))
+        applied.setdefault("pallas_parallel", {})[k] = {"forward": p["forward"],
+                                                        "backward": p["backward"]}
+      continue
+    pallas.FORWARD[kind], pallas.BACKWARD[kind] = tuple(b["forward"]), tuple(b["backward"])
+    pallas.CHUNK[kind], pallas.PREFETCH[kind] = b["chunk"], b["prefetch"]
+    if kind == "real":  # the joined reductions exist in the real kind's backward only
+      pallas.JOIN_REDUCTIONS = b["join"]
+    applied.setdefault("pallas", {})[kind] = {k: b[k] for k in ("forward", "backward", "chunk",
+                                                                 "prefetch", "join")}
+  return applied
 
 
 def render(result: dict) -> str:
@@ -252,5 +275,7 @@ def render(result: dict) -> str:
                  f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")
                  + f", PREFETCH {b['prefetch']} ({b['fwd_bwd_ms_per_run']} ms per run, "
                  "forward + backward)")
+  if result.get("applied"):
+    lines.append(f"  applied for the rest of this run: {result['applied']}")
   return "\n".join(lines)
 

@@ -210,6 +210,50 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   assert asked == [["real"], ["real", "phase", "const"]], asked
 
 
+def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(monkeypatch):
+  """`--apply_tiles`: a section after a tile sweep (here train_many) runs with the tiles the
+  sweep found, both kernels; without the flag the defaults stay."""
+  from launch import bench_tiles
+  from ssm_bench.scan import pallas, pallas_parallel
+  for module, names in ((pallas, ("FORWARD", "BACKWARD", "CHUNK", "PREFETCH")),
+                        (pallas_parallel, ("FORWARD", "BACKWARD"))):
+    for name in names:  # apply() writes into copies that monkeypatch puts back afterwards
+      monkeypatch.setattr(module, name, dict(getattr(module, name)))
+  monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
+  parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8]}}},
+                   "rows": []}
+  tiles_best = {"best": {"real": {"forward": [32, 8], "backward": [8, 2], "chunk": 4,
+                                  "prefetch": True, "join": True, "fwd_bwd_ms_per_run": 1.0}},
+                "rows": []}
+  seen = []
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds: parallel_best)
+  monkeypatch.setattr(bench_tiles, "bench_tiles", lambda reps, sizes, models: tiles_best)
+  monkeypatch.setattr(bench, "bench_train_many", lambda *a, **kw: seen.append((
+      pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
+      pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
+      pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"])) or {})
+  monkeypatch.setattr(bench, "render", lambda section, result: "")
+  defaults = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"],
+              pallas.FORWARD["real"], pallas.BACKWARD["real"], pallas.CHUNK["real"],
+              pallas.PREFETCH["real"], pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"])
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse("parallel_tiles,tiles,train_many")
+    flags.FLAGS["train_many_models"].parse("negmamba")
+    flags.FLAGS["methods"].parse("sequential")  # one this backend times (train_many skips others)
+    bench.main([])  # without the flag
+    flags.FLAGS["apply_tiles"].parse("true")
+    bench.main([])
+  finally:
+    for name in ("out", "sections", "train_many_models", "methods", "apply_tiles"):
+      flags.FLAGS[name].unparse()
+  assert seen[0] == defaults, f"tiles were applied without --apply_tiles: {seen[0]}"
+  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-1]), (
+      f"train_many did not run with the swept tiles: {seen[1]}")
+  assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
+  assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})
+
+
 def test_train_many_defaults_keep_the_cpu_bench_short():
   """With no --methods and no --train_many_k, train_many times the method auto picks, at
   K = 1, 9 on a CPU (27 CPU-cell runs compile for minutes) and 1, 9, 27 elsewhere."""

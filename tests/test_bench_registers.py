@@ -59,10 +59,11 @@ def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spil
   pytest.importorskip("triton")
   for length, span in ((60, 64), (255, 256)):  # the paper's length and the kernel's longest
     sizes = {"length": length, "d_model": 16, "d_state": 4}
-    for default in {pallas_parallel.FORWARD, pallas_parallel.BACKWARD}:
-      tile = pallas_parallel.default_tile(default, span)
-      result = bench_registers.bench_registers(sizes, kernels=("pallas_parallel",),
-                                               kinds=("real",), grid=[tile])
-      for r in result["rows"]:
-        assert "error" not in r and "skipped" not in r, f"{length} steps, {tile}: {r}"
-        assert r["spill_stores"] == 0 and r["fits"], f"{length} steps, {tile} spills: {r}"
+    for kind in pallas_parallel.FORWARD:
+      for default in {pallas_parallel.FORWARD[kind], pallas_parallel.BACKWARD[kind]}:
+        tile = pallas_parallel.default_tile(default, span)
+        result = bench_registers.bench_registers(sizes, kernels=("pallas_parallel",),
+                                                 kinds=(kind,), grid=[tile])
+        for r in result["rows"]:
+          assert "error" not in r and "skipped" not in r, f"{length} steps, {kind} {tile}: {r}"
+          assert r["spill_stores"] == 0 and r["fits"], f"{length} steps, {kind} {tile} spills: {r}"

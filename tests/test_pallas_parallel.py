@@ -97,3 +97,21 @@ def test_longer_sequences_take_fewer_channels_by_default_so_a_thread_holds_as_mu
   assert shapes(triton_modules(grad(), f)) == {"4x256x"}, "255 steps: not 4 channels by default"
   assert shapes(triton_modules(grad(forward=(16, 4), backward=(16, 4)), f)) == {"16x256x"}, (
       "an explicit tile was changed")
+
+
+def test_each_kernel_kind_takes_its_own_default_tiles(monkeypatch):
+  """FORWARD and BACKWARD are per kind (what `launch.bench --apply_tiles` sets after a sweep of
+  one kind): changing the phase kind's tiles leaves the real kind's alone."""
+  seen = {}
+
+  def fused(static, *ins):  # record the tiles, return y's padded shape
+    seen[static[0]] = static[2:4]
+    b, Dp, rows = ins[0].shape
+    return jnp.zeros((b, Dp, rows - 2))
+  monkeypatch.setattr(pallas_parallel, "_fused", fused)
+  monkeypatch.setitem(pallas_parallel.FORWARD, "phase", (4, 2))
+  monkeypatch.setitem(pallas_parallel.BACKWARD, "phase", (8, 1))
+  for family in ("rotation", "decay"):
+    pallas_parallel.scan(to_factors(family, factored_inputs(family, 12, b=1, d=128, n=4)))
+  real = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"])
+  assert seen == {"phase": ((4, 2), (8, 1)), "real": real}, f"tiles per kind: {seen}"

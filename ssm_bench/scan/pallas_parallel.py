@@ -35,11 +35,12 @@ from ssm_bench.scan import factors as F
 from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 
-# (channels per program, warps) of each kernel for a time axis of up to TILE_SPAN rows (63
-# steps: the paper trains at 60): a first guess (16 channels, as the sequential kernel's best
-# real tile), to be replaced by the parallel_tiles section's measurement.
-FORWARD = (16, 4)
-BACKWARD = (16, 4)
+# (channels per program, warps) of each kernel, per kernel kind (`pallas.KINDS`), for a time
+# axis of up to TILE_SPAN rows (63 steps: the paper trains at 60): a first guess (16 channels, as
+# the sequential kernel's best real tile), to be replaced by the parallel_tiles section's
+# measurement (`launch.bench --sections=parallel_tiles --apply_tiles` uses it in-process).
+FORWARD = {"real": (16, 4), "phase": (16, 4), "const": (16, 4)}
+BACKWARD = {"real": (16, 4), "phase": (16, 4), "const": (16, 4)}
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
@@ -253,8 +254,9 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     interpret = jax.default_backend() != "gpu"
   b, T, D = f.x.shape
   span = sequential_kernel._pow2(T + 1)  # row 0 holds h0, rows 1..T the steps
-  fwd = sequential_kernel._tile(forward, default_tile(FORWARD, span), D)
-  bwd = sequential_kernel._tile(backward, default_tile(BACKWARD, span), D)
+  N, kind = f.h0.shape[-1], sequential_kernel.KINDS[f.family]
+  fwd = sequential_kernel._tile(forward, default_tile(FORWARD[kind], span), D)
+  bwd = sequential_kernel._tile(backward, default_tile(BACKWARD[kind], span), D)
   bd = max(fwd[0], bwd[0])
   Dp = -(-D // bd) * bd
   f32 = lambda v: v.astype(jnp.float32)
@@ -263,7 +265,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
                                    ((0, 0), (0, width - v.shape[2]), (2, span - T)))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
-  N, kind = f.h0.shape[-1], sequential_kernel.KINDS[f.family]
   if kind == "real":
     ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
            h0(f.h0))
