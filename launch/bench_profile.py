@@ -7,8 +7,9 @@ For each model and group size K, a compiled chunk of training steps is run under
 kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the optimizer update
 (ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
 step, with the host gap = wall time (of the same chunks untraced) - device time, and the
-costliest ops outside the scan kernel by name (with XLA's description where the trace has it:
-what the rest of a step is made of). On a GPU the
+costliest ops outside the scan kernel by name, each with where it comes from: the jax op path
+and Python line of its instruction in the compiled program's HLO (`hlo_sources`; the GPU trace
+itself names no scopes), which is also how the optimizer's ops are found there. On a GPU the
 ops are the device's; on a CPU the XLA thunks on the host threads (which may overlap: their sum
 can exceed the wall time).
 Each row also counts the matmul work of one run's step (from its jaxpr, so the same on every
@@ -69,12 +70,76 @@ def kind_of(name: str, scope: str = "") -> str | None:
 
 
 TOP_OPS = 8  # the costliest ops by name outside the scan kernel: what the non-scan part is
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = [^\n]*?metadata=\{([^}\n]*)\}", re.M)
+# Segments of an op path that say nothing about the op: the jit and run-axis wrappers, loops.
+_NOISE = re.compile(r"^jit\([^)]*\)/|vmap\(\)/|(?<=/)(while/body|closed_call|body|cond)/|"
+                    r"^(while/body|closed_call)/")
 
 
-def summarize(events, procs, steps: int, wall_s: float) -> dict:
+def _table(text: str, header: str, pattern: str) -> dict:
+  """Rows `<id> <pattern>` of one of the HLO text's trailing tables (FileNames, StackFrames...)."""
+  start = text.find("\n" + header + "\n")
+  if start < 0:
+    return {}
+  rows = {}
+  for line in text[start + len(header) + 2:].splitlines():
+    m = re.match(r"(\d+) " + pattern, line)
+    if not m:
+      break
+    rows[m.group(1)] = m.groups()[1:]
+  return rows
+
+
+def hlo_sources(text: str) -> dict:
+  """{instruction name: where it comes from} of a compiled program's HLO text: the jax op path
+  from its metadata (`transpose(jvp(...))` is the backward pass, `optimizer` the update's name
+  scope) and the Python line of its innermost stack frame. The GPU trace names no scopes, so
+  this is how its ops are told apart; kernel names spell the instruction's dots as underscores,
+  so both spellings are keys."""
+  files = _table(text, "FileNames", r'"(.*)"')
+  functions = _table(text, "FunctionNames", r'"(.*)"')
+  locations = _table(text, "FileLocations",
+                     r"\{file_name_id=(\d+) function_name_id=(\d+) line=(\d+)")
+  frames = _table(text, "StackFrames", r"\{file_location_id=(\d+)")
+  out = {}
+  for name, meta in _INSTRUCTION.findall(text):
+    op = re.search(r'op_name="([^"]*)"', meta)
+    if not op:
+      continue
+    where = _NOISE.sub("", _NOISE.sub("", op.group(1).split(";")[0]))  # ';': merged ops
+    frame = re.search(r"stack_frame_id=(\d+)", meta)
+    loc = locations.get(frames.get(frame.group(1), ("",))[0]) if frame else None
+    if loc and loc[0] in files:
+      path = files[loc[0]][0]
+      path = path[path.rfind("ssm_bench/"):] if "ssm_bench/" in path else os.path.basename(path)
+      where += f" @ {path}:{loc[2]} ({functions.get(loc[1], ('?',))[0]})"
+    out[name] = out[name.replace(".", "_")] = where
+  return out
+
+
+def _refine(kind: str | None, source: str) -> str | None:
+  """An op's kind given where it comes from: a custom call is the scan kernel only if jax
+  made it a `pallas_call` (cuBLAS's are matmuls); the optimizer's name scope makes an op the
+  update (the GPU trace carries no scopes); an op the name left unclassified takes the kind of
+  its jax primitive. Only the scope and the primitive: the op path's `transpose(jvp(..))` is
+  autodiff, not a copy."""
+  if not kind or not source:
+    return kind
+  path = source.split(" @ ")[0]
+  by_primitive = kind_of(path.rsplit("/", 1)[-1])
+  if kind == KINDS[0][0]:
+    return kind if "pallas_call" in path or by_primitive == "other op" else by_primitive
+  if re.search(r"(^|/)optimizer/", path):
+    return "optimizer update"
+  return by_primitive if kind == "other op" else kind
+
+
+def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = None) -> dict:
   """{kind: ms per step} of the op events, plus device time, wall time, the host gap, and the
-  TOP_OPS costliest ops by name outside the scan kernel, each with its kind and the op's own
-  description where the trace gives one (XLA's HLO text: the shapes)."""
+  TOP_OPS costliest ops by name outside the scan kernel, each with its kind and where it comes
+  from (`sources`: `hlo_sources` of the traced program), else the op's own description where
+  the trace gives one (XLA's HLO text: the shapes)."""
+  sources = sources or {}
   device = {pid for pid, n in procs.items() if n.startswith("/device:")}
   per_kind, per_op, about = collections.Counter(), collections.Counter(), {}
   for e in events:
@@ -84,14 +149,16 @@ def summarize(events, procs, steps: int, wall_s: float) -> dict:
     if not device and _RUNTIME.match(name):
       continue
     args = e.get("args", {})
+    source = sources.get(str(args.get("hlo_op", ""))) or sources.get(name, "")
     kind = kind_of(name, " ".join(str(args.get(k, "")) for k in ("long_name", "tf_op", "hlo_op",
                                                                     "name_scope")))
+    kind = _refine(kind, source)
     if kind:
       ms = float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
       per_kind[kind] += ms
       if kind != KINDS[0][0]:  # the scan kernel's own time is its row; the rest by op
         per_op[name] += ms
-        detail = str(args.get("long_name") or args.get("hlo_op") or "")
+        detail = source or str(args.get("long_name") or args.get("hlo_op") or "")
         if not about.get(name, ("", ""))[1]:  # until an event describes the op
           about[name] = (kind, detail)
   busy = sum(per_kind.values())
@@ -99,7 +166,7 @@ def summarize(events, procs, steps: int, wall_s: float) -> dict:
   return {"ms_per_step": {k: round(v, 4) for k, v in per_kind.most_common()},
           "device_ms_per_step": round(busy, 4), "wall_ms_per_step": round(wall, 4),
           "host_gap_ms_per_step": round(max(wall - busy, 0.0), 4),
-          "top_ops": [{"op": n, "kind": about[n][0], "ms": round(ms, 4), "detail": about[n][1][:160]}
+          "top_ops": [{"op": n, "kind": about[n][0], "ms": round(ms, 4), "detail": about[n][1][:200]}
                       for n, ms in per_op.most_common(TOP_OPS)],
           "source": "device" if device else "host threads (CPU)"}
 
@@ -141,6 +208,7 @@ def profile_one(cfg, k: int, reps: int) -> dict:
     state, m = chunk_many(state, hp)
     jax.block_until_ready(m)
   wall = time.perf_counter() - t0
+  sources = hlo_sources(chunk_many.lower(state, hp).compile().as_text())  # in-memory cache hit
   with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
     with jax.profiler.trace(tmp, create_perfetto_trace=True):
       for _ in range(reps):
@@ -148,7 +216,7 @@ def profile_one(cfg, k: int, reps: int) -> dict:
         jax.block_until_ready(m)
     events, procs = _events(tmp)
   steps = reps * cfg.log_every
-  row = {"k": k, **summarize(events, procs, steps, wall),
+  row = {"k": k, **summarize(events, procs, steps, wall, sources),
          "matmul_gflop_per_run_step": round(step_matmul_gflop(trainer), 4)}
   matmul_ms = row["ms_per_step"].get("matmul")
   if matmul_ms:
@@ -181,6 +249,6 @@ def render(rows) -> str:
     if r.get("top_ops"):
       out.append("  costliest ops outside the scan kernel:")
       out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
-              + (f"  {o['detail'][:90]}" if o["detail"] not in ("", o["op"]) else "")
+              + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
               for o in r["top_ops"]]
   return "\n".join(out)

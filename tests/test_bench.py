@@ -348,6 +348,49 @@ def test_profile_kinds_of_gpu_ops():
   assert not any(o["kind"].startswith("scan kernel") for o in top), "the kernel is not 'the rest'"
 
 
+def test_profile_names_where_each_op_comes_from_in_the_compiled_program():
+  """`hlo_sources` reads a compiled program's HLO text: each instruction's jax op path (the
+  name scope, autodiff's `transpose(jvp(..))`) and the Python line behind it."""
+  from launch import bench_profile
+
+  def step(w, x):
+    g = jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) * 3.0))(w)
+    with jax.named_scope("optimizer"):
+      return w - 0.1 * jnp.sqrt(g * g + 1.0)
+  w, x = jnp.ones((8, 8)), jnp.ones((4, 8))
+  text = jax.jit(step).lower(w, x).compile().as_text()
+  sources = bench_profile.hlo_sources(text)
+  assert sources and all(not v.startswith("jit(") for v in sources.values()), sources
+  assert any("optimizer/" in v and "test_bench.py:" in v and "(test_profile_names" in v
+             for v in sources.values()), f"no scope or line of this test in {sources}"
+  assert any("transpose(jvp(" in v for v in sources.values()), f"no backward op: {sources}"
+  dotted = [n for n in sources if "." in n]
+  assert dotted and all(sources.get(n.replace(".", "_")) == sources[n] for n in dotted), (
+      "a kernel name (dots as underscores) does not find its instruction")
+
+
+def test_profile_kinds_take_the_optimizer_scope_and_the_primitive_from_the_program():
+  """On the GPU the trace has no scopes: an op whose instruction sits under the optimizer's
+  scope is the update, an op its name leaves unclassified takes its primitive's kind, and an
+  op of the backward pass (`transpose(jvp(..))`) is not a transpose for it."""
+  from launch import bench_profile
+  procs = {1: "/device:GPU:0"}
+  ev = [{"ph": "X", "pid": 1, "name": n, "dur": 1000.0, "args": args} for n, args in (
+      ("loop_multiply_fusion_3", {}), ("nvjet_tst_128x64", {}),
+      ("cutlass_gemm", {"hlo_op": "custom-call.4"}), ("fusion.7", {}),
+      ("pallas_scan_fwd", {"hlo_op": "custom-call.9"}))]
+  sources = {"loop_multiply_fusion_3": "optimizer/mul @ ssm_bench/train.py:1 (step)",
+             "nvjet_tst_128x64": "jvp(StateTracker)/layer0/B/dot_general @ m.py:2 (f)",
+             "custom-call.4": "jvp(StateTracker)/layer0/in_u/dot_general @ m.py:2 (f)",
+             "fusion.7": "transpose(jvp(StateTracker))/layer0/mul @ m.py:3 (g)",
+             "custom-call.9": "optimizer/custom_vjp_call/pallas_call"}
+  out = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01, sources=sources)
+  assert out["ms_per_step"] == {"optimizer update": 1.0, "matmul": 2.0, "fusion": 1.0,
+                                "scan kernel (custom call)": 1.0}, out["ms_per_step"]
+  details = {o["op"]: o["detail"] for o in out["top_ops"]}
+  assert details["fusion.7"] == sources["fusion.7"], f"the op's source is not shown: {details}"
+
+
 def test_precision_section_times_float32_against_tf32():
   from launch import bench_precision
   rows = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)
