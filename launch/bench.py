@@ -79,9 +79,10 @@ _APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles: m
                                  "tiles found the kernel's defaults for the sections after it "
                                  "in this run (e.g. then train_many), so one device call sweeps "
                                  "and times the result; the source's defaults are unchanged.")
-_METHODS = flags.DEFINE_list("methods", [], "step, train_many, registers: only these scan "
-                             "methods (default: step times every method the model has here, "
-                             "train_many the one auto picks, registers both Triton kernels).")
+_METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, registers: only these "
+                             "scan methods (default: step times every method the model has "
+                             "here, train_many and profile the one auto picks, registers both "
+                             "Triton kernels).")
 
 
 def sizes() -> dict:
@@ -413,7 +414,8 @@ def main(argv):
              "precision": lambda: bench_precision.bench_precision(step_config, names,
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(
-                 step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value),
+                 step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value,
+                 methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
              "workers": lambda: bench_workers.bench_workers(
                  names if flags.FLAGS["models"].present else ["mamba"],
                  [int(n) for n in _WORKERS.value], steps=_WORKERS_STEPS.value),

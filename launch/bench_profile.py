@@ -224,21 +224,24 @@ def profile_one(cfg, k: int, reps: int) -> dict:
   return row
 
 
-def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int = 5) -> list:
-  """Rows per (model, K): the step's time by kind. step_config(model, method) gives the cell."""
+def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int = 5,
+                  methods=lambda model: ("auto",)) -> list:
+  """Rows per (model, scan method, K): the step's time by kind. step_config(model, method)
+  gives the cell; methods(model) the scan methods to profile (default: the one auto picks)."""
   rows = []
   for model in models:
-    cfg = step_config(model, "auto").replace(steps=steps_per_chunk, log_every=steps_per_chunk,
-                                             checkpoint_every=steps_per_chunk)
-    for k in ks:
-      rows.append({"model": model, **profile_one(cfg, k, reps)})
+    for method in methods(model):
+      cfg = step_config(model, method).replace(steps=steps_per_chunk, log_every=steps_per_chunk,
+                                               checkpoint_every=steps_per_chunk)
+      for k in ks:
+        rows.append({"model": model, "method": method, **profile_one(cfg, k, reps)})
   return rows
 
 
 def render(rows) -> str:
   out = []
   for r in rows:
-    out.append(f"{r['model']} K={r['k']}: wall {r['wall_ms_per_step']:.3f} ms per step, ops "
+    out.append(f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}: wall {r['wall_ms_per_step']:.3f} ms per step, ops "
                f"{r['device_ms_per_step']:.3f} ms ({r['source']}), host gap "
                f"{r['host_gap_ms_per_step']:.3f} ms; matmuls {r['matmul_gflop_per_run_step']:.3f} "
                f"GFLOP per run-step" + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"

@@ -287,13 +287,36 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
   from launch import bench_profile
   rows = bench_profile.bench_profile(lambda model, method: TINY.replace(model=model),
                                      ["negmamba"], [1, 2], reps=1)
-  assert [(r["model"], r["k"]) for r in rows] == [("negmamba", 1), ("negmamba", 2)]
+  assert [(r["model"], r["method"], r["k"]) for r in rows] == [("negmamba", "auto", 1),
+                                                                ("negmamba", "auto", 2)]
   for r in rows:
     assert r["device_ms_per_step"] > 0 and r["ms_per_step"], f"an empty profile: {r}"
     assert abs(sum(r["ms_per_step"].values()) - r["device_ms_per_step"]) < 1e-2
-  assert "negmamba K=2" in bench_profile.render(rows)
+  assert "negmamba (auto) K=2" in bench_profile.render(rows)
   assert rows[0]["top_ops"] and "costliest ops" in bench_profile.render(rows), rows[0]
   assert rows[0]["matmul_gflop_per_run_step"] == rows[1]["matmul_gflop_per_run_step"] > 0
+
+
+def test_profile_traces_each_method_asked_for(monkeypatch):
+  """`--methods` picks the scan methods the profile traces (a kernel against another in one
+  call), each model keeping only those it has; without it, the one auto picks."""
+  from launch import bench_profile
+  traced = []
+  monkeypatch.setattr(bench_profile, "profile_one", lambda cfg, k, reps: traced.append(
+      (cfg.model, cfg.scan_method, k)) or {"k": k})
+  monkeypatch.setattr(bench, "render", lambda section, result: "")
+  try:
+    for name, value in (("out", ""), ("sections", "profile"), ("models", "negmamba,rnn"),
+                        ("profile_k", "2"), ("methods", "sequential,chunked")):
+      flags.FLAGS[name].parse(value)
+    bench.main([])
+    flags.FLAGS["methods"].unparse()
+    bench.main([])
+  finally:
+    for name in ("out", "sections", "models", "profile_k", "methods"):
+      flags.FLAGS[name].unparse()
+  assert traced == [("negmamba", "sequential", 2), ("negmamba", "chunked", 2),
+                    ("rnn", "sequential", 2), ("negmamba", "auto", 2), ("rnn", "auto", 2)], traced
 
 
 def test_profile_wall_time_leaves_out_the_profilers_start_and_stop(monkeypatch):
