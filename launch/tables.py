@@ -11,6 +11,7 @@ from absl import flags
 
 from launch import common
 from ssm_bench import figures
+from ssm_bench import grid_breakdown
 from ssm_bench import language_table
 from ssm_bench import neighbours
 from ssm_bench import tables
@@ -47,7 +48,8 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
   return {"unloaded_plugins": unloaded,
           "profile": tracking_profile.profile_data(rs.good + rs.diverged),
           "languages": language_table.language_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
-          "table2": tables.table2_data(rs, paper), "illusion": neighbours.illusion_data(rs.good + rs.diverged),
+          "table2": tables.table2_data(rs, paper),
+          "grid": grid_breakdown.breakdown(rs.good + rs.diverged), "illusion": neighbours.illusion_data(rs.good + rs.diverged),
           "parity": neighbours.parity_data(rs.good + rs.diverged),
           "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
           "offset": neighbours.offset_data(rs.good + rs.diverged)}
@@ -100,6 +102,13 @@ def render(data: dict) -> dict:
   if data["paper"] and data["paper"].get("row_notes"):
     cmp += [f"Note on {k}: {v}" for k, v in data["paper"]["row_notes"].items()] + [""]
   cmp += [tables.markdown_table2(data["table2"], compare=True)]
+  if data["grid"]:
+    cmp += ["## Where the successes come from in the grid", "",
+            "Per grid axis on which a stack's runs vary: extrapolated (max_len >= 100) / reached "
+            "the training length / runs, pooled over the groups the theory allows the stack at "
+            "that depth (`ssm_bench/grid_breakdown.py`). Reaching the training length without "
+            "extrapolating is a fit that does not generalize; not reaching it, a curriculum "
+            "that ran out of steps.", "", grid_breakdown.markdown(data["grid"])]
   files = {"table2.md": "\n".join(md), "table2.tex": tables.latex_table2(data["table2"]),
            "table2_compare.md": "\n".join(cmp)}
   if ext := tables.extended_data(data["table2"]):
@@ -127,6 +136,7 @@ def render(data: dict) -> dict:
 def as_json(data: dict) -> dict:
   rs = data["rs"]
   return {"table2": {p: {str(k): v for k, v in t.items()} for p, t in data["table2"].items()},
+          "grid": grid_breakdown.as_json(data["grid"]),
           "illusion": data["illusion"],
           "parity": {f"{stack} at {length}": slot for (stack, length), slot in data["parity"].items()},
           "near_solution": {f"{task} {stack} (train {length})": {
