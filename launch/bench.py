@@ -29,6 +29,7 @@ import numpy as np
 from launch import bench_projection
 from launch import bench_registers
 from launch import bench_tiles
+from launch import bench_train_many
 from launch import bench_precision
 from launch import bench_profile
 from launch import bench_workers
@@ -205,58 +206,11 @@ def _numpy_negmamba(f):
   return np.stack(ys, 1)
 
 
-def run0_difference(alone, group) -> tuple[bool, float, str]:
-  """Run 0 of two stacked parameter trees: whether they agree to rounding, the largest
-  difference of a leaf relative to that leaf's largest value (rounding reads 1e-6, a wrong
-  program 1), and which leaf (one that starts at zero measures its first updates against
-  themselves, so a flipped sign there reads near 1)."""
-  named = jax.tree_util.tree_flatten_with_path(alone)[0]
-  pairs = [(np.asarray(a)[0], np.asarray(b)[0]) for (_, a), b in zip(named, jax.tree.leaves(group))]
-  same = all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
-  diffs = [float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in pairs]
-  worst = int(np.argmax(diffs))
-  return same, diffs[worst], jax.tree_util.keystr(named[worst][0])
-
-
-def bench_train_many(reps, base: TrainConfig | None = None, model: str = "negmamba", methods=None,
-                     ks=(1, 9, 27)):
-  """Seconds per run for K configs in one vmapped program versus K separate runs, per method,
-  with the compiled program's memory; run 0's parameters in the group against run 0 alone
-  (`max_rel_diff`), and the group's program run twice on one state (`repeat_bit_identical`)."""
-  base = base or step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
-                                                    curriculum_start=2)
-  lrs = np.geomspace(1e-4, 3e-2, 27)
-  out = {}
-  for method in methods or methods_for(base.model):
-    cfg0 = base.replace(scan_method=method)
-    trainer = train.Trainer(cfg0)
-    init, chunk = trainer.compiled(donate=False)
-    rows, single, alone = [], None, None
-    for k in ks:
-      cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
-      hp = train.hparams(cfgs)
-      state = init(hp)
-      try:
-        program, compile_s, (res, _), mem = prepare(chunk, state, hp)
-        (run_s,) = interleaved([lambda: program(state, hp)], reps)
-        again = program(state, hp)[0]
-      except Exception as e:  # out of memory: a result, not a crash
-        rows.append({"K": k, "error": f"{type(e).__name__}: {str(e)[:160]}"})
-        continue
-      repeat = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(res["params"]),
-                                                        jax.tree.leaves(again["params"])))
-      per_run = run_s / k / cfg0.log_every
-      alone = alone or res  # K = 1 comes first: run 0 trained alone
-      same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
-      single = single or per_run
-      rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
-                   "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                   "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
-                   "max_rel_diff_leaf": worst_leaf,
-                   "repeat_bit_identical": repeat, **mem})
-    out[method] = rows
-  return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
-                    f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}
+def train_many_base(model: str) -> TrainConfig:
+  """The train_many section's config: the cell's step config, 5-step programs, a short
+  curriculum start so the 5 steps train on the cell's length."""
+  return step_config(model, "auto").replace(steps=5, log_every=5, checkpoint_every=5,
+                                            curriculum_start=2)
 
 
 def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64, grid=evaluation.GRID):
@@ -400,10 +354,9 @@ def main(argv):
          "sizes": sizes()}
   benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None),
              "scan": lambda: bench_scan(_REPS.value),
-             "train_many": lambda: [bench_train_many(_REPS.value, model=n,
-                                                     methods=_train_many_methods(n),
-                                                     ks=train_many_ks())
-                                    for n in _TM_MODELS.value if _train_many_methods(n)],
+             "train_many": lambda: [bench_train_many.bench_train_many(
+                 _REPS.value, train_many_base(n), methods=_train_many_methods(n),
+                 ks=train_many_ks()) for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from launch import bench
 from launch import bench_projection
+from launch import bench_train_many
 from launch import common
 from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
@@ -49,7 +50,7 @@ def test_scan_section_checks_every_method_against_float64(monkeypatch):
 
 def test_train_many_matches_separate_runs():
   # one method: every method's equality with the reference is tested in tests/test_scan.py
-  out = bench.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(1, 4))
+  out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(1, 4))
   for method, rows in out["methods"].items():
     assert [r["K"] for r in rows] == [1, 4], method
     assert all(r["matches_separate"] for r in rows), (method, rows)
@@ -66,10 +67,10 @@ def test_group_against_alone_names_the_leaf_that_differs_most():
   import numpy as np
   alone = {"dense": {"kernel": np.ones((2, 3)), "bias": np.full((2, 3), 1e-3)}}
   group = {"dense": {"kernel": np.ones((2, 3)) + 1e-5, "bias": np.array([[1e-3, 1e-3, 2e-3]] * 2)}}
-  same, diff, leaf = bench.run0_difference(alone, group)
+  same, diff, leaf = bench_train_many.run0_difference(alone, group)
   assert (same, leaf) == (False, "['dense']['bias']") and diff == pytest.approx(1.0), (same, diff, leaf)
   group["dense"]["bias"] = np.array([[1e-3] * 3, [5.0] * 3])  # run 1 only
-  assert bench.run0_difference(alone, group)[2] == "['dense']['kernel']"
+  assert bench_train_many.run0_difference(alone, group)[2] == "['dense']['kernel']"
 
 
 def test_one_pass_eval_matches_per_length_eval():
@@ -228,7 +229,7 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   seen = []
   monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds: parallel_best)
   monkeypatch.setattr(bench_tiles, "bench_tiles", lambda reps, sizes, models: tiles_best)
-  monkeypatch.setattr(bench, "bench_train_many", lambda *a, **kw: seen.append((
+  monkeypatch.setattr(bench_train_many, "bench_train_many", lambda *a, **kw: seen.append((
       pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
       pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
       pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"])) or {})
