@@ -241,9 +241,9 @@ def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int =
 def render(rows) -> str:
   out = []
   for r in rows:
-    out.append(f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}: wall {r['wall_ms_per_step']:.3f} ms per step, ops "
-               f"{r['device_ms_per_step']:.3f} ms ({r['source']}), host gap "
-               f"{r['host_gap_ms_per_step']:.3f} ms; matmuls {r['matmul_gflop_per_run_step']:.3f} "
+    out.append(f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}: wall "
+               f"{r['wall_ms_per_step']:.3f} ms per step, ops {r['device_ms_per_step']:.3f} ms "
+               f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f} ms; matmuls {r['matmul_gflop_per_run_step']:.3f} "
                f"GFLOP per run-step" + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
                                         if "matmul_tflops" in r else ""))
     total = r["device_ms_per_step"] or 1.0
