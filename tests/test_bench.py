@@ -320,6 +320,23 @@ def test_profile_traces_each_method_asked_for(monkeypatch):
                     ("rnn", "sequential", 2), ("negmamba", "auto", 2), ("rnn", "auto", 2)], traced
 
 
+def test_a_method_that_fails_is_a_profile_row_not_a_crash(monkeypatch):
+  """A kernel Triton rejects on the GPU must not take the other methods' rows with it."""
+  from launch import bench_profile
+
+  def profile_one(cfg, k, reps):
+    if cfg.scan_method == "chunked":
+      raise RuntimeError("triton: out of resources")
+    return {"k": k, "wall_ms_per_step": 1.0, "device_ms_per_step": 1.0, "source": "device",
+            "host_gap_ms_per_step": 0.0, "matmul_gflop_per_run_step": 1.0, "ms_per_step": {}}
+  monkeypatch.setattr(bench_profile, "profile_one", profile_one)
+  rows = bench_profile.bench_profile(
+      lambda model, method: TINY.replace(model=model, scan_method=method), ["negmamba"], [2],
+      methods=lambda m: ("chunked", "sequential"))
+  assert [(r["method"], "error" in r) for r in rows] == [("chunked", True), ("sequential", False)]
+  assert "negmamba (chunked) K=2: RuntimeError: triton" in bench_profile.render(rows)
+
+
 def test_profile_wall_time_leaves_out_the_profilers_start_and_stop(monkeypatch):
   import contextlib
   import time
