@@ -106,7 +106,7 @@ def hlo_sources(text: str) -> dict:
     op = re.search(r'op_name="([^"]*)"', meta)
     if not op:
       continue
-    where = _NOISE.sub("", _NOISE.sub("", op.group(1).split(";")[0]))  # ';': merged ops
+    where = _NOISE.sub("", op.group(1).split(";")[0])  # ';' joins the op names of merged ops
     frame = re.search(r"stack_frame_id=(\d+)", meta)
     loc = locations.get(frames.get(frame.group(1), ("",))[0]) if frame else None
     if loc and loc[0] in files:

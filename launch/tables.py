@@ -49,7 +49,8 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
           "profile": tracking_profile.profile_data(rs.good + rs.diverged),
           "languages": language_table.language_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
           "table2": tables.table2_data(rs, paper),
-          "grid": grid_breakdown.breakdown(rs.good + rs.diverged), "illusion": neighbours.illusion_data(rs.good + rs.diverged),
+          "grid": grid_breakdown.breakdown(rs.good + rs.diverged),
+          "illusion": neighbours.illusion_data(rs.good + rs.diverged),
           "parity": neighbours.parity_data(rs.good + rs.diverged),
           "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
           "offset": neighbours.offset_data(rs.good + rs.diverged)}

@@ -1,8 +1,9 @@
 """Where in a protocol's grid Table 2's successes come from, from stored summaries only.
 
 For each grid axis (d_state, lr, schedule) on which a stack's runs in a protocol take more than
-one value, per model and depth: how many runs reached the training length (the curriculum's last stage) and how many
-extrapolated (max_len >= 100), pooled over the Table 2 groups the theory allows that stack.
+one value, per model and depth: how many runs reached the training length (the curriculum's
+last stage) and how many extrapolated (max_len >= 100), pooled over the Table 2 groups the
+theory allows that stack.
 This is the "why" behind a cell that disagrees with the paper: a model that reaches the
 training length but does not extrapolate at one learning rate and does at another points at
 the learning rate; one that never reaches the training length points at the step budget.
@@ -35,12 +36,8 @@ def breakdown(summaries) -> dict:
   """{protocol: {axis: {(model, depth): {value: [runs, reached, extrapolated]}}}} over the
   stacks whose runs take more than one value of the axis; an axis (a protocol) with no such
   stack is left out."""
-  by_protocol = {}
-  for s in summaries:
-    if tables.is_table2_run(s["config"]):
-      by_protocol.setdefault(tables.protocol(s["config"]), []).append(s)
   out = {}
-  for proto, runs in sorted(by_protocol.items()):
+  for proto, runs in tables.table2_runs(summaries).items():
     allowed = [s for s in runs if _allowed(s["config"]["model"], s["config"]["depth"],
                                            s["config"]["task"],
                                            s["config"].get("layer_kwargs", ""),

@@ -156,17 +156,22 @@ def protocol(config: dict, axes: tuple = CELL_FIELDS) -> str:
   return preset + (" + " + ", ".join(diffs) if diffs else "")
 
 
+def table2_runs(summaries) -> dict:
+  """{protocol: its Table 2 runs}, protocols sorted."""
+  by_protocol = {}
+  for s in summaries:
+    if is_table2_run(s["config"]):
+      by_protocol.setdefault(protocol(s["config"]), []).append(s)
+  return dict(sorted(by_protocol.items()))
+
+
 def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
   """{protocol: {depth: {"models", "rows": {group: {model: entry}}}}} from Table 2 runs only.
 
   An entry holds the best max_len, the number of runs, how many extrapolate (max_len >= 100;
   diverged runs count as runs that did not) and every run's max_len."""
   load_plugins(rs.good + rs.diverged)
-  by_protocol = {}
-  for s in rs.good + rs.diverged:
-    if is_table2_run(s["config"]):
-      by_protocol.setdefault(protocol(s["config"]), []).append(s)
-  return {p: _protocol_table(by_protocol[p], paper) for p in sorted(by_protocol)}
+  return {p: _protocol_table(runs, paper) for p, runs in table2_runs(rs.good + rs.diverged).items()}
 
 
 def _protocol_table(summaries, paper):
