@@ -67,6 +67,19 @@ def test_takes_any_family_up_to_its_length_and_hands_longer_ones_to_the_sequenti
   assert not _uses_recurrence_scan(long), f"{family}: past MAX_LENGTH it must not be time-parallel"
 
 
+@pytest.mark.parametrize("family,scans", [("decay", 2), ("rotation", 2), ("signed_decay", 3),
+                                          ("constant", 3)])
+def test_backward_scans_twice_per_state_where_h_prev_needs_no_division(family, scans):
+  """The backward kernel's state loop runs the recurrence, the adjoint and, only where h_{t-1}
+  = (h_t - b_t) / a_t would divide (signed decay, constant), a third scan a row earlier."""
+  f = to_factors(family, factored_inputs(family, 12, d=2, n=2))
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False))))(f)
+  kernels = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+  count = [sum(q.primitive.name == "recurrence_scan" for q in equations(e.params["jaxpr"]))
+           for e in kernels]
+  assert count == [1, scans], f"{family}: scans per state (forward, backward) {count}"
+
+
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_kernels_lower_for_cuda_with_the_hardware_scan(family):
   """The Triton lowering runs on CPU: the primitive's rule (a `tt.scan` of pairs) is found and

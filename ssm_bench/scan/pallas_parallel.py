@@ -15,9 +15,11 @@ over channels (dB, dC) or time (dlam) instead of once per step.
 Time sits on the tile's minor axis (the inputs are transposed outside), so a scan stays inside
 a warp's lanes where it can. A tile row covers the sequence padded to a power of two with two
 extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
-b = h0), so h0 needs no special case and h_{t-1}, a_{t+1} are the same scan read one row
-earlier or later. The complex families (rotation: AUSSM, constant: S4D) carry real/imaginary
-pairs and scan them as complex numbers. The whole sequence must fit a program's registers:
+b = h0), so h0 needs no special case and a_{t+1} is the same tile read one row later; h_{t-1}
+comes from h_t - b_t = a_t h_{t-1} where that needs no division (decay, phase: two scans per
+state in the backward, as Mamba's), else from a scan read one row earlier (three). The complex
+families (rotation: AUSSM, constant: S4D) carry real/imaginary pairs and scan them as complex
+numbers. The whole sequence must fit a program's registers:
 longer than `MAX_LENGTH` steps (evaluation) go to `pallas.scan` (same contract).
 
 Untimed on a GPU so far: `launch.bench --sections=scan,tiles` compares it with `pallas`.
@@ -58,6 +60,12 @@ def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   return max(1, channels * TILE_SPAN // max(span, TILE_SPAN)), warps
 
 
+def rescans(kind: str, neg: bool) -> bool:
+  """Whether the backward recomputes h_{t-1} by a second forward scan (a row earlier) rather
+  than from h_t and b_t: only where that would divide by a_t (signed decay, const)."""
+  return kind == "const" or (kind == "real" and neg)
+
+
 class _Rows:
   """Per-state (a, b) tiles of one program, read from row `first` of the padded time axis:
   first=1 is the recurrence itself (row 0 of the tile is h0's row), 0 is one step earlier (its
@@ -67,6 +75,7 @@ class _Rows:
 
   def __init__(self, kind, neg, refs, span, firsts):
     self.kind, self.neg, self.refs = kind, neg, refs
+    self.rescans = rescans(kind, neg)
     per_channel = ("x", "dt") if kind == "real" else ("x",)
     self.tiles = {k: {name: refs[name][:, pl.ds(k, span)] for name in per_channel}
                   for k in firsts}
@@ -100,8 +109,21 @@ class _Rows:
     return a, b, None
 
   def states(self, n, first):
+    """(h, a, b, extra) of state n on the view: h its recurrence, scanned."""
     a, b, extra = self.coefficients(n, first)
-    return recurrence_scan(a, b, axis=1)[1], a, extra
+    return recurrence_scan(a, b, axis=1)[1], a, b, extra
+
+  def previous(self, n, h, a, b):
+    """h_{t-1} of state n, from h_t = a_t h_{t-1} + b_t where that needs no division: the
+    decay family's de/d(dt lam) takes a_t h_{t-1} = h_t - b_t itself, and a unit-modulus a_t
+    (phase) has 1/a_t = conj(a_t). Otherwise (signed decay, const) a second scan on the view
+    a row earlier. On rows 0 and 1 (a = 0) both give 0, the empty row's state."""
+    if not self.rescans:
+      if self.kind == "real":
+        return h - b  # a_t h_{t-1}, which is all the decay family's gradient needs
+      (ar, ai), (dr, di) = a, (h[0] - b[0], h[1] - b[1])
+      return ar * dr + ai * di, ar * di - ai * dr
+    return self.states(n, 0)[0]
 
 
 def _forward_kernel(*refs, kind, neg, span, n_states):
@@ -118,11 +140,11 @@ def _forward_kernel(*refs, kind, neg, span, n_states):
 
 
 def _backward_kernel(*refs, kind, neg, span, n_states):
-  """Per state: h (the recurrence), h_{t-1} (the view a row earlier), a_{t+1} (a row later),
-  the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients."""
+  """Per state: h (the recurrence), h_{t-1} (`_Rows.previous`), a_{t+1} (the view a row
+  later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients."""
   names = NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
-  rows = _Rows(kind, neg, r, span, (0, 1, 2))
+  rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2))
   dy = dy_ref[...]
   x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
@@ -131,12 +153,12 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
   def real(n, carry):
     dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = outs
     dx, ddt = carry
-    h, _, (e, dt) = rows.states(n, 1)
-    prev = rows.states(n, 0)[0]
+    h, a, b, (e, dt) = rows.states(n, 1)
+    prev = rows.previous(n, h, a, b)  # decay: already a_t h_{t-1}, i.e. times e
     a_next = rows.coefficients(n, 2)[0]
     B, C = r["B"][n, pl.ds(1, span)][None, :], r["C"][n, pl.ds(1, span)][None, :]
     g = recurrence_scan(a_next, dy * C, axis=1, reverse=True)[1]  # dL/dh_t
-    de = (2.0 * g if neg else g) * prev * e  # dL/d(dt lam) through a_t
+    de = 2.0 * g * prev * e if neg else g * prev  # dL/d(dt lam) through a_t
     dlam_ref[n, :] = jnp.sum(de * dt, axis=1)
     dB_ref[n, :] = jnp.sum(g * x, axis=0)
     dC_ref[n, :] = jnp.sum(dy * h, axis=0)
@@ -147,8 +169,8 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     dx_ref, da_refs = outs[0], outs[1:-6]  # phase: d theta; const: d ar, d ai
     dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs[-6:]
     (dx,) = carry
-    (hr, hi), (ar, ai), _ = rows.states(n, 1)
-    pr, pi = rows.states(n, 0)[0]
+    (hr, hi), (ar, ai), b, _ = rows.states(n, 1)
+    pr, pi = rows.previous(n, (hr, hi), (ar, ai), b)
     nr, ni = rows.coefficients(n, 2)[0]
     u = (dy * rows.column("Cr", n), -dy * rows.column("Ci", n))  # dL/dh_t from y_t = Re C h_t
     gr, gi = recurrence_scan((nr, -ni), u, axis=1, reverse=True)[1]  # through conj(a_{t+1})
