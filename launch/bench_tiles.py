@@ -41,17 +41,28 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
 # (Triton 3.3.1, sm_90: results/bench/README.md, "Registers"); below 2 threads sit idle.
 PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
                  if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
-# The scan family whose factors stand for each kernel kind (decay is signed_decay with a_t > 0).
+# The scan family whose factors stand for each kernel kind where no model says which (the
+# registers section; signed decay is the real kind's heavier backward in the time-parallel
+# kernel: three scans per state against decay's two).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
 
-def kinds_of(models) -> list[str]:
+def kinds_of(models) -> dict[str, str]:
   """The fused kernel kinds the models' layers run, in the models' order (none for a layer
-  without a fused scan)."""
+  without a fused scan), each with the scan family of the first model that runs it: a tile
+  sweep for `--models=mamba` times mamba's kernel, not negmamba's."""
   from ssm_bench import registry
   from ssm_bench.scan import pallas
-  families = [registry.get(m).scan_family for m in models]
-  return list(dict.fromkeys(pallas.KINDS[f] for f in families if f))
+  kinds = {}
+  for family in (registry.get(m).scan_family for m in models):
+    if family:
+      kinds.setdefault(pallas.KINDS[family], family)
+  return kinds
+
+
+def _families(kinds) -> dict[str, str]:
+  """{kind: family} from `kinds_of`'s dict, or from a list of kinds (REPRESENTATIVE's)."""
+  return dict(kinds) if isinstance(kinds, dict) else {k: REPRESENTATIVE[k] for k in kinds}
 
 
 def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
@@ -82,9 +93,9 @@ def _rel_err(got, want) -> float:
              for a, r in zip(jax.tree.leaves(got), jax.tree.leaves(want)))
 
 
-def _stacked_factors(kind, sizes, k):
+def _stacked_factors(family, sizes, k):
   return jax.tree.map(lambda *v: jnp.stack(v), *[
-      random_factors(REPRESENTATIVE[kind], sizes["batch"], sizes["length"], sizes["d_model"],
+      random_factors(family, sizes["batch"], sizes["length"], sizes["d_model"],
                      sizes["d_state"], key=i) for i in range(k)])
 
 
@@ -124,18 +135,17 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
     raise common.UsageError("the tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   grid = grid or GRID
-  kinds = kinds_of(models)
   z = sizes
   rows, best = [], {}
-  for kind in kinds:
-    f = _stacked_factors(kind, z, k)
+  for kind, family in kinds_of(models).items():
+    f = _stacked_factors(family, z, k)
     fused = lambda **kw: (lambda f: pallas.scan(f, **kw))
     want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}}
 
     def forward(tile, prefetch=False):
-      row = {"kind": kind, "kernel": "forward" + ("+prefetch" if prefetch else ""),
-             "tile": list(tile), "chunk": pallas.CHUNK[kind]}
+      row = {"kind": kind, "family": family, "tile": list(tile), "chunk": pallas.CHUNK[kind],
+             "kernel": "forward" + ("+prefetch" if prefetch else "")}
       ms, y = _time(_fwd(fused(forward=tile, prefetch=prefetch)), f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(y, want_y):.2e}")
@@ -152,7 +162,7 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
 
     def backward(tile, chunk, join=False, prefetch=False):
       """Times forward + backward with this backward tile; its key if it matches."""
-      row = {"kind": kind, "kernel": "backward" + ("+join" if join else "")
+      row = {"kind": kind, "family": family, "kernel": "backward" + ("+join" if join else "")
              + ("+prefetch" if prefetch else ""), "tile": list(tile), "chunk": chunk,
              "forward_tile": list(best_fwd)}
       ms, g = _time(_grad(fused(forward=best_fwd, backward=tile, chunk=chunk, join=join,
@@ -178,8 +188,8 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
       for chunk in grid.get("prefetch_chunk", grid["chunk"]):
         backward(tile, chunk, join=join, prefetch=True)
       key = fastest()
-      best[kind] = {"forward": list(best_fwd), "backward": list(key[0]), "chunk": key[1],
-                    "join": key[2], "prefetch": key[3],
+      best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key[0]),
+                    "chunk": key[1], "join": key[2], "prefetch": key[3],
                     "fwd_bwd_ms_per_run": timings["backward"][key]}
   return {"k": k, "sizes": dict(z), "defaults": {"forward": pallas.FORWARD,
                                                  "backward": pallas.BACKWARD,
@@ -191,20 +201,22 @@ def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4
 def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase", "const"),
                          grid=None, need_gpu: bool = True):
   """The time-parallel kernel's tiles per kind: rows per (kernel, tile), the best pair, and
-  `pallas.scan` at its own tiles on the same factors for the ratio."""
+  `pallas.scan` at its own tiles on the same factors for the ratio. `kinds`: a list of kinds
+  (REPRESENTATIVE's factors) or `kinds_of`'s {kind: family}."""
   if need_gpu and jax.default_backend() != "gpu":
     raise common.UsageError("the parallel_tiles section times the Triton kernel and needs a GPU")
   from ssm_bench.scan import pallas
   grid = grid or {"forward": PARALLEL_GRID, "backward": PARALLEL_GRID}
   parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
   rows, best = [], {}
-  for kind in kinds:
-    f = _stacked_factors(kind, sizes, k)
+  for kind, family in _families(kinds).items():
+    f = _stacked_factors(family, sizes, k)
     want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}}
 
     def run(kernel, fn, want, tile, **extra):
-      row = {"kind": kind, "kernel": kernel, "tile": list(tile), "chunk": None, **extra}
+      row = {"kind": kind, "family": family, "kernel": kernel, "tile": list(tile), "chunk": None,
+             **extra}
       ms, out = _time(fn, f, reps, k, row)
       if ms is not None:
         row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
@@ -226,7 +238,7 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
     run("pallas (step by step)", _grad(pallas.scan), want_g, pallas.BACKWARD[kind])
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
-      best[kind] = {"forward": list(best_fwd), "backward": list(key),
+      best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
                     "pallas_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
@@ -257,6 +269,11 @@ def apply(result: dict) -> dict:
   return applied
 
 
+def _of(best: dict) -> str:
+  """The family a best tile was timed on (results before 2026-11-26 do not say)."""
+  return f" ({best['family']})" if "family" in best else ""
+
+
 def render(result: dict) -> str:
   lines = [f"tiles (ms per run, {result['k']} runs under vmap; tile = channels per program, warps)"]
   for r in result["rows"]:
@@ -267,12 +284,14 @@ def render(result: dict) -> str:
   for kind, b in result["best"].items():
     if kind == "parallel":
       for k, p in b.items():
-        lines.append(f"  best parallel {k}: pallas_parallel.FORWARD {tuple(p['forward'])}, "
-                     f"BACKWARD {tuple(p['backward'])} ({p['fwd_bwd_ms_per_run']} ms per run, "
-                     f"forward + backward; pallas {p['pallas_fwd_bwd_ms_per_run']})")
+        lines.append(f"  best parallel {k}{_of(p)}: pallas_parallel.FORWARD "
+                     f"{tuple(p['forward'])}, BACKWARD {tuple(p['backward'])} "
+                     f"({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; "
+                     f"pallas {p['pallas_fwd_bwd_ms_per_run']})")
       continue
-    lines.append(f"  best {kind}: FORWARD {tuple(b['forward'])}, BACKWARD {tuple(b['backward'])}, "
-                 f"CHUNK {b['chunk']}" + (", JOIN_REDUCTIONS" if b["join"] else "")
+    lines.append(f"  best {kind}{_of(b)}: FORWARD {tuple(b['forward'])}, "
+                 f"BACKWARD {tuple(b['backward'])}, CHUNK {b['chunk']}"
+                 + (", JOIN_REDUCTIONS" if b["join"] else "")
                  + f", PREFETCH {b['prefetch']} ({b['fwd_bwd_ms_per_run']} ms per run, "
                  "forward + backward)")
   if result.get("applied"):

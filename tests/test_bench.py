@@ -125,7 +125,8 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]
   assert {k: type(b["prefetch"]) for k, b in out["best"].items()} == {"real": bool, "const": bool}
-  assert "best real: FORWARD" in bench_tiles.render(out) and "PREFETCH" in bench_tiles.render(out)
+  text = bench_tiles.render(out)
+  assert "best real (decay): FORWARD" in text and "PREFETCH" in text, text
   monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * 1.01)
   out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("aussm",), grid=grid,
                                 need_gpu=False)
@@ -152,7 +153,7 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   best = out["best"]["parallel"]
   assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
   assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
-  assert "best parallel phase: pallas_parallel.FORWARD" in bench_tiles.render(out)
+  assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
   monkeypatch.setattr(pallas_parallel, "scan", lambda f, **kw: real(f, **kw) * 1.01)
   one = {"forward": [(4, 1)], "backward": [(4, 1)]}
@@ -191,7 +192,8 @@ def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monke
 
 
 def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
-  """One kind per GPU call: `--models=negmamba` sweeps the real kind only, no --models all."""
+  """One kind per GPU call: `--models=negmamba` sweeps the real kind only, on negmamba's
+  factors, `--models=mamba` on mamba's (its backward is another kernel), no --models all."""
   from launch import bench_tiles
   asked = []
   monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
@@ -202,13 +204,16 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
     flags.FLAGS["sections"].parse("parallel_tiles")
     flags.FLAGS["models"].parse("negmamba,rnn")
     bench.main([])
+    flags.FLAGS["models"].parse("mamba")
+    bench.main([])
     flags.FLAGS["models"].unparse()
     bench.main([])
   finally:
     flags.FLAGS["out"].unparse()
     flags.FLAGS["sections"].unparse()
     flags.FLAGS["models"].unparse()
-  assert asked == [["real"], ["real", "phase", "const"]], asked
+  assert asked[:2] == [{"real": "signed_decay"}, {"real": "decay"}], asked
+  assert list(asked[2]) == ["real", "phase", "const"], asked
 
 
 def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(monkeypatch):
