@@ -363,7 +363,9 @@ def main(argv):
                  _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
              "registers": lambda: bench_registers.bench_registers(
                  sizes(), kernels=[m for m in bench_registers.KERNELS
-                                   if not _METHODS.value or m in _METHODS.value]),
+                                   if not _METHODS.value or m in _METHODS.value],
+                 **({"kinds": bench_tiles.kinds_of(names)} if flags.FLAGS["models"].present
+                    else {})),
              "precision": lambda: bench_precision.bench_precision(step_config, names,
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(

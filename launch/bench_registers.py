@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from launch import common
 from launch.bench_tiles import GRID as TILE_GRID
-from launch.bench_tiles import REPRESENTATIVE, random_factors
+from launch.bench_tiles import families_of, random_factors
 
 GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can time
 KERNELS = ("pallas", "pallas_parallel")
@@ -136,16 +136,18 @@ def _scan_fn(kernel: str, tile):
 def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const"), grid=None,
                     arch: int = 90) -> dict:
   """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits; the sizes'
-  length decides the time-parallel kernel's tile (it holds the whole sequence)."""
+  length decides the time-parallel kernel's tile (it holds the whole sequence). `kinds`: a
+  list of kinds or `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's
+  signed decay are two time-parallel backward kernels of the real kind)."""
   triton, _ = _triton()
   rows = []
-  for kernel, kind in itertools.product(kernels, kinds):
-    f = random_factors(REPRESENTATIVE[kind], 1, sizes["length"], sizes["d_model"],
-                       sizes["d_state"])
+  for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
+    f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     for tile in grid or GRID:
       texts = triton_modules(_scan_fn(kernel, tile), f)
       for which, ttir in zip(("forward", "backward"), texts):
-        row = {"kernel": kernel, "kind": kind, "tile": list(tile), "which": which,
+        row = {"kernel": kernel, "kind": kind, "family": family, "tile": list(tile),
+               "which": which,
                "elements_per_thread": elements_per_thread(ttir, tile[1])}
         if row["elements_per_thread"] > MAX_ELEMENTS_PER_THREAD:
           row["skipped"] = f"more than {MAX_ELEMENTS_PER_THREAD} elements per thread"
@@ -169,10 +171,10 @@ def render(result: dict) -> str:
                     f"{r['registers']}/{r['spill_stores']}" + ("" if r["fits"] else "!"))
   by_key = {}
   for r in result["rows"]:
-    by_key.setdefault((r["kernel"], r["kind"]), {}).setdefault(tuple(r["tile"]), {})[
+    by_key.setdefault((r["kernel"], r["kind"], r.get("family")), {}).setdefault(tuple(r["tile"]), {})[
         r["which"]] = cell(r)
-  for (kernel, kind), tiles in by_key.items():
-    lines.append(f"  {kernel} {kind}: " + "  ".join(
+  for (kernel, kind, family), tiles in by_key.items():
+    lines.append(f"  {kernel} {kind}" + (f" ({family})" if family else "") + ": " + "  ".join(
         f"{c}x{w} {t.get('forward', '?')} {t.get('backward', '?')}"
         for (c, w), t in tiles.items()))
   return "\n".join(lines)

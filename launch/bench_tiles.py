@@ -42,8 +42,8 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
 PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
                  if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
 # The scan family whose factors stand for each kernel kind where no model says which (the
-# registers section; signed decay is the real kind's heavier backward in the time-parallel
-# kernel: three scans per state against decay's two).
+# registers section without --models; signed decay is the real kind's heavier backward in the
+# time-parallel kernel: three scans per state against decay's two).
 REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
 
 
@@ -60,7 +60,7 @@ def kinds_of(models) -> dict[str, str]:
   return kinds
 
 
-def _families(kinds) -> dict[str, str]:
+def families_of(kinds) -> dict[str, str]:
   """{kind: family} from `kinds_of`'s dict, or from a list of kinds (REPRESENTATIVE's)."""
   return dict(kinds) if isinstance(kinds, dict) else {k: REPRESENTATIVE[k] for k in kinds}
 
@@ -209,7 +209,7 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
   grid = grid or {"forward": PARALLEL_GRID, "backward": PARALLEL_GRID}
   parallel = lambda **kw: (lambda f: pallas_parallel.scan(f, **kw))
   rows, best = [], {}
-  for kind, family in _families(kinds).items():
+  for kind, family in families_of(kinds).items():
     f = _stacked_factors(family, sizes, k)
     want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}}

@@ -216,6 +216,28 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   assert list(asked[2]) == ["real", "phase", "const"], asked
 
 
+def test_registers_compiles_the_families_of_the_models_asked_for(monkeypatch):
+  """`--sections=registers --models=mamba` compiles mamba's time-parallel backward (decay, two
+  scans per state), not negmamba's; without --models every kind on its representative."""
+  from launch import bench_registers
+  asked = []
+  monkeypatch.setattr(bench_registers, "bench_registers",
+                      lambda sizes, kernels, **kw: asked.append(kw.get("kinds")) or {})
+  monkeypatch.setattr(bench_registers, "render", lambda result: "")
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse("registers")
+    flags.FLAGS["models"].parse("mamba,aussm")
+    bench.main([])
+    flags.FLAGS["models"].unparse()
+    bench.main([])
+  finally:
+    flags.FLAGS["out"].unparse()
+    flags.FLAGS["sections"].unparse()
+    flags.FLAGS["models"].unparse()
+  assert asked == [{"real": "decay", "phase": "rotation"}, None], asked
+
+
 def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(monkeypatch):
   """`--apply_tiles`: a section after a tile sweep (here train_many) runs with the tiles the
   sweep found, both kernels; without the flag the defaults stay."""
