@@ -191,6 +191,23 @@ def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monke
     flags.FLAGS["sections"].unparse()
 
 
+def _run_section_per_models(section, models):
+  """`launch.bench --sections=<section> --out=` once per --models value (None: not given)."""
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse(section)
+    for value in models:
+      if value is None:
+        flags.FLAGS["models"].unparse()
+      else:
+        flags.FLAGS["models"].parse(value)
+      bench.main([])
+  finally:
+    flags.FLAGS["out"].unparse()
+    flags.FLAGS["sections"].unparse()
+    flags.FLAGS["models"].unparse()
+
+
 def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   """One kind per GPU call: `--models=negmamba` sweeps the real kind only, on negmamba's
   factors, `--models=mamba` on mamba's (its backward is another kernel), no --models all."""
@@ -199,19 +216,7 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
                       lambda reps, sizes, kinds: asked.append(kinds) or {"rows": [], "best": {}})
   monkeypatch.setattr(bench_tiles, "render", lambda result: "")
-  try:
-    flags.FLAGS["out"].parse("")
-    flags.FLAGS["sections"].parse("parallel_tiles")
-    flags.FLAGS["models"].parse("negmamba,rnn")
-    bench.main([])
-    flags.FLAGS["models"].parse("mamba")
-    bench.main([])
-    flags.FLAGS["models"].unparse()
-    bench.main([])
-  finally:
-    flags.FLAGS["out"].unparse()
-    flags.FLAGS["sections"].unparse()
-    flags.FLAGS["models"].unparse()
+  _run_section_per_models("parallel_tiles", ["negmamba,rnn", "mamba", None])
   assert asked[:2] == [{"real": "signed_decay"}, {"real": "decay"}], asked
   assert list(asked[2]) == ["real", "phase", "const"], asked
 
@@ -224,17 +229,7 @@ def test_registers_compiles_the_families_of_the_models_asked_for(monkeypatch):
   monkeypatch.setattr(bench_registers, "bench_registers",
                       lambda sizes, kernels, **kw: asked.append(kw.get("kinds")) or {})
   monkeypatch.setattr(bench_registers, "render", lambda result: "")
-  try:
-    flags.FLAGS["out"].parse("")
-    flags.FLAGS["sections"].parse("registers")
-    flags.FLAGS["models"].parse("mamba,aussm")
-    bench.main([])
-    flags.FLAGS["models"].unparse()
-    bench.main([])
-  finally:
-    flags.FLAGS["out"].unparse()
-    flags.FLAGS["sections"].unparse()
-    flags.FLAGS["models"].unparse()
+  _run_section_per_models("registers", ["mamba,aussm", None])
   assert asked == [{"real": "decay", "phase": "rotation"}, None], asked
 
 
