@@ -171,8 +171,8 @@ def render(result: dict) -> str:
                     f"{r['registers']}/{r['spill_stores']}" + ("" if r["fits"] else "!"))
   by_key = {}
   for r in result["rows"]:
-    by_key.setdefault((r["kernel"], r["kind"], r.get("family")), {}).setdefault(tuple(r["tile"]), {})[
-        r["which"]] = cell(r)
+    key = (r["kernel"], r["kind"], r.get("family"))
+    by_key.setdefault(key, {}).setdefault(tuple(r["tile"]), {})[r["which"]] = cell(r)
   for (kernel, kind, family), tiles in by_key.items():
     lines.append(f"  {kernel} {kind}" + (f" ({family})" if family else "") + ": " + "  ".join(
         f"{c}x{w} {t.get('forward', '?')} {t.get('backward', '?')}"

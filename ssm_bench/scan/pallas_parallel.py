@@ -75,7 +75,6 @@ class _Rows:
 
   def __init__(self, kind, neg, refs, span, firsts):
     self.kind, self.neg, self.refs = kind, neg, refs
-    self.rescans = rescans(kind, neg)
     per_channel = ("x", "dt") if kind == "real" else ("x",)
     self.tiles = {k: {name: refs[name][:, pl.ds(k, span)] for name in per_channel}
                   for k in firsts}
@@ -118,7 +117,7 @@ class _Rows:
     decay family's de/d(dt lam) takes a_t h_{t-1} = h_t - b_t itself, and a unit-modulus a_t
     (phase) has 1/a_t = conj(a_t). Otherwise (signed decay, const) a second scan on the view
     a row earlier. On rows 0 and 1 (a = 0) both give 0, the empty row's state."""
-    if not self.rescans:
+    if 0 not in self.tiles:  # the backward loads the earlier view only where it rescans
       if self.kind == "real":
         return h - b  # a_t h_{t-1}, which is all the decay family's gradient needs
       (ar, ai), (dr, di) = a, (h[0] - b[0], h[1] - b[1])
