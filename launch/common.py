@@ -51,6 +51,21 @@ def _parse_flags(argv):
     fail(f"{e}; see --help")
 
 
+def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):
+  """sys.unraisablehook: a Ctrl-C that lands while a finalizer (`weakref.finalize`, `__del__`)
+  runs is a KeyboardInterrupt Python cannot raise; it would print "Exception ignored ...
+  Traceback" and drop the Ctrl-C (a sweep then trains on until its supervisor kills it).
+  Interrupt the main thread again instead, silently, once the finalizer has returned (from a
+  timer thread: an interrupt raised in this hook would be dropped the same way)."""
+  if issubclass(unraisable.exc_type, KeyboardInterrupt):
+    import signal
+    import threading
+    main = threading.main_thread().ident  # a real signal, so a blocking call wakes up too
+    threading.Timer(0.01, signal.pthread_kill, (main, signal.SIGINT)).start()
+    return
+  default(unraisable)
+
+
 def run_main(main):
   """absl.app.run(main), turning flag errors and UsageError into a one-line error."""
   from absl import app
@@ -58,6 +73,7 @@ def run_main(main):
   def wrapped(argv):
     from absl import logging as absl_logging
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
+    sys.unraisablehook = _redeliver_lost_interrupt
     try:
       return main(argv)
     except UsageError as e:
