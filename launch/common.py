@@ -66,6 +66,11 @@ def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):
   default(unraisable)
 
 
+def catch_lost_interrupts():
+  """Every process that trains: a Ctrl-C a finalizer swallowed is delivered again."""
+  sys.unraisablehook = _redeliver_lost_interrupt
+
+
 def run_main(main):
   """absl.app.run(main), turning flag errors and UsageError into a one-line error."""
   from absl import app
@@ -73,7 +78,7 @@ def run_main(main):
   def wrapped(argv):
     from absl import logging as absl_logging
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
-    sys.unraisablehook = _redeliver_lost_interrupt
+    catch_lost_interrupts()
     try:
       return main(argv)
     except UsageError as e:

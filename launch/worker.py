@@ -34,6 +34,7 @@ def main() -> int:
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
   common.enable_compilation_cache()
+  common.catch_lost_interrupts()
   cfgs = [TrainConfig(**c) for c in job["configs"]]
   for c in cfgs:
     plugins.load(c.plugins)  # a plugin's layers register in this process too
