@@ -37,8 +37,17 @@ def low_rank_dt(p, u):
   return softplus(dense(p["dt_up"], dense(p["dt_down"], u)))
 
 
+def causal_conv(p, u):
+  """u_t <- sum_j w_j u_{t-k+1+j} + b, with zeros before the first step."""
+  k = p["kernel"].shape[0]
+  return np.stack([sum(p["kernel"][j, 0] * u[:, t - k + 1 + j] for j in range(k)
+                       if t - k + 1 + j >= 0) + p["bias"] for t in range(u.shape[1])], 1)
+
+
 def mamba(p, v, negative):
   u, z = dense(p["in_u"], v), dense(p["in_z"], v)
+  if "conv" in p:
+    u = silu(causal_conv(p["conv"], u))
   dt = low_rank_dt(p, u)
   Bt, Ct = dense(p["B"], u), dense(p["C"], u)
   a = np.exp(dt[..., None] * -np.exp(p["A_log"]))  # (b, t, d, n)
@@ -102,9 +111,11 @@ def test_every_layer_has_a_formula():
   assert set(FORMULAS) == set(BUILTINS)
 
 
-@pytest.mark.parametrize("name", BUILTINS)
-def test_layer_matches_its_formula(name):
-  cfg = ModelConfig(layers=(name,), d_model=D, d_state=N, conv_kernel=0, scan_method="sequential")
+@pytest.mark.parametrize("name,conv_kernel", [(n, 0) for n in BUILTINS] +
+                         [("mamba", 3), ("negmamba", 3)])
+def test_layer_matches_its_formula(name, conv_kernel):
+  cfg = ModelConfig(layers=(name,), d_model=D, d_state=N, conv_kernel=conv_kernel,
+                    scan_method="sequential")
   spec = registry.get(name)
   layer = spec.builder(cfg, **spec.kwargs)  # the record's defaults, as the stack builds it
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
@@ -270,3 +281,29 @@ def test_delta_rule_transitions_have_eigenvalues_in_unit_range_and_reach_below_z
   if name == "deltanet":
     assert np.abs(eig.imag).max() < 1e-6 and eig.real.min() >= -1 - 1e-5
   assert eig.real.min() < 0, f"{name}: no negative eigenvalue with beta up to 2"
+
+
+def test_mamba_conv_keeps_flax_conv_parameters_so_stored_runs_load():
+  """The shifted-sum conv must draw the same parameters as the nn.Conv it replaced, under the
+  same names, and compute the same function of them."""
+  import flax.linen as nn
+  from ssm_bench.layers.common import CausalConv
+
+  class FlaxConv(nn.Module):
+    @nn.compact
+    def __call__(self, u):
+      return nn.Conv(D, (4,), padding=[(3, 0)], feature_group_count=D, name="conv")(u)
+
+  class Ours(nn.Module):
+    @nn.compact
+    def __call__(self, u):
+      return CausalConv(4, name="conv")(u)
+
+  u = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
+  theirs, ours = FlaxConv().init(jax.random.PRNGKey(0), u), Ours().init(jax.random.PRNGKey(0), u)
+  assert jax.tree.structure(theirs) == jax.tree.structure(ours), "parameter names differ from nn.Conv's"
+  for a, b in zip(jax.tree.leaves(theirs), jax.tree.leaves(ours)):
+    np.testing.assert_array_equal(a, b, err_msg="initial conv parameters differ from nn.Conv's")
+  params = jax.tree.map(lambda x: x + 0.3, theirs)
+  np.testing.assert_allclose(Ours().apply(params, u), FlaxConv().apply(params, u), rtol=1e-5,
+                             atol=1e-6, err_msg="the conv computes another function than nn.Conv")

@@ -1,4 +1,5 @@
-"""Pieces every recurrent layer shares: the initial state and step-size initialisation."""
+"""Pieces every recurrent layer shares: the initial state, step-size initialisation and the
+Mamba block's causal conv."""
 from __future__ import annotations
 
 import math
@@ -55,3 +56,22 @@ def sow_transition(module: nn.Module, factors):
   if module.is_mutable_collection("intermediates"):
     from ssm_bench.scan import factors as F
     module.sow("intermediates", "transition", F.transition(factors))
+
+
+class CausalConv(nn.Module):
+  """Depthwise causal conv along time, y_t = sum_j w_j * u_{t-k+1+j} + b (zeros before t = 0).
+
+  nn.Conv's parameters (kernel (k, 1, d), bias (d,)), so stored runs load, but computed as k
+  shifted multiply-adds: XLA's CPU backend turns the weight gradient of a grouped conv, and any
+  conv under the run axis's vmap, into a dense one (a mamba step at K = 8 spent 88% of its time
+  there; BUILD_NOTES, "Mamba's conv"), while shifted products fuse into one elementwise op.
+  """
+  kernel_size: int
+
+  @nn.compact
+  def __call__(self, u):
+    k, t, d = self.kernel_size, u.shape[-2], u.shape[-1]
+    w = self.param("kernel", nn.initializers.lecun_normal(), (k, 1, d))
+    b = self.param("bias", nn.initializers.zeros, (d,))
+    u = jnp.pad(u, [(0, 0)] * (u.ndim - 2) + [(k - 1, 0), (0, 0)])
+    return sum(u[..., j:j + t, :] * w[j, 0] for j in range(k)) + b

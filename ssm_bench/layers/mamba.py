@@ -23,8 +23,7 @@ class Mamba(nn.Module):
     u = nn.Dense(d, name="in_u")(v)
     z = nn.Dense(d, name="in_z")(v)
     if cfg.conv_kernel:
-      u = nn.silu(nn.Conv(d, (cfg.conv_kernel,), padding=[(cfg.conv_kernel - 1, 0)],
-                          feature_group_count=d, name="conv")(u))
+      u = nn.silu(common.CausalConv(cfg.conv_kernel, name="conv")(u))
     dt = common.low_rank_dt(u, d, cfg)
     B = nn.Dense(n, use_bias=False, name="B")(u)
     C = nn.Dense(n, use_bias=False, name="C")(u)
