@@ -100,7 +100,7 @@ def test_estimate_grows_with_the_state_and_the_group():
 def test_dry_run_lists_the_estimate_and_the_split():
   out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=table2", "--dry_run",
                         "--only=^C2-mamba-L1-n128-", "--config.batch_size=16",
-                        "--memory_gb=10"], capture_output=True, text=True, timeout=600)
+                        "--memory_gb=1"], capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr
   assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
   last = out.stdout.strip().splitlines()[-1]

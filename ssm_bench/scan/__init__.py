@@ -22,8 +22,9 @@ from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel")
-# Measured by launch.bench (BUILD_NOTES, Performance): the fastest method per backend.
-AUTO = {"cpu": "sequential", "gpu": "pallas", "tpu": "associative"}
+# Measured by launch.bench (BUILD_NOTES, "Scan core"): the fastest method per backend. On CPU
+# chunked, with its per-family chunk sizes, beat sequential in every whole step timed.
+AUTO = {"cpu": "chunked", "gpu": "pallas", "tpu": "associative"}
 
 
 def default_method() -> str:

@@ -11,7 +11,10 @@ import jax.numpy as jnp
 
 from ssm_bench.scan import factors as F
 
-CHUNK = 16
+# Steps per chunk, per family: the fastest whole training step on a 2-core CPU (BUILD_NOTES,
+# "Scan core"). The complex families run fastest one step per chunk, where every state is a
+# boundary state: XLA's CPU code for an unrolled complex chunk was 2-7x slower.
+CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 1, "constant": 1}
 
 
 def pad_time(f: F.Factors, multiple: int) -> F.Factors:
@@ -24,9 +27,9 @@ def pad_time(f: F.Factors, multiple: int) -> F.Factors:
                          for k, v in f.steps().items()})
 
 
-def scan(f: F.Factors, chunk: int = CHUNK):
+def scan(f: F.Factors, chunk: int | None = None):
   length = f.length
-  chunk = min(chunk, length)
+  chunk = min(chunk or CHUNK[f.family], length)
   f = pad_time(f, chunk)
   n_chunks = f.length // chunk
   # (b, t, ...) -> (chunks, b, L, ...): the scan runs over the leading axis
