@@ -188,6 +188,24 @@ def test_diagonal_scan_matches_float64_loop(method, family, length):
 
 
 @pytest.mark.parametrize("family", scan.FAMILIES)
+def test_chunked_gives_the_reference_at_any_chunk_size_including_padded_ones(family):
+  """CHUNK differs per family (1 for the complex ones), so the padding of a length that is not a
+  whole number of chunks must hold for every family and size, not only for the defaults."""
+  from ssm_bench.scan import chunked
+  p = factored_inputs(family, 7)
+  f = to_factors(family, p)
+  w = jnp.asarray(np.random.default_rng(9).normal(size=p["x"].shape), jnp.float32)
+  want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
+  for chunk in (1, 3, 4, 16):
+    got, got_g = output_and_grad(lambda f: chunked.scan(f, chunk), lambda y: w)(f)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                               err_msg=f"{family}, chunk {chunk}: values differ from sequential")
+    for name in p:
+      np.testing.assert_allclose(getattr(got_g, name), getattr(want_g, name), rtol=1e-4, atol=1e-5,
+                                 err_msg=f"{family}, chunk {chunk}: d/d{name} differs")
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
 def test_pallas_forward_and_backward_tiles_are_independent(family):
   """Any power-of-two tile per kernel and any chunk give the reference's values and gradients,
   also when the backward's channel block differs from the forward's (padding to the larger)."""
