@@ -309,3 +309,13 @@ def test_summaries_record_the_revision_the_process_started_with(monkeypatch):
   monkeypatch.setattr(rundir.subprocess, "run", lambda *a, **k: moved)  # HEAD moved on meanwhile
   assert rundir.environment()["git_revision"] == started_with, (
       "the summary records the revision at writing time, not the one the process runs")
+
+
+def test_summaries_record_what_the_auto_scan_method_ran(monkeypatch):
+  """Configs keep "auto"; which method that was on this backend must be in every summary."""
+  import jax
+  from ssm_bench import rundir
+  from ssm_bench import scan
+  assert rundir.environment()["scan_auto"] == scan.AUTO[jax.default_backend()]
+  monkeypatch.setitem(scan.AUTO, jax.default_backend(), "associative")
+  assert rundir.environment()["scan_auto"] == "associative", "the summary does not follow AUTO"
