@@ -2,7 +2,8 @@
 
 A `lax.scan` over time chunks of L steps carries the state; each chunk's body is
 `jax.checkpoint`ed and computes y inside the chunk, so the backward pass keeps only the states at
-chunk boundaries and recomputes the L states of one chunk at a time.
+chunk boundaries and recomputes the L states of one chunk at a time. Even at L = 1 (the complex
+families' chunk) it holds only the states, never a_t or b_t for the whole sequence.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import jax.numpy as jnp
 
 from ssm_bench.scan import factors as F
 
-# Steps per chunk, per family: the fastest whole training step on a 2-core CPU (BUILD_NOTES,
-# "Scan core"). The complex families run fastest one step per chunk, where every state is a
-# boundary state: XLA's CPU code for an unrolled complex chunk was 2-7x slower.
+# Steps per chunk, per family: the fastest scan (forward + backward, chunks 1-8) on a 2-core CPU,
+# whole training steps then timed against sequential (BUILD_NOTES, "Scan core"). The complex
+# families run fastest one step per chunk: XLA's CPU code for an unrolled complex chunk was 2-7x
+# slower.
 CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 1, "constant": 1}
 
 
