@@ -62,9 +62,9 @@ class CausalConv(nn.Module):
   """Depthwise causal conv along time, y_t = sum_j w_j * u_{t-k+1+j} + b (zeros before t = 0).
 
   nn.Conv's parameters (kernel (k, 1, d), bias (d,)), so stored runs load, but computed as k
-  shifted multiply-adds: XLA's CPU backend turns the weight gradient of a grouped conv, and any
-  conv under the run axis's vmap, into a dense one (a mamba step at K = 8 spent 88% of its time
-  there; BUILD_NOTES, "Mamba's conv"), while shifted products fuse into one elementwise op.
+  shifted multiply-adds: XLA compiles a depthwise conv's weight gradient to a dense conv over
+  every pair of channels, K d of them under the run axis's vmap (a mamba step at K = 8 spent 89%
+  of its CPU time there; BUILD_NOTES, Performance), while shifted products fuse elementwise.
   """
   kernel_size: int
 
