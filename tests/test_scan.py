@@ -187,6 +187,21 @@ def test_diagonal_scan_matches_float64_loop(method, family, length):
         f"{method}/{family}, length {length}: d/d{name} is {ad:.6g}, finite differences {fd:.6g}")
 
 
+def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):
+  """One step per chunk (the complex families' CPU size) saves every state: off the CPU, where
+  chunked is the memory-light fallback, every family must keep chunks of CHUNK steps."""
+  from ssm_bench.scan import chunked
+  f = to_factors("rotation", factored_inputs("rotation", 48))
+  def saved_chunks():
+    jaxpr = jax.make_jaxpr(lambda f: chunked.scan(f))(f).jaxpr
+    return [e.params["length"] for e in jaxpr.eqns if e.primitive.name == "scan"]
+  monkeypatch.setattr(chunked.jax, "default_backend", lambda: "cpu")
+  assert saved_chunks() == [48 // chunked.CPU_CHUNK["rotation"]]
+  for backend in ("gpu", "tpu"):
+    monkeypatch.setattr(chunked.jax, "default_backend", lambda: backend)
+    assert saved_chunks() == [48 // chunked.CHUNK], f"{backend}: chunked uses the CPU's chunks"
+
+
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_chunked_gives_the_reference_at_any_chunk_size_including_padded_ones(family):
   """CHUNK differs per family (1 for the complex ones), so the padding of a length that is not a

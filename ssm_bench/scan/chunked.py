@@ -12,11 +12,17 @@ import jax.numpy as jnp
 
 from ssm_bench.scan import factors as F
 
-# Steps per chunk, per family: the fastest scan (forward + backward, chunks 1-8) on a 2-core CPU,
-# whole training steps then timed against sequential (BUILD_NOTES, "Scan core"). The complex
-# families run fastest one step per chunk: XLA's CPU code for an unrolled complex chunk was 2-7x
-# slower.
-CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 1, "constant": 1}
+# Steps per chunk on CPU, per family: the fastest scan (forward + backward, chunks 1-8) on a
+# 2-core CPU, whole training steps then timed against sequential (BUILD_NOTES, "Scan core"). The
+# complex families run fastest one step per chunk: XLA's CPU code for an unrolled complex chunk
+# was 2-7x slower.
+CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 1, "constant": 1}
+# Elsewhere chunked is the memory-light method, not the default: a boundary state every 16 steps.
+CHUNK = 16
+
+
+def default_chunk(family: str) -> int:
+  return CPU_CHUNK[family] if jax.default_backend() == "cpu" else CHUNK
 
 
 def pad_time(f: F.Factors, multiple: int) -> F.Factors:
@@ -31,7 +37,7 @@ def pad_time(f: F.Factors, multiple: int) -> F.Factors:
 
 def scan(f: F.Factors, chunk: int | None = None):
   length = f.length
-  chunk = min(chunk or CHUNK[f.family], length)
+  chunk = min(chunk or default_chunk(f.family), length)
   f = pad_time(f, chunk)
   n_chunks = f.length // chunk
   # (b, t, ...) -> (chunks, b, L, ...): the scan runs over the leading axis
