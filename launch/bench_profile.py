@@ -251,8 +251,9 @@ def render(rows) -> str:
     out.append(f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}: wall "
                f"{r['wall_ms_per_step']:.3f} ms per step, ops {r['device_ms_per_step']:.3f} ms "
                f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f} ms; matmuls "
-               f"{r['matmul_gflop_per_run_step']:.3f} GFLOP per run-step" + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
-                                        if "matmul_tflops" in r else ""))
+               f"{r['matmul_gflop_per_run_step']:.3f} GFLOP per run-step"
+               + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
+                  if "matmul_tflops" in r else ""))
     total = r["device_ms_per_step"] or 1.0
     out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
             for kind, ms in r["ms_per_step"].items()]

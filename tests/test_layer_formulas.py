@@ -301,7 +301,8 @@ def test_mamba_conv_keeps_flax_conv_parameters_so_stored_runs_load():
 
   u = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   theirs, ours = FlaxConv().init(jax.random.PRNGKey(0), u), Ours().init(jax.random.PRNGKey(0), u)
-  assert jax.tree.structure(theirs) == jax.tree.structure(ours), "parameter names differ from nn.Conv's"
+  assert jax.tree.structure(theirs) == jax.tree.structure(ours), (
+      "parameter names differ from nn.Conv's")
   for a, b in zip(jax.tree.leaves(theirs), jax.tree.leaves(ours)):
     np.testing.assert_array_equal(a, b, err_msg="initial conv parameters differ from nn.Conv's")
   params = jax.tree.map(lambda x: x + 0.3, theirs)
