@@ -132,7 +132,7 @@ def test_flipflop_variants_have_their_ignore_rates_and_mark_read_positions():
   a = languages.get("flipflop_language").alphabet
   for name, p in (("flipflop_sparse", 0.98), ("flipflop_dense", 0.1)):
     task = registry.get_task(f"lang-{name}")
-    tokens, labels = task.sample(jax.random.PRNGKey(0), 64, 400)
+    tokens, labels = jax.jit(task.sample, static_argnums=(1, 2))(jax.random.PRNGKey(0), 64, 400)
     ins = np.asarray(tokens)[:, ::2]
     assert abs((ins == a.index("i")).mean() - p) < 0.02, f"{name}: ignore rate"
     reads = np.asarray(task.events(tokens, labels)["after_read"])
@@ -200,7 +200,8 @@ def test_tomita3_blocks_stream_has_blocks_longer_than_training_shows():
   from tasks import registry
   longest = {}
   for name in ("tomita3", "tomita3_blocks"):
-    tokens, _ = registry.get_task(f"lang-{name}").sample(jax.random.PRNGKey(0), 64, 1000)
+    sample = jax.jit(registry.get_task(f"lang-{name}").sample, static_argnums=(1, 2))
+    tokens, _ = sample(jax.random.PRNGKey(0), 64, 1000)
     longest[name] = np.median([_longest_block(r) for r in np.asarray(tokens)])
   assert longest["tomita3"] <= 32, longest
   assert longest["tomita3_blocks"] > 60, f"blocks no longer than training lengths: {longest}"
