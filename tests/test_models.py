@@ -37,7 +37,8 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
   grads, logits = jax.jit(jax.grad(loss, has_aux=True))(params)
   assert logits.shape == (3, 12, 6) and bool(jnp.isfinite(logits).all()), f"{name}: bad logits"
   opt = optax.adamw(1e-3)
-  new = jax.jit(lambda g, p: optax.apply_updates(p, opt.update(g, opt.init(p), p)[0]))(grads, params)
+  step = lambda g, p: optax.apply_updates(p, opt.update(g, opt.init(p), p)[0])
+  new = jax.jit(step)(grads, params)
   changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), params, new)
   assert any(jax.tree.leaves(changed["params"]["layer0"])), f"{name}: no layer parameter changed"
   assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads)), f"{name}: NaN grads"
