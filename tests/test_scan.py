@@ -103,6 +103,52 @@ def test_matrix_scan_matches_loop(method):
   np.testing.assert_allclose(np.asarray(got), np.stack(want, 1), rtol=1e-4, atol=1e-4)
 
 
+def delta_rule_inputs(n_h, batch=2, time=30, N=5, m=3):
+  rng = np.random.default_rng(n_h)
+  k = rng.normal(size=(batch, time, n_h, N))
+  k /= np.linalg.norm(k, axis=-1, keepdims=True)
+  beta = 2 / (1 + np.exp(-rng.normal(size=(batch, time, n_h))))  # in (0, 2): eigenvalues to -1
+  return k, beta, rng.normal(size=(batch, time, n_h, m)), rng.normal(size=(batch, N, m))
+
+
+@pytest.mark.parametrize("n_h", [1, 3])
+@pytest.mark.parametrize("method", METHODS + ["auto"])
+def test_householder_scan_is_the_delta_rule(method, n_h):
+  """States against a float64 loop of S <- (I - beta k k^T) S + beta k v^T (n_h steps a token),
+  and gradients against the dense sequential scan of the materialized factors."""
+  from ssm_bench.scan import householder, reference
+  k, beta, v, h0 = delta_rule_inputs(n_h)
+  S, want = h0, []
+  for t in range(k.shape[1]):
+    for j in range(n_h):
+      kj, bj = k[:, t, j], beta[:, t, j, None, None]
+      S = S - bj * kj[:, :, None] * np.einsum("bn,bnm->bm", kj, S)[:, None] + (
+          bj * kj[:, :, None] * v[:, t, j, None, :])
+    want.append(S)
+  args = [jnp.asarray(x, jnp.float32) for x in (k, beta, v, h0)]
+  dense = lambda k, beta, v, h0: reference.matrix_scan(*householder.factors(k, beta, v), h0)
+  for fn, tol in ((lambda *a: scan.householder_scan(*a, method), 1e-4), (dense, 1e-4)):
+    got = jax.jit(fn)(*args)
+    np.testing.assert_allclose(np.asarray(got), np.stack(want, 1), rtol=tol, atol=tol,
+                               err_msg=f"{method}: not the delta rule's states")
+  w = jnp.asarray(np.random.default_rng(9).normal(size=got.shape), jnp.float32)
+  grad = lambda fn: jax.jit(jax.grad(lambda *a: jnp.sum(w * fn(*a)), argnums=(0, 1, 2, 3)))(*args)
+  for g, g_ref, name in zip(grad(lambda *a: scan.householder_scan(*a, method)), grad(dense),
+                            ("k", "beta", "v", "h0")):
+    np.testing.assert_allclose(g, g_ref, rtol=2e-4, atol=2e-4, err_msg=f"{method}: d{name}")
+
+
+def test_sequential_householder_scan_builds_no_n_by_n_matrix():
+  """The rank-1 form holds S (N x m) and vectors: no N x N transition, forward or backward."""
+  k, beta, v, h0 = (jnp.asarray(x, jnp.float32) for x in delta_rule_inputs(2))
+  N = k.shape[-1]
+  loss = lambda *a: jnp.sum(scan.householder_scan(*a, "sequential"))
+  jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(k, beta, v, h0).jaxpr
+  square = [e.primitive.name for e in equations(jaxpr) for x in e.outvars
+            if getattr(x.aval, "shape", ())[-2:] == (N, N)]
+  assert not square, f"N x N arrays built by {square}"
+
+
 def test_auto_picks_the_measured_method_and_unknown_method_fails():
   assert scan.resolve("auto") == scan.AUTO[jax.default_backend()]
   with pytest.raises(ValueError, match="sequential, associative, chunked, pallas"):

@@ -8,8 +8,10 @@ Per head, a matrix state S (N keys x d_head values). Each token applies n_h delt
 
 With unit keys a factor has eigenvalues 1 (N - 1 times) and 1 - beta: beta_max = 2 reaches -1,
 which is what tracks parity in one layer. The token's transition A_t = H_{n_h} ... H_1 and input
-U_t = sum_j H_{n_h} ... H_{j+1} beta_j k_j v_j^T turn the recurrence into S_t = A_t S_{t-1} + U_t,
-computed by the scan core's dense scan (`matrix_scan`, matrix state; N x N per token).
+U_t = sum_j H_{n_h} ... H_{j+1} beta_j k_j v_j^T turn the recurrence into S_t = A_t S_{t-1} + U_t;
+the scan core's `householder_scan` computes it (sequential: as rank-1 updates, with no N x N
+matrix; associative: with A_t materialized). A_t is built here only for the `transition`
+intermediate that theory checks read.
 """
 from __future__ import annotations
 
@@ -19,19 +21,7 @@ import jax.numpy as jnp
 
 from ssm_bench import scan
 from ssm_bench.layers import common
-
-
-def householder_factors(k, beta, v):
-  """(A_t, U_t) of n_h delta steps: k (..., n_h, N) unit keys, beta (..., n_h), v (..., n_h, m)."""
-  n_h, N = k.shape[-2], k.shape[-1]
-  A = jnp.broadcast_to(jnp.eye(N, dtype=k.dtype), k.shape[:-2] + (N, N))
-  U = jnp.zeros(k.shape[:-2] + (N, v.shape[-1]), k.dtype)
-  for j in range(n_h):
-    kj, bj = k[..., j, :], beta[..., j, None, None]
-    H = jnp.eye(N, dtype=k.dtype) - bj * kj[..., :, None] * kj[..., None, :]
-    A = H @ A
-    U = H @ U + bj * kj[..., :, None] * v[..., j, None, :]
-  return A, U
+from ssm_bench.scan import householder
 
 
 class DeltaProduct(nn.Module):
@@ -56,13 +46,13 @@ class DeltaProduct(nn.Module):
     val = split(nn.Dense(n_h * d, name="v")(v), n_h, H, m)
     beta = self.beta_max * jax.nn.sigmoid(split(nn.Dense(n_h * H, name="beta")(v), n_h, H))
     # heads before the delta steps: (b, t, H, n_h, ...)
-    A, U = householder_factors(jnp.swapaxes(k, 2, 3), jnp.swapaxes(beta, 2, 3),
-                               jnp.swapaxes(val, 2, 3))
-    self.sow("intermediates", "transition", A)  # (b, t, H, N, N)
+    k, beta, val = (jnp.swapaxes(x, 2, 3) for x in (k, beta, val))
+    if self.is_mutable_collection("intermediates"):
+      self.sow("intermediates", "transition", householder.factors(k, beta, val)[0])  # (b,t,H,N,N)
     h0 = common.initial_state(self, self.cfg.initial_state, (N, m))
     fold = lambda x: jnp.swapaxes(x, 1, 2).reshape((b * H, t) + x.shape[3:])
-    S = scan.matrix_scan(fold(A), fold(U), jnp.broadcast_to(h0, (b * H, N, m)),
-                         self.cfg.scan_method)  # (b H, t, N, m)
+    S = scan.householder_scan(fold(k), fold(beta), fold(val), jnp.broadcast_to(h0, (b * H, N, m)),
+                              self.cfg.scan_method)  # (b H, t, N, m)
     S = jnp.swapaxes(S.reshape(b, H, t, N, m), 1, 2)
     y = jnp.einsum("bthnm,bthn->bthm", S, q).reshape(b, t, d)
     D = self.param("D", nn.initializers.ones, (d,))

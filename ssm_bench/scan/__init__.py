@@ -6,8 +6,9 @@
   (fused GPU kernel with a custom VJP, step by step in time; interpret mode elsewhere, for tests),
   `pallas_parallel` (the same, parallel over time inside a program; see pallas_parallel.py).
 - `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
-  the states themselves; `matrix_scan` is the dense form (a full N x N transition per step). Fused methods map
-  to the reference here.
+  the states themselves; `matrix_scan` is the dense form (a full N x N transition per step);
+  `householder_scan` the delta rule's (a product of rank-1 corrections of I per step, sequential
+  as rank-1 updates). Fused methods map to the reference here.
 
 `auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES).
 """
@@ -17,6 +18,7 @@ import jax
 
 from ssm_bench.scan import chunked
 from ssm_bench.scan import factors
+from ssm_bench.scan import householder
 from ssm_bench.scan import reference
 from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
@@ -64,3 +66,8 @@ def linear_scan(a, b, h0=None, method: str = "auto"):
 
 def matrix_scan(A, b, h0=None, method: str = "auto"):
   return reference.matrix_scan(A, b, h0, _reference_method(method))
+
+
+def householder_scan(k, beta, v, h0, method: str = "auto"):
+  """All states of the delta rule (DeltaNet, DeltaProduct): see householder.py."""
+  return householder.scan(k, beta, v, h0, _reference_method(method))
