@@ -299,8 +299,8 @@ def test_json_output_is_only_json_and_progress_goes_to_stderr():
   import subprocess
   import sys
   out = subprocess.run([sys.executable, "-m", "launch.bench", "--json", "--sections=step",
-                        "--models=rnn", "--reps=1", "--out="], capture_output=True, text=True,
-                       timeout=600)
+                        "--models=rnn", "--reps=1", "--out=", "--batch=4", "--length=12",
+                        "--d_model=8", "--d_state=2"], capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   json.loads(out.stdout)  # `launch.bench --json | jq` needs stdout to be the JSON alone
   assert "step: rnn" in out.stderr, "progress lines are gone, not moved"
