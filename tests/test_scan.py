@@ -127,10 +127,10 @@ def test_householder_scan_is_the_delta_rule(method, n_h):
     want.append(S)
   args = [jnp.asarray(x, jnp.float32) for x in (k, beta, v, h0)]
   dense = lambda k, beta, v, h0: reference.matrix_scan(*householder.factors(k, beta, v), h0)
-  for fn, tol in ((lambda *a: scan.householder_scan(*a, method), 1e-4), (dense, 1e-4)):
+  for name, fn in ((method, lambda *a: scan.householder_scan(*a, method)), ("dense", dense)):
     got = jax.jit(fn)(*args)
-    np.testing.assert_allclose(np.asarray(got), np.stack(want, 1), rtol=tol, atol=tol,
-                               err_msg=f"{method}: not the delta rule's states")
+    np.testing.assert_allclose(np.asarray(got), np.stack(want, 1), rtol=1e-4, atol=1e-4,
+                               err_msg=f"{name}: not the delta rule's states")
   w = jnp.asarray(np.random.default_rng(9).normal(size=got.shape), jnp.float32)
   grad = lambda fn: jax.jit(jax.grad(lambda *a: jnp.sum(w * fn(*a)), argnums=(0, 1, 2, 3)))(*args)
   for g, g_ref, name in zip(grad(lambda *a: scan.householder_scan(*a, method)), grad(dense),
