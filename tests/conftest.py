@@ -5,6 +5,11 @@ Fresh each run, never the user's ~/.cache/ssm-bench: a test run on this machine 
 costs on a fresh CI machine, and no entry left by an older checkout can answer for the code under
 test. Shared within the run, so the many tests that train the same tiny programs (in process or
 through `python -m launch...`) compile each one once.
+
+Compiled at LLVM's lowest level (`--xla_backend_optimization_level=0`, unless XLA_FLAGS already
+names a level): the same HLO as users' programs, fusions and buffers included, with machine code
+that takes a third less time to generate and rounds like another machine's (BUILD_NOTES, "Tests
+and CI"; test_models checks each layer's training step against the default level).
 """
 import os
 import shutil
@@ -13,6 +18,7 @@ import tempfile
 from launch import common
 
 _OWNED = []  # the directory this process made, removed when it ends
+OPT_LEVEL = "--xla_backend_optimization_level"
 
 
 def pytest_configure(config):
@@ -20,6 +26,9 @@ def pytest_configure(config):
     path = tempfile.mkdtemp(prefix="ssm-bench-test-xla-")
     os.environ["SSM_BENCH_CACHE"] = path  # inherited by the workers and every subprocess
     _OWNED.append(path)
+    flags = os.environ.get("XLA_FLAGS", "")
+    if OPT_LEVEL not in flags:  # before any backend starts; workers and subprocesses inherit it
+      os.environ["XLA_FLAGS"] = f"{flags} {OPT_LEVEL}=0".strip()
   common.enable_compilation_cache()
 
 

@@ -1,4 +1,5 @@
-"""The test run itself (tests/conftest.py): its own compilation cache, heavy modules first."""
+"""The test run itself (tests/conftest.py): its own compilation cache and compile level, heavy modules
+first."""
 import os
 import subprocess
 import sys
@@ -14,6 +15,13 @@ def test_the_test_run_compiles_into_a_fresh_cache_of_its_own_not_the_users():
   assert not os.path.abspath(path).startswith(user), f"tests compile into the user's cache {path}"
   assert jax.config.jax_compilation_cache_dir == path, (
       f"in-process compiles go to {jax.config.jax_compilation_cache_dir!r}, not the run's cache")
+
+
+def test_the_test_run_compiles_at_llvms_lowest_level_unless_xla_flags_name_a_level():
+  flags = os.environ.get("XLA_FLAGS", "")
+  assert "--xla_backend_optimization_level=" in flags, (
+      f"XLA_FLAGS is {flags!r}: the tests (and the entry points they start) compile at XLA's "
+      "default level, a third slower (BUILD_NOTES, \"Tests and CI\")")
 
 
 def test_heavy_modules_are_handed_out_first(request):

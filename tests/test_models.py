@@ -44,6 +44,26 @@ def test_model_forward_is_finite_and_one_step_changes_params(name):
   assert all(bool(jnp.isfinite(g).all()) for g in jax.tree.leaves(grads)), f"{name}: NaN grads"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_the_tests_compile_level_computes_what_users_programs_compute(name):
+  """The tests compile at LLVM's lowest level (conftest.py); users' programs at XLA's default.
+  One training step's loss and gradients from both agree to float32 rounding."""
+  model, params, tokens = build((name,))
+
+  def loss(p):
+    logits = model.apply(p, tokens)
+    return optax.softmax_cross_entropy_with_integer_labels(logits, tokens).mean()
+
+  lowered = jax.jit(jax.value_and_grad(loss)).lower(params)
+  ours = lowered.compile()(params)
+  users = lowered.compile(compiler_options={"xla_backend_optimization_level": 3})(params)
+  for path, a, b in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(ours),
+                        jax.tree.leaves(users)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=(
+        f"{name}: {jax.tree_util.keystr(path[0])} at the tests' compile level is not the "
+        "default level's up to rounding"))
+
+
 @pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
     (n, m) for n in FUSED for m in ("chunked", "pallas", "pallas_parallel")])
 def test_scan_methods_give_the_same_model_output(name, method):
