@@ -6,12 +6,15 @@ costs on a fresh CI machine, and no entry left by an older checkout can answer f
 test. Shared within the run, so the many tests that train the same tiny programs (in process or
 through `python -m launch...`) compile each one once.
 
-Compiled at LLVM's lowest level (`--xla_backend_optimization_level=0`, unless XLA_FLAGS already
-names a level): the same HLO as users' programs, fusions and buffers included, with machine code
-that takes a third less time to generate and rounds like another machine's (BUILD_NOTES, "Tests
-and CI"; test_models checks each layer's training step against the default level).
+Compiled at LLVM's lowest level (`--xla_backend_optimization_level=0`) where jax has only its CPU
+backend and XLA_FLAGS names no level: the same HLO as users' programs, fusions and buffers
+included, with machine code that takes a third less time to generate and rounds like another
+machine's (BUILD_NOTES, "Tests and CI"; test_models checks each layer's training step against the
+default level). With an accelerator plugin installed the tests compile as users do.
 """
+import importlib.metadata
 import os
+import re
 import shutil
 import tempfile
 
@@ -21,13 +24,20 @@ _OWNED = []  # the directory this process made, removed when it ends
 OPT_LEVEL = "--xla_backend_optimization_level"
 
 
+def accelerator_plugins() -> list[str]:
+  """jax's installed GPU/TPU plugins, found without starting a backend (XLA_FLAGS is read then)."""
+  names = (d.metadata["Name"] or "" for d in importlib.metadata.distributions())
+  return sorted(n for n in names if re.match(r"(jax[-_](cuda|rocm)|libtpu)", n, re.I))
+
+
 def pytest_configure(config):
   if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or the only process with -n 0)
     path = tempfile.mkdtemp(prefix="ssm-bench-test-xla-")
     os.environ["SSM_BENCH_CACHE"] = path  # inherited by the workers and every subprocess
     _OWNED.append(path)
     flags = os.environ.get("XLA_FLAGS", "")
-    if OPT_LEVEL not in flags:  # before any backend starts; workers and subprocesses inherit it
+    # before any backend starts; workers and subprocesses inherit it
+    if OPT_LEVEL not in flags and not accelerator_plugins():
       os.environ["XLA_FLAGS"] = f"{flags} {OPT_LEVEL}=0".strip()
   common.enable_compilation_cache()
 

@@ -5,6 +5,9 @@ import subprocess
 import sys
 
 import jax
+import pytest
+
+import conftest
 
 
 def test_the_test_run_compiles_into_a_fresh_cache_of_its_own_not_the_users():
@@ -17,11 +20,23 @@ def test_the_test_run_compiles_into_a_fresh_cache_of_its_own_not_the_users():
       f"in-process compiles go to {jax.config.jax_compilation_cache_dir!r}, not the run's cache")
 
 
-def test_the_test_run_compiles_at_llvms_lowest_level_unless_xla_flags_name_a_level():
+def test_the_test_run_compiles_at_llvms_lowest_level_on_a_cpu_only_install():
   flags = os.environ.get("XLA_FLAGS", "")
+  if conftest.accelerator_plugins():
+    pytest.skip(f"accelerator plugins {conftest.accelerator_plugins()}: compiled as users do")
   assert "--xla_backend_optimization_level=" in flags, (
       f"XLA_FLAGS is {flags!r}: the tests (and the entry points they start) compile at XLA's "
       "default level, a third slower (BUILD_NOTES, \"Tests and CI\")")
+
+
+@pytest.mark.parametrize("installed,want", [
+    (["jax", "jaxlib", "numpy"], []),
+    (["jax", "jax-cuda13-plugin", "jax-cuda13-pjrt"], ["jax-cuda13-pjrt", "jax-cuda13-plugin"]),
+    (["jax", "jax_rocm60_plugin"], ["jax_rocm60_plugin"]), (["jax", "libtpu"], ["libtpu"])])
+def test_accelerator_plugins_are_found_by_their_distribution_names(monkeypatch, installed, want):
+  fake = [type("Dist", (), {"metadata": {"Name": n}})() for n in installed]
+  monkeypatch.setattr(conftest.importlib.metadata, "distributions", lambda: fake)
+  assert conftest.accelerator_plugins() == want, f"{installed}: the plugins found are not {want}"
 
 
 def test_heavy_modules_are_handed_out_first(request):
