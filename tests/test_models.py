@@ -62,11 +62,10 @@ def test_the_tests_compile_level_computes_what_users_programs_compute(name):
   memory = [(m.temp_size_in_bytes, m.argument_size_in_bytes, m.output_size_in_bytes)
             for m in (ours_program.memory_analysis(), users_program.memory_analysis())]
   assert memory[0] == memory[1], f"{name}: other buffers at the tests' compile level: {memory}"
-  for path, a, b in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(ours),
-                        jax.tree.leaves(users)):
+  for (path, a), b in zip(jax.tree_util.tree_flatten_with_path(ours)[0], jax.tree.leaves(users)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=(
-        f"{name}: {jax.tree_util.keystr(path[0])} at the tests' compile level is not the "
-        "default level's up to rounding"))
+        f"{name}: {jax.tree_util.keystr(path)} at the tests' compile level is not the default "
+        "level's up to rounding"))
 
 
 @pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
