@@ -138,15 +138,30 @@ def test_householder_scan_is_the_delta_rule(method, n_h):
     np.testing.assert_allclose(g, g_ref, rtol=2e-4, atol=2e-4, err_msg=f"{method}: d{name}")
 
 
-def test_sequential_householder_scan_builds_no_n_by_n_matrix():
-  """The rank-1 form holds S (N x m) and vectors: no N x N transition, forward or backward."""
+def n_by_n_arrays_of_the_delta_rule(method):
+  """Primitives of the delta rule's forward and backward that build an N x N array."""
   k, beta, v, h0 = (jnp.asarray(x, jnp.float32) for x in delta_rule_inputs(2))
   N = k.shape[-1]
-  loss = lambda *a: jnp.sum(scan.householder_scan(*a, "sequential"))
+  loss = lambda *a: jnp.sum(scan.householder_scan(*a, method))
   jaxpr = jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2, 3)))(k, beta, v, h0).jaxpr
-  square = [e.primitive.name for e in equations(jaxpr) for x in e.outvars
-            if getattr(x.aval, "shape", ())[-2:] == (N, N)]
+  return [e.primitive.name for e in equations(jaxpr) for x in e.outvars
+          if getattr(x.aval, "shape", ())[-2:] == (N, N)]
+
+
+def test_sequential_householder_scan_builds_no_n_by_n_matrix():
+  """The rank-1 form holds S (N x m) and vectors: no N x N transition, forward or backward."""
+  square = n_by_n_arrays_of_the_delta_rule("sequential")
   assert not square, f"N x N arrays built by {square}"
+  assert n_by_n_arrays_of_the_delta_rule("associative"), "the check cannot see the dense form"
+
+
+@pytest.mark.parametrize("backend", sorted(scan.AUTO))
+def test_the_delta_rules_auto_is_its_rank_one_form_on_every_backend(monkeypatch, backend):
+  """Measured fastest on CPU and on an H100 (BUILD_NOTES, "Scan core"), whatever the
+  diagonal scan's `auto` is there."""
+  monkeypatch.setattr(jax, "default_backend", lambda: backend)
+  square = n_by_n_arrays_of_the_delta_rule("auto")
+  assert not square, f"on {backend} the delta rule's auto builds N x N arrays ({square})"
 
 
 def test_auto_picks_the_measured_method_and_unknown_method_fails():

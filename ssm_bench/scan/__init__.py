@@ -25,8 +25,14 @@ from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel")
 # Measured by launch.bench (BUILD_NOTES, "Scan core"): the fastest method per backend. On CPU
-# chunked, with its per-family chunk sizes, beat sequential in every whole step timed.
-AUTO = {"cpu": "chunked", "gpu": "pallas", "tpu": "associative"}
+# chunked, with its per-family chunk sizes, beat sequential in every whole step timed; on an
+# H100 the time-parallel kernel beat the step-by-step one (27-run mamba step 1.09 vs 1.23 ms per
+# run, aussm 1.52 vs 2.28); it hands sequences over its MAX_LENGTH to `pallas` itself.
+AUTO = {"cpu": "chunked", "gpu": "pallas_parallel", "tpu": "associative"}
+# The delta rule's `auto` on every backend (TPU untimed): its rank-1 form beat the dense
+# associative scan on CPU and on an H100 (a deltanet step 7.30 vs 10.56 ms, deltaproduct 7.80 vs
+# 14.13, half the memory).
+HOUSEHOLDER_AUTO = "sequential"
 
 
 def default_method() -> str:
@@ -70,4 +76,6 @@ def matrix_scan(A, b, h0=None, method: str = "auto"):
 
 def householder_scan(k, beta, v, h0, method: str = "auto"):
   """All states of the delta rule (DeltaNet, DeltaProduct): see householder.py."""
-  return householder.scan(k, beta, v, h0, _reference_method(method))
+  if method == "auto" or resolve(method) not in REFERENCE:  # an explicit reference is kept
+    method = HOUSEHOLDER_AUTO
+  return householder.scan(k, beta, v, h0, method)

@@ -22,8 +22,7 @@ families (rotation: AUSSM, constant: S4D) carry real/imaginary pairs and scan th
 numbers. The whole sequence must fit a program's registers:
 longer than `MAX_LENGTH` steps (evaluation) go to `pallas.scan` (same contract).
 
-Untimed on a GPU so far: `launch.bench --sections=scan,tiles` compares it with `pallas`.
-Off GPU it runs in Pallas's interpret mode (tests).
+The GPU's `auto` since its H100 timing (BUILD_NOTES, "Scan core"). Off GPU it runs in Pallas's interpret mode (tests).
 """
 from __future__ import annotations
 
@@ -38,11 +37,12 @@ from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 
 # (channels per program, warps) of each kernel, per kernel kind (`pallas.KINDS`), for a time
-# axis of up to TILE_SPAN rows (63 steps: the paper trains at 60): a first guess (16 channels, as
-# the sequential kernel's best real tile), to be replaced by the parallel_tiles section's
-# measurement (`launch.bench --sections=parallel_tiles --apply_tiles` uses it in-process).
-FORWARD = {"real": (16, 4), "phase": (16, 4), "const": (16, 4)}
-BACKWARD = {"real": (16, 4), "phase": (16, 4), "const": (16, 4)}
+# axis of up to TILE_SPAN rows (63 steps: the paper trains at 60). real and phase: the fastest
+# forward + backward of `launch.bench --sections=parallel_tiles` on an H100 at the paper cell,
+# 27 runs (real on mamba's decay family 0.635 ms per run, phase 1.137; results/bench/README.md).
+# const: a guess (16 channels, the step-by-step kernel's best real tile), untimed.
+FORWARD = {"real": (8, 2), "phase": (16, 2), "const": (16, 4)}
+BACKWARD = {"real": (8, 1), "phase": (16, 2), "const": (16, 4)}
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
