@@ -15,8 +15,9 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 `--sections=parallel_tiles` does the same for the time-parallel kernel (`pallas_parallel`, the
 kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward
 tiles, then forward + backward over the backward tiles with the best forward fixed, each against
-the same references; its `best` line ends with `pallas.scan`'s time at its own best tile on the
-same factors, the ratio to beat.
+the same references; then the best pair once more reading the layers' (batch, time, channels)
+layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels); its `best` line ends
+with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
 """
 from __future__ import annotations
 
@@ -236,13 +237,22 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
           forward_tile=list(best_fwd))
     # the step-by-step kernel at its own tiles, same factors: what the new layout must beat
     run("pallas (step by step)", _grad(pallas.scan), want_g, pallas.BACKWARD[kind])
+    pallas_ms = rows[-1].get("ms_per_run")
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
+      # the best pair again, reading the layers' (batch, time, channels) layout
+      run("backward, time-major", _grad(parallel(forward=best_fwd, backward=key,
+                                                 time_major=True)), want_g, key,
+          forward_tile=list(best_fwd))
+      tm_ms = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
-                    "pallas_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
+                    "pallas_fwd_bwd_ms_per_run": pallas_ms,
+                    "time_major_fwd_bwd_ms_per_run": tm_ms,
+                    "time_major": tm_ms is not None and tm_ms < timings["backward"][key]}
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
-                                                     "backward": pallas_parallel.BACKWARD},
+                                                     "backward": pallas_parallel.BACKWARD,
+                                                     "time_major": pallas_parallel.TIME_MAJOR},
           "rows": rows, "best": {"parallel": best} if best else {}}
 
 
@@ -257,8 +267,10 @@ def apply(result: dict) -> dict:
       for k, p in b.items():
         pallas_parallel.FORWARD[k], pallas_parallel.BACKWARD[k] = (tuple(p["forward"]),
                                                                    tuple(p["backward"]))
-        applied.setdefault("pallas_parallel", {})[k] = {"forward": p["forward"],
-                                                        "backward": p["backward"]}
+        pallas_parallel.TIME_MAJOR[k] = p.get("time_major", False)
+        applied.setdefault("pallas_parallel", {})[k] = {
+            "forward": p["forward"], "backward": p["backward"],
+            "time_major": pallas_parallel.TIME_MAJOR[k]}
       continue
     pallas.FORWARD[kind], pallas.BACKWARD[kind] = tuple(b["forward"]), tuple(b["backward"])
     pallas.CHUNK[kind], pallas.PREFETCH[kind] = b["chunk"], b["prefetch"]
@@ -286,7 +298,9 @@ def render(result: dict) -> str:
       for k, p in b.items():
         lines.append(f"  best parallel {k}{_of(p)}: pallas_parallel.FORWARD "
                      f"{tuple(p['forward'])}, BACKWARD {tuple(p['backward'])} "
-                     f"({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; "
+                     + (", TIME_MAJOR" if p.get("time_major") else "")
+                     + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; time-major "
+                     f"{p.get('time_major_fwd_bwd_ms_per_run')}; "
                      f"pallas {p['pallas_fwd_bwd_ms_per_run']})")
       continue
     lines.append(f"  best {kind}{_of(b)}: FORWARD {tuple(b['forward'])}, "

@@ -148,11 +148,15 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
                                          need_gpu=False)
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
-      ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"]))], out["rows"]
+      ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"])),
+      ("phase", "backward, time-major", [4, 1])], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
   assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
   assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
+  assert best["phase"]["time_major_fwd_bwd_ms_per_run"] > 0, "the layers' layout was not timed"
+  assert best["phase"]["time_major"] == (best["phase"]["time_major_fwd_bwd_ms_per_run"]
+                                         < best["phase"]["fwd_bwd_ms_per_run"]), best
   assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
   monkeypatch.setattr(pallas_parallel, "scan", lambda f, **kw: real(f, **kw) * 1.01)
@@ -239,12 +243,12 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   from launch import bench_tiles
   from ssm_bench.scan import pallas, pallas_parallel
   for module, names in ((pallas, ("FORWARD", "BACKWARD", "CHUNK", "PREFETCH")),
-                        (pallas_parallel, ("FORWARD", "BACKWARD"))):
+                        (pallas_parallel, ("FORWARD", "BACKWARD", "TIME_MAJOR"))):
     for name in names:  # apply() writes into copies that monkeypatch puts back afterwards
       monkeypatch.setattr(module, name, dict(getattr(module, name)))
   monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
-  parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8]}}},
-                   "rows": []}
+  parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8],
+                                                  "time_major": True}}}, "rows": []}
   tiles_best = {"best": {"real": {"forward": [32, 8], "backward": [8, 2], "chunk": 4,
                                   "prefetch": True, "join": True, "fwd_bwd_ms_per_run": 1.0}},
                 "rows": []}
@@ -254,11 +258,13 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   monkeypatch.setattr(bench_train_many, "bench_train_many", lambda *a, **kw: seen.append((
       pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
       pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
-      pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"])) or {})
+      pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
+      pallas_parallel.TIME_MAJOR["real"])) or {})
   monkeypatch.setattr(bench, "render", lambda section, result: "")
   defaults = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"],
               pallas.FORWARD["real"], pallas.BACKWARD["real"], pallas.CHUNK["real"],
-              pallas.PREFETCH["real"], pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"])
+              pallas.PREFETCH["real"], pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
+              pallas_parallel.TIME_MAJOR["real"])
   try:
     flags.FLAGS["out"].parse("")
     flags.FLAGS["sections"].parse("parallel_tiles,tiles,train_many")
@@ -271,7 +277,7 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
     for name in ("out", "sections", "train_many_models", "methods", "apply_tiles"):
       flags.FLAGS[name].unparse()
   assert seen[0] == defaults, f"tiles were applied without --apply_tiles: {seen[0]}"
-  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-1]), (
+  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-2], True), (
       f"train_many did not run with the swept tiles: {seen[1]}")
   assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
   assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})

@@ -132,3 +132,36 @@ def test_each_kernel_kind_takes_its_own_default_tiles(monkeypatch):
     pallas_parallel.scan(to_factors(family, factored_inputs(family, 12, b=1, d=128, n=4)))
   real = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"])
   assert seen == {"phase": ((4, 2), (8, 1)), "real": real}, f"tiles per kind: {seen}"
+
+
+def _outside_kernels(jaxpr):
+  """Equations of a jaxpr and its sub-jaxprs, the bodies of pallas_calls excepted."""
+  for e in jaxpr.eqns:
+    yield e
+    if e.primitive.name != "pallas_call":
+      for sub in jax.extend.core.jaxprs_in_params(e.params):
+        yield from _outside_kernels(sub)
+
+
+@pytest.mark.parametrize("family", ["decay", "signed_decay", "rotation", "constant"])
+def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_outside(family):
+  """`time_major`: the kernels read (batch, time, channels) and transpose tiles in registers.
+  Values and every gradient equal the time-minor kernels' bit for bit (interpret mode), and no
+  array with a time axis (23 steps, 32 or 34 rows) is transposed outside the kernels."""
+  f = to_factors(family, factored_inputs(family, 23, seed=1, b=2, d=20, n=3))
+  outputs, time_axes = {}, {23, 32, 34}
+  for tm in (False, True):
+    fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 2), interpret=True,
+                                        time_major=tm)
+    loss = lambda f: jnp.sum(jnp.sin(fn(f)))
+    outputs[tm] = [fn(f)] + jax.tree.leaves(jax.grad(loss)(f))
+    jaxpr = jax.make_jaxpr(jax.grad(loss))(f).jaxpr
+    moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
+             if e.primitive.name == "transpose" and time_axes & set(e.invars[0].aval.shape)]
+    assert bool(moved) == (not tm), f"time_major={tm}: sequences transposed outside: {moved}"
+  for i, (a, b) in enumerate(zip(outputs[False], outputs[True])):
+    np.testing.assert_array_equal(a, b, err_msg=f"{family}: output {i} differs by layout")
+  from launch.bench_registers import triton_modules  # and it lowers to Triton for CUDA
+  cuda = lambda f: jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
+      f, interpret=False, time_major=True))))(f)
+  assert len(triton_modules(cuda, f)) == 2, f"{family}: not a forward and a backward kernel"

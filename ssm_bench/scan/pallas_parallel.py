@@ -12,8 +12,9 @@ states at all, and the steps of a state run in parallel across threads. The back
 h per state (nothing is saved), runs the adjoint as a reversed scan, and reduces once per state
 over channels (dB, dC) or time (dlam) instead of once per step.
 
-Time sits on the tile's minor axis (the inputs are transposed outside), so a scan stays inside
-a warp's lanes where it can. A tile row covers the sequence padded to a power of two with two
+Time sits on the tile's minor axis, so a scan stays inside a warp's lanes where it can: the
+inputs are transposed outside, or with `TIME_MAJOR` loaded in the layers' layout and transposed
+in registers. A tile row covers the sequence padded to a power of two with two
 extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
 b = h0), so h0 needs no special case and a_{t+1} is the same tile read one row later; h_{t-1}
 comes from h_t - b_t = a_t h_{t-1} where that needs no division (decay, phase: two scans per
@@ -22,7 +23,8 @@ families (rotation: AUSSM, constant: S4D) carry real/imaginary pairs and scan th
 numbers. The whole sequence must fit a program's registers:
 longer than `MAX_LENGTH` steps (evaluation) go to `pallas.scan` (same contract).
 
-The GPU's `auto` since its H100 timing (BUILD_NOTES, "Scan core"). Off GPU it runs in Pallas's interpret mode (tests).
+The GPU's `auto` since its H100 timing (BUILD_NOTES, "Scan core"). Off GPU it runs in Pallas's
+interpret mode (tests).
 """
 from __future__ import annotations
 
@@ -43,6 +45,10 @@ from ssm_bench.scan.recurrence_scan import recurrence_scan
 # const: a guess (16 channels, the step-by-step kernel's best real tile), untimed.
 FORWARD = {"real": (8, 2), "phase": (16, 2), "const": (16, 4)}
 BACKWARD = {"real": (8, 1), "phase": (16, 2), "const": (16, 4)}
+# Whether the per-step arrays reach the kernels in the layers' own (batch, time, channels) layout
+# and are transposed in registers, rather than time-minor (transposed by XLA outside: 27.6% of a
+# 27-run mamba step on an H100). Off until `--sections=parallel_tiles` times both on a GPU.
+TIME_MAJOR = {"real": False, "phase": False, "const": False}
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
@@ -71,14 +77,26 @@ class _Rows:
   first=1 is the recurrence itself (row 0 of the tile is h0's row), 0 is one step earlier (its
   scan is h_{t-1}) and 2 one step later (its a is a_{t+1}). The (channels, time) tiles of the
   per-channel inputs are read once per program, not once per state. Complex values are
-  (re, im) pairs."""
+  (re, im) pairs. `tm`: the refs are time-major (`TIME_MAJOR`); tiles are (channels, time)
+  either way."""
 
-  def __init__(self, kind, neg, refs, span, firsts):
-    self.kind, self.neg, self.refs = kind, neg, refs
+  def __init__(self, kind, neg, refs, span, firsts, tm):
+    self.kind, self.neg, self.refs, self.span, self.tm = kind, neg, refs, span, tm
     per_channel = ("x", "dt") if kind == "real" else ("x",)
-    self.tiles = {k: {name: refs[name][:, pl.ds(k, span)] for name in per_channel}
-                  for k in firsts}
-    self.span = span
+    read = lambda ref, k: ref[pl.ds(k, span), :].T if tm else ref[:, pl.ds(k, span)]
+    self.tiles = {k: {name: read(refs[name], k) for name in per_channel} for k in firsts}
+
+  def row(self, name, n, first):
+    """A (1, time) row of a per-(step, state) input (B, C, theta) at state n, from row `first`."""
+    ref, rows = self.refs[name], pl.ds(first, self.span)
+    return (ref[rows, n] if self.tm else ref[n, rows])[None, :]
+
+  def put(self, ref, n, value):
+    """Write a (time,) gradient of a per-(step, state) input at state n."""
+    if self.tm:
+      ref[:, n] = value
+    else:
+      ref[n, :] = value
 
   def column(self, name, n):
     """A (channels, 1) column of a per-(state, channel) input at state n."""
@@ -87,7 +105,7 @@ class _Rows:
   def coefficients(self, n, first):
     """(a, b, extra): the transition and input of state n on the view, extra what the
     gradient of a needs (real: e = exp(dt lam) and dt)."""
-    tile, rows, r = self.tiles[first], pl.ds(first, self.span), self.refs
+    tile = self.tiles[first]
     x = tile["x"]
     row = first + jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)  # row of the padded axis
     start, empty = row == 1, row == 0
@@ -95,10 +113,10 @@ class _Rows:
       e = jnp.exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
       b = jnp.where(start, self.column("h0", n),
-                    jnp.where(empty, 0.0, x * r["B"][n, rows][None, :]))
+                    jnp.where(empty, 0.0, x * self.row("B", n, first)))
       return a, b, (e, tile["dt"])
     if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
-      theta = r["theta"][n, rows][None, :]
+      theta = self.row("theta", n, first)
       a = (jnp.cos(theta), jnp.sin(theta))
     else:  # a constant a[d, n]
       a = (self.column("ar", n), self.column("ai", n))
@@ -125,26 +143,27 @@ class _Rows:
     return self.states(n, 0)[0]
 
 
-def _forward_kernel(*refs, kind, neg, span, n_states):
+def _forward_kernel(*refs, kind, neg, span, n_states, tm):
   names = NAMES[kind]
   r, y_ref = dict(zip(names, refs)), refs[len(names)]
-  rows = _Rows(kind, neg, r, span, (1,))
+  rows = _Rows(kind, neg, r, span, (1,), tm)
 
   def body(n, y):
     h = rows.states(n, 1)[0]
     if kind == "real":
-      return y + h * r["C"][n, pl.ds(1, span)][None, :]
+      return y + h * rows.row("C", n, 1)
     return y + rows.column("Cr", n) * h[0] - rows.column("Ci", n) * h[1]
-  y_ref[...] = jax.lax.fori_loop(0, n_states, body, jnp.zeros(y_ref.shape, jnp.float32))
+  y = jax.lax.fori_loop(0, n_states, body, jnp.zeros(rows.tiles[1]["x"].shape, jnp.float32))
+  y_ref[...] = y.T if tm else y
 
 
-def _backward_kernel(*refs, kind, neg, span, n_states):
+def _backward_kernel(*refs, kind, neg, span, n_states, tm):
   """Per state: h (the recurrence), h_{t-1} (`_Rows.previous`), a_{t+1} (the view a row
   later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients."""
   names = NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
-  rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2))
-  dy = dy_ref[...]
+  rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2), tm)
+  dy = dy_ref[...].T if tm else dy_ref[...]
   x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
   at_start = lambda v: jnp.sum(jnp.where(first_row, v, 0.0), axis=1)  # the h0 row's value
@@ -155,12 +174,12 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     h, a, b, (e, dt) = rows.states(n, 1)
     prev = rows.previous(n, h, a, b)  # decay: already a_t h_{t-1}, i.e. times e
     a_next = rows.coefficients(n, 2)[0]
-    B, C = r["B"][n, pl.ds(1, span)][None, :], r["C"][n, pl.ds(1, span)][None, :]
+    B, C = rows.row("B", n, 1), rows.row("C", n, 1)
     g = recurrence_scan(a_next, dy * C, axis=1, reverse=True)[1]  # dL/dh_t
     de = 2.0 * g * prev * e if neg else g * prev  # dL/d(dt lam) through a_t
     dlam_ref[n, :] = jnp.sum(de * dt, axis=1)
-    dB_ref[n, :] = jnp.sum(g * x, axis=0)
-    dC_ref[n, :] = jnp.sum(dy * h, axis=0)
+    rows.put(dB_ref, n, jnp.sum(g * x, axis=0))
+    rows.put(dC_ref, n, jnp.sum(dy * h, axis=0))
     dh0_ref[n, :] = at_start(g)
     return dx + g * B, ddt + de * rows.column("lam", n)
 
@@ -175,7 +194,7 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     gr, gi = recurrence_scan((nr, -ni), u, axis=1, reverse=True)[1]  # through conj(a_{t+1})
     dar, dai = gr * pr + gi * pi, gi * pr - gr * pi  # dL/da_t, as a conjugate cogradient
     if kind == "phase":  # a = cos + i sin of theta_t[n]: per step, summed over channels
-      da_refs[0][n, :] = jnp.sum(dai * ar - dar * ai, axis=0)
+      rows.put(da_refs[0], n, jnp.sum(dai * ar - dar * ai, axis=0))
     else:  # a[d, n]: summed over time
       da_refs[0][n, :], da_refs[1][n, :] = jnp.sum(dar, axis=1), jnp.sum(dai, axis=1)
     dBr_ref[n, :], dBi_ref[n, :] = jnp.sum(x * gr, axis=1), jnp.sum(x * gi, axis=1)
@@ -184,17 +203,29 @@ def _backward_kernel(*refs, kind, neg, span, n_states):
     return (dx + gr * rows.column("Br", n) + gi * rows.column("Bi", n),)
 
   zeros = jnp.zeros(dy.shape, jnp.float32)
-  if kind == "real":
-    outs[0][...], outs[1][...] = jax.lax.fori_loop(0, n_states, real, (zeros, zeros))
-  else:
-    (outs[0][...],) = jax.lax.fori_loop(0, n_states, complex_, (zeros,))
+  per_channel = (jax.lax.fori_loop(0, n_states, real, (zeros, zeros)) if kind == "real"
+                 else jax.lax.fori_loop(0, n_states, complex_, (zeros,)))
+  for ref, v in zip(outs, per_channel):
+    ref[...] = v.T if tm else v
 
 
-# ---- pallas_call plumbing: every array is time-minor (transposed outside) ---------------------
+# ---- pallas_call plumbing: per-step arrays time-minor (transposed outside) or, with `tm`, in
+# the layers' (batch, time, channels) layout ---------------------------------------------------
 
-def _in_specs(kind, bd, N, rows):
-  per_td = pl.BlockSpec((None, bd, rows), lambda i, j: (i, j, 0))
-  per_tn = pl.BlockSpec((None, N, rows), lambda i, j: (i, 0, 0))
+def _per_td(bd, rows, tm):
+  return (pl.BlockSpec((None, rows, bd), lambda i, j: (i, 0, j)) if tm
+          else pl.BlockSpec((None, bd, rows), lambda i, j: (i, j, 0)))
+
+
+def _dims(ins, tm):
+  """(batch, channels, rows) of the inputs."""
+  b, *sizes = ins[0].shape
+  return (b,) + tuple(sizes[::-1] if tm else sizes)
+
+
+def _in_specs(kind, bd, N, rows, tm):
+  per_td = _per_td(bd, rows, tm)
+  per_tn = pl.BlockSpec((None, rows, N) if tm else (None, N, rows), lambda i, j: (i, 0, 0))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
@@ -207,16 +238,21 @@ def _n_states(kind, ins):
   return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
 
 
+def _layout(shape, tm):
+  """A (batch, ..., a, b) shape as stored: time-major swaps the last two."""
+  return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if tm else tuple(shape[-2:]))
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, interpret = static
-  b, D, rows = ins[0].shape
+  kind, neg, (bd, warps), _, interpret, tm = static
+  b, D, rows = _dims(ins, tm)
   N, span = _n_states(kind, ins), rows - 2
-  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N)
+  kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
   return pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct((b, D, span), jnp.float32), grid=(b, D // bd),
-      in_specs=_in_specs(kind, bd, N, rows),
-      out_specs=pl.BlockSpec((None, bd, span), lambda i, j: (i, j, 0)), interpret=interpret,
+      kernel, out_shape=jax.ShapeDtypeStruct(_layout((b, D, span), tm), jnp.float32),
+      grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm),
+      out_specs=_per_td(bd, span, tm), interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(*ins)
 
 
@@ -225,27 +261,27 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, ins, dy):
-  kind, neg, _, (bd, warps), interpret = static
-  b, D, rows = ins[0].shape
+  kind, neg, _, (bd, warps), interpret, tm = static
+  b, D, rows = _dims(ins, tm)
   N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
-  per_td = (jax.ShapeDtypeStruct((b, D, span), f32),
-            pl.BlockSpec((None, bd, span), lambda i, j: (i, j, 0)))
+  per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm), f32), _per_td(bd, span, tm))
   # gradients of arrays shared over channels: one partial sum per channel block (no atomics,
   # which would make a run nondeterministic); of (n, d) arrays, one per batch row
-  per_tn = (jax.ShapeDtypeStruct((b, n_d, N, span), f32),
-            pl.BlockSpec((None, None, N, span), lambda i, j: (i, j, 0, 0)))
+  per_tn = (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm), f32),
+            pl.BlockSpec((None, None) + _layout((N, span), tm), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn, per_nd],
           "phase": [per_td, per_tn] + [per_nd] * 6, "const": [per_td] + [per_nd] * 8}[kind]
-  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N)
+  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
-      in_specs=_in_specs(kind, bd, N, rows) + [per_td[1]], out_specs=[o[1] for o in outs],
+      in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(*ins, dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
-  rows_of = lambda v: jnp.pad(v, [(0, 0)] * (v.ndim - 1) + [(1, 1)])
+  time_axis = lambda v: 1 if tm else v.ndim - 1
+  rows_of = lambda v: jnp.pad(v, [(1, 1) if i == time_axis(v) else (0, 0) for i in range(v.ndim)])
   if kind == "real":
     dx, ddt, dlam, dB, dC, dh0 = g
     return rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1)), dh0
@@ -266,9 +302,11 @@ def supports(f: F.Factors) -> bool:
 
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
-         backward: tuple[int, int] | None = None, interpret: bool | None = None):
+         backward: tuple[int, int] | None = None, interpret: bool | None = None,
+         time_major: bool | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
-  `forward` / `backward`: (channels per program, warps) of each kernel."""
+  `forward` / `backward`: (channels per program, warps) of each kernel; `time_major`: the
+  layout the kernels read (default `TIME_MAJOR` of the kind)."""
   if not supports(f):
     return sequential_kernel.scan(f, interpret=interpret)
   if interpret is None:
@@ -280,10 +318,12 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   bwd = sequential_kernel._tile(backward, default_tile(BACKWARD[kind], span), D)
   bd = max(fwd[0], bwd[0])
   Dp = -(-D // bd) * bd
+  tm = TIME_MAJOR[kind] if time_major is None else time_major
   f32 = lambda v: v.astype(jnp.float32)
-  # time-minor, two rows in front (empty, h0) and span + 2 rows in all
-  per_t = lambda v, width: jnp.pad(jnp.swapaxes(f32(v), 1, 2),
-                                   ((0, 0), (0, width - v.shape[2]), (2, span - T)))
+  # two rows in front (empty, h0) and span + 2 rows in all; time-minor unless tm
+  per_t = lambda v, width: (
+      jnp.pad(f32(v), ((0, 0), (2, span - T), (0, width - v.shape[2]))) if tm else
+      jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (2, span - T))))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
   if kind == "real":
@@ -294,6 +334,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
                   else (per_nd(f.a.real), per_nd(f.a.imag)))
     ins = ((per_t(f.x, Dp),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
                                              per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, interpret)
-  y = _fused(static, *ins)  # (b, Dp, span): row r + 1 is step r
-  return jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
+  static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm)
+  y = _fused(static, *ins)  # (b, Dp, span) or with tm (b, span, Dp): row r + 1 is step r
+  return y[:, 1:T + 1, :D] if tm else jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
