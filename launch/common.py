@@ -55,15 +55,33 @@ def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):
   """sys.unraisablehook: a Ctrl-C that lands while a finalizer (`weakref.finalize`, `__del__`)
   runs is a KeyboardInterrupt Python cannot raise; it would print "Exception ignored ...
   Traceback" and drop the Ctrl-C (a sweep then trains on until its supervisor kills it).
-  Interrupt the main thread again instead, silently, once the finalizer has returned (from a
-  timer thread: an interrupt raised in this hook would be dropped the same way)."""
+  Interrupt the main thread again instead, silently, from a thread that waits until the main
+  thread has left this hook: an interrupt raised in the hook would be dropped the same way
+  (a fixed 10 ms delay lost it on a loaded machine)."""
   if issubclass(unraisable.exc_type, KeyboardInterrupt):
-    import signal
     import threading
-    main = threading.main_thread().ident  # a real signal, so a blocking call wakes up too
-    threading.Timer(0.01, signal.pthread_kill, (main, signal.SIGINT)).start()
+    threading.Thread(target=_interrupt_main_once_out_of, args=(sys._getframe(),),
+                     daemon=True).start()
     return
   default(unraisable)
+
+
+def _interrupt_main_once_out_of(hook_frame):
+  import contextlib
+  import signal
+  import threading
+  import time
+  main = threading.main_thread().ident
+
+  def in_hook():
+    frame = sys._current_frames().get(main)
+    while frame is not None and frame is not hook_frame:
+      frame = frame.f_back
+    return frame is not None
+  while in_hook():
+    time.sleep(0.005)
+  with contextlib.suppress(ProcessLookupError):  # the main thread may have ended meanwhile
+    signal.pthread_kill(main, signal.SIGINT)  # a real signal, so a blocking call wakes up too
 
 
 def catch_lost_interrupts():
