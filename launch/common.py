@@ -57,7 +57,7 @@ def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):
   Traceback" and drop the Ctrl-C (a sweep then trains on until its supervisor kills it).
   Interrupt the main thread again instead, silently, from a thread that waits until the main
   thread has left this hook: an interrupt raised in the hook would be dropped the same way
-  (a fixed 10 ms delay lost it on a loaded machine)."""
+  (a fixed 10 ms delay lost it when the main thread was descheduled inside the hook)."""
   if issubclass(unraisable.exc_type, KeyboardInterrupt):
     import threading
     threading.Thread(target=_interrupt_main_once_out_of, args=(sys._getframe(),),

@@ -138,7 +138,7 @@ common.run_main(main)
 
 # A loaded machine: the main thread loses the CPU for 0.3 s right after the hook starts its
 # thread, still inside the hook (a fixed 10 ms delay then re-sent the Ctrl-C into the hook, where
-# it was dropped again: CI, 2026-11-26).
+# it was dropped again).
 _DESCHEDULED_IN_THE_HOOK = """
 import threading, time
 start = threading.Thread.start
@@ -154,8 +154,11 @@ def test_ctrl_c_caught_by_a_finalizer_still_stops_with_one_line(tmp_path, load):
   command with the one line and 130."""
   code = (_DESCHEDULED_IN_THE_HOOK if load != "idle" else "") + _FINALIZER_SWALLOWS_CTRL_C
   try:  # the command sleeps 30 s: a Ctrl-C that waits for the blocking call to end is too late
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, timeout=20, cwd=os.path.dirname(os.path.dirname(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=20, cwd=os.path.dirname(os.path.dirname(__file__)),
+                          # SIGINT at its default, as a terminal's shell starts a command: a
+                          # test run started in the background inherits it ignored
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   except subprocess.TimeoutExpired as e:
     pytest.fail(f"the Ctrl-C did not stop the command within {e.timeout:g} s")
   assert "lost" not in proc.stdout, f"the Ctrl-C was dropped; stderr:\n{proc.stderr[-1500:]}"
