@@ -241,7 +241,8 @@ def main(argv):
       import jax
       from ssm_bench import scan
       print(f"memory estimates use this backend's scan method ({scan.resolve('auto')} on "
-            f"{jax.default_backend()}); to plan for a GPU add --config.scan_method={scan.AUTO['gpu']}")
+            f"{jax.default_backend()}); to plan for a GPU add "
+            f"--config.scan_method={scan.AUTO['gpu']}")
     n_fit = 0
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]

@@ -217,15 +217,14 @@ def _per_td(bd, rows, tm):
           else pl.BlockSpec((None, bd, rows), lambda i, j: (i, j, 0)))
 
 
-def _dims(ins, tm):
-  """(batch, channels, rows) of the inputs."""
-  b, *sizes = ins[0].shape
-  return (b,) + tuple(sizes[::-1] if tm else sizes)
+def _layout(shape, tm):
+  """A (..., a, time) shape as stored, and back: time-major swaps the last two."""
+  return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if tm else tuple(shape[-2:]))
 
 
 def _in_specs(kind, bd, N, rows, tm):
   per_td = _per_td(bd, rows, tm)
-  per_tn = pl.BlockSpec((None, rows, N) if tm else (None, N, rows), lambda i, j: (i, 0, 0))
+  per_tn = pl.BlockSpec((None,) + _layout((N, rows), tm), lambda i, j: (i, 0, 0))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
@@ -238,15 +237,10 @@ def _n_states(kind, ins):
   return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
 
 
-def _layout(shape, tm):
-  """A (batch, ..., a, b) shape as stored: time-major swaps the last two."""
-  return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if tm else tuple(shape[-2:]))
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
   kind, neg, (bd, warps), _, interpret, tm = static
-  b, D, rows = _dims(ins, tm)
+  b, D, rows = _layout(ins[0].shape, tm)
   N, span = _n_states(kind, ins), rows - 2
   kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
   return pl.pallas_call(
@@ -262,7 +256,7 @@ def _fused_fwd(static, *ins):
 
 def _fused_bwd(static, ins, dy):
   kind, neg, _, (bd, warps), interpret, tm = static
-  b, D, rows = _dims(ins, tm)
+  b, D, rows = _layout(ins[0].shape, tm)
   N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
   per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm), f32), _per_td(bd, span, tm))
