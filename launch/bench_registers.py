@@ -10,6 +10,17 @@ cannot launch). A kernel that spills moves its tile through local memory, which 
 this section finds the tiles worth timing before a GPU minute is spent, and a kernel change that
 Triton cannot compile shows up here rather than on a lent GPU.
 
+It also counts the PTX's instructions. The time-parallel kernel is bound by instruction issue,
+not memory (it moves 28 MB per run at the paper cell, 9 us of an H100's bandwidth, and takes
+0.18 ms): a program runs its state loop once per state over one tile, so its work is about
+programs x warps x (states x the loop's instructions + the rest) warp-instructions. At the
+issue rate `calibrate` fitted to the fourth H100 session's real-kind forward tiles, that
+predicts those 12 tiles within 18% (correlation 0.90) and tracks the forward + backward times
+(0.96): a way to compare variants of the real kind's kernels (layouts, loop structure) before a
+GPU minute is spent (results/bench/README.md, "Registers"). Not for the phase kind: libdevice's
+sin and cos carry branches that almost never run (its fit needs 1.8x the H100's peak issue
+rate), so no prediction is made where the state loop holds such a loop.
+
 It needs `pip install triton` (PyTorch's CUDA builds bring it). XLA compiles the same IR with
 its own Triton, whose counts may differ by a few registers: a guide for which tiles to time, not
 a measurement of the GPU's kernel.
@@ -26,6 +37,7 @@ import tempfile
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from launch import common
 from launch.bench_tiles import GRID as TILE_GRID
@@ -38,6 +50,11 @@ REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_
 # measured (results/bench/README.md, "Registers") and compiles for minutes: it is reported as
 # skipped, not compiled.
 MAX_ELEMENTS_PER_THREAD = 64
+# Warp-instructions an H100 issued per ms in the time-parallel forward kernel: `calibrate`'s
+# fit of the fourth H100 session's 12 forward tiles of the real kind (h100/7_parallel_tiles_*)
+# to their counts by Triton 3.9.0 (results/bench/README.md, "Registers"): 71% of four
+# schedulers x 132 SMs x 1.755 GHz.
+H100_WARP_INSTRUCTIONS_PER_MS = 6.57e8
 
 
 def _triton():
@@ -123,31 +140,94 @@ def compile_usage(ttir: str, warps: int, arch: int = 90) -> dict:
                              os.devnull], capture_output=True, text=True, check=True).stderr
   usage = parse_ptxas(report)
   usage["fits"] = usage["registers"] * 32 * warps <= REGISTER_FILE
+  usage.update(count_instructions(kernel.asm["ptx"]))
   return usage
 
 
-def _scan_fn(kernel: str, tile):
+def count_instructions(ptx: str) -> dict:
+  """Static counts of the PTX: every instruction (a statement, not a directive or label), the
+  warp shuffles among them (the time-parallel scans' and reductions' cost), and those of the
+  state loop: the largest loop (a label that a later branch jumps back to) that holds no other
+  loop of more than 20 instructions (libdevice's sin and cos bring loops of 9)."""
+  labels, ops, loops = {}, [], []
+  for line in ptx.splitlines():
+    label = re.match(r"\s*(\$\w+):", line)
+    statement = re.match(r"\s*(?:@!?%\w+\s+)?([a-z][\w.]*)[^:]*;", line)
+    if label:
+      labels[label.group(1)] = len(ops)
+    elif statement:
+      ops.append(statement.group(1))
+      back = re.search(r"\bbra(?:\.uni)?\s+(\$\w+);", line)
+      if back and back.group(1) in labels:
+        loops.append((labels[back.group(1)], len(ops)))
+  inner = [(a, b) for a, b in loops
+           if not any(a <= c and d <= b and (c, d) != (a, b) and d - c > 20 for c, d in loops)]
+  a, b = max(inner, key=lambda l: l[1] - l[0], default=(0, 0))
+  # a loop inside the state loop is a branch whose trips the count cannot know (libdevice's
+  # argument reduction for large angles, almost never run): no prediction from such a count
+  nested = any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)
+  return {"instructions": len(ops), "shuffles": sum(op.startswith("shfl") for op in ops),
+          "loop_instructions": b - a, "branches_counted": not nested}
+
+
+def warp_instructions_per_run(row: dict, sizes: dict) -> float:
+  """The time-parallel kernel's issue work for one run, every branch counted as taken: each of
+  its programs (batch x channel tiles) runs its warps through the state loop once per state."""
+  channels, warps = row["tile"]
+  programs = sizes.get("batch", 1) * -(-sizes["d_model"] // channels)
+  once = row["instructions"] - row["loop_instructions"]
+  return programs * warps * (once + sizes["d_state"] * row["loop_instructions"])
+
+
+def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real") -> dict:
+  """The issue rate (warp-instructions per ms) that best fits measured forward tiles of `kind`
+  (a `parallel_tiles` result's rows) to this section's counts at the same sizes (least
+  squares of ms = work / rate), with the largest relative error of the forward tiles under it
+  and the correlations of counts and times, forward and forward + backward."""
+  measured = {(r["kernel"], tuple(r["tile"])): r["ms_per_run"] for r in timed_rows
+              if r["kind"] == kind and r.get("ms_per_run") and r.get("matches_reference", True)}
+  pairs = {"forward": [], "backward": []}
+  for r in rows:
+    key = (r["which"], tuple(r["tile"]))
+    if (r["kernel"] == "pallas_parallel" and r["kind"] == kind and not r.get("time_major")
+        and "instructions" in r and key in measured):
+      pairs[r["which"]].append((warp_instructions_per_run(r, sizes), measured[key]))
+  work, ms = (np.array(v, float) for v in zip(*pairs["forward"]))
+  rate = float(work @ work / (work @ ms))
+  corr = lambda p: float(np.corrcoef(*zip(*p))[0, 1]) if len(p) > 1 else None
+  return {"kind": kind, "tiles": len(ms), "warp_instructions_per_ms": rate,
+          "max_rel_err_forward": float(np.max(np.abs(work / rate - ms) / ms)),
+          "corr_forward": corr(pairs["forward"]), "corr_backward": corr(pairs["backward"])}
+
+
+def _scan_fn(kernel: str, tile, time_major: bool = False):
   from ssm_bench.scan import pallas, pallas_parallel
-  module = {"pallas": pallas, "pallas_parallel": pallas_parallel}[kernel]
-  return jax.grad(lambda f: jnp.sum(jnp.sin(module.scan(f, forward=tile, backward=tile,
-                                                        interpret=False))))
+  if kernel == "pallas_parallel":
+    scan = lambda f: pallas_parallel.scan(f, forward=tile, backward=tile, interpret=False,
+                                          time_major=time_major)
+  else:
+    scan = lambda f: pallas.scan(f, forward=tile, backward=tile, interpret=False)
+  return jax.grad(lambda f: jnp.sum(jnp.sin(scan(f))))
 
 
 def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const"), grid=None,
-                    arch: int = 90) -> dict:
-  """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits; the sizes'
-  length decides the time-parallel kernel's tile (it holds the whole sequence). `kinds`: a
-  list of kinds or `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's
-  signed decay are two time-parallel backward kernels of the real kind)."""
+                    arch: int = 90, layouts=(False, True)) -> dict:
+  """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits, instructions;
+  the sizes' length decides the time-parallel kernel's tile (it holds the whole sequence), and
+  that kernel is compiled in each of `layouts` (time-major or not: `TIME_MAJOR`), with its
+  issue work per run and the time that predicts on an H100. `kinds`: a list of kinds or
+  `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's signed decay are two
+  time-parallel backward kernels of the real kind)."""
   triton, _ = _triton()
   rows = []
   for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
-    for tile in grid or GRID:
-      texts = triton_modules(_scan_fn(kernel, tile), f)
+    for tile, tm in itertools.product(grid or GRID,
+                                      layouts if kernel == "pallas_parallel" else (False,)):
+      texts = triton_modules(_scan_fn(kernel, tile, tm), f)
       for which, ttir in zip(("forward", "backward"), texts):
         row = {"kernel": kernel, "kind": kind, "family": family, "tile": list(tile),
-               "which": which,
+               "which": which, "time_major": tm,
                "elements_per_thread": elements_per_thread(ttir, tile[1])}
         if row["elements_per_thread"] > MAX_ELEMENTS_PER_THREAD:
           row["skipped"] = f"more than {MAX_ELEMENTS_PER_THREAD} elements per thread"
@@ -156,6 +236,11 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
             row.update(compile_usage(ttir, tile[1], arch))
           except Exception as e:  # Triton's or ptxas's failure is this tile's result
             row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+          if kernel == "pallas_parallel" and "instructions" in row:
+            row["warp_instructions_per_run"] = warp_instructions_per_run(row, sizes)
+            if row["branches_counted"]:
+              row["h100_issue_ms_per_run"] = round(
+                  row["warp_instructions_per_run"] / H100_WARP_INSTRUCTIONS_PER_MS, 4)
         rows.append(row)
         common.progress(f"registers: {kernel} {kind} {which} {tile}: "
                         f"{row.get('registers', row.get('skipped', row.get('error')))}")
@@ -165,16 +250,20 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
 
 def render(result: dict) -> str:
   lines = [f"registers (Triton {result['triton']} for {result['arch']}, length "
-           f"{result['sizes']['length']}; registers per thread / spill bytes; ! = does not fit "
-           "an SM, - = skipped)"]
+           f"{result['sizes']['length']}; registers per thread / spill bytes, static PTX "
+           "instructions, and for the time-parallel kernel the H100 issue time it predicts, ms "
+           "per run; ! = does not fit an SM, - = skipped)"]
   cell = lambda r: ("-" if "skipped" in r else "error" if "error" in r else
-                    f"{r['registers']}/{r['spill_stores']}" + ("" if r["fits"] else "!"))
+                    f"{r['registers']}/{r['spill_stores']}" + ("" if r["fits"] else "!")
+                    + f" {r['instructions']}i"
+                    + (f" ~{r['h100_issue_ms_per_run']}" if "h100_issue_ms_per_run" in r else ""))
   by_key = {}
   for r in result["rows"]:
-    key = (r["kernel"], r["kind"], r.get("family"))
+    key = (r["kernel"] + (" time-major" if r.get("time_major") else ""), r["kind"],
+           r.get("family"))
     by_key.setdefault(key, {}).setdefault(tuple(r["tile"]), {})[r["which"]] = cell(r)
   for (kernel, kind, family), tiles in by_key.items():
     lines.append(f"  {kernel} {kind}" + (f" ({family})" if family else "") + ": " + "  ".join(
-        f"{c}x{w} {t.get('forward', '?')} {t.get('backward', '?')}"
+        f"{c}x{w} {t.get('forward', '?')} | {t.get('backward', '?')}"
         for (c, w), t in tiles.items()))
   return "\n".join(lines)

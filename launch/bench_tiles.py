@@ -16,10 +16,14 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward
 tiles, then forward + backward over the backward tiles with the best forward fixed, each against
 the same references; then the best pair once more reading the layers' (batch, time, channels)
-layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels); its `best` line ends
-with `pallas.scan`'s time at its own best tile on the same factors, the ratio to beat.
+layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels), then in the faster
+layout with 2, 4 and 8 channel blocks per backward program (`pallas_parallel.CHANNEL_BLOCKS`);
+its `best` line ends with `pallas.scan`'s time at its own best tile on the same factors, the
+ratio to beat.
 """
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -42,6 +46,8 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
 # (Triton 3.3.1, sm_90: results/bench/README.md, "Registers"); below 2 threads sit idle.
 PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
                  if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
+# Channel blocks per backward program (`pallas_parallel.CHANNEL_BLOCKS`) timed at the best pair.
+PARALLEL_BLOCKS = (2, 4, 8)
 # The scan family whose factors stand for each kernel kind where no model says which (the
 # registers section without --models; signed decay is the real kind's heavier backward in the
 # time-parallel kernel: three scans per state against decay's two).
@@ -245,14 +251,27 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
                                                  time_major=True)), want_g, key,
           forward_tile=list(best_fwd))
       tm_ms = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
+      time_major = tm_ms is not None and tm_ms < timings["backward"][key]
+      # then, in the faster layout, several channel blocks per backward program (fewer partial
+      # sums of the shared gradients); only counts that still fit the channels are distinct
+      fastest, blocks, per_blocks = min(tm_ms or math.inf, timings["backward"][key]), 1, {}
+      for n in PARALLEL_BLOCKS:
+        if key[0] * n > sizes["d_model"]:
+          break
+        run(f"backward, {n} blocks", _grad(parallel(forward=best_fwd, backward=key,
+                                                    time_major=time_major, blocks=n)),
+            want_g, key, forward_tile=list(best_fwd), blocks=n)
+        per_blocks[n] = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
+        if per_blocks[n] is not None and per_blocks[n] < fastest:
+          fastest, blocks = per_blocks[n], n
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
                     "pallas_fwd_bwd_ms_per_run": pallas_ms,
-                    "time_major_fwd_bwd_ms_per_run": tm_ms,
-                    "time_major": tm_ms is not None and tm_ms < timings["backward"][key]}
-  return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_parallel.FORWARD,
-                                                     "backward": pallas_parallel.BACKWARD,
-                                                     "time_major": pallas_parallel.TIME_MAJOR},
+                    "time_major_fwd_bwd_ms_per_run": tm_ms, "time_major": time_major,
+                    "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks}
+  return {"k": k, "sizes": dict(sizes), "defaults": {
+      "forward": pallas_parallel.FORWARD, "backward": pallas_parallel.BACKWARD,
+      "time_major": pallas_parallel.TIME_MAJOR, "blocks": pallas_parallel.CHANNEL_BLOCKS},
           "rows": rows, "best": {"parallel": best} if best else {}}
 
 
@@ -268,9 +287,11 @@ def apply(result: dict) -> dict:
         pallas_parallel.FORWARD[k], pallas_parallel.BACKWARD[k] = (tuple(p["forward"]),
                                                                    tuple(p["backward"]))
         pallas_parallel.TIME_MAJOR[k] = p.get("time_major", False)
+        pallas_parallel.CHANNEL_BLOCKS[k] = p.get("blocks", 1)
         applied.setdefault("pallas_parallel", {})[k] = {
             "forward": p["forward"], "backward": p["backward"],
-            "time_major": pallas_parallel.TIME_MAJOR[k]}
+            "time_major": pallas_parallel.TIME_MAJOR[k],
+            "blocks": pallas_parallel.CHANNEL_BLOCKS[k]}
       continue
     pallas.FORWARD[kind], pallas.BACKWARD[kind] = tuple(b["forward"]), tuple(b["backward"])
     pallas.CHUNK[kind], pallas.PREFETCH[kind] = b["chunk"], b["prefetch"]
@@ -299,8 +320,10 @@ def render(result: dict) -> str:
         lines.append(f"  best parallel {k}{_of(p)}: pallas_parallel.FORWARD "
                      f"{tuple(p['forward'])}, BACKWARD {tuple(p['backward'])} "
                      + (", TIME_MAJOR" if p.get("time_major") else "")
+                     + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
                      + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; time-major "
-                     f"{p.get('time_major_fwd_bwd_ms_per_run')}; "
+                     f"{p.get('time_major_fwd_bwd_ms_per_run')}; blocks per program "
+                     f"{p.get('blocks_fwd_bwd_ms_per_run')}; "
                      f"pallas {p['pallas_fwd_bwd_ms_per_run']})")
       continue
     lines.append(f"  best {kind}{_of(b)}: FORWARD {tuple(b['forward'])}, "

@@ -149,7 +149,8 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
       ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"])),
-      ("phase", "backward, time-major", [4, 1])], out["rows"]
+      ("phase", "backward, time-major", [4, 1]), ("phase", "backward, 2 blocks", [4, 1])], (
+          out["rows"])  # 4 blocks of 4 channels: more than the 8 there are, not timed
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
   assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
@@ -157,6 +158,11 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert best["phase"]["time_major_fwd_bwd_ms_per_run"] > 0, "the layers' layout was not timed"
   assert best["phase"]["time_major"] == (best["phase"]["time_major_fwd_bwd_ms_per_run"]
                                          < best["phase"]["fwd_bwd_ms_per_run"]), best
+  two_blocks = best["phase"]["blocks_fwd_bwd_ms_per_run"][2]
+  assert best["phase"]["blocks"] == (2 if two_blocks < min(
+      best["phase"]["fwd_bwd_ms_per_run"], best["phase"]["time_major_fwd_bwd_ms_per_run"])
+      else 1), best
+  assert out["rows"][-1]["blocks"] == 2, "the blocks row did not run with 2 blocks"
   assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan
   monkeypatch.setattr(pallas_parallel, "scan", lambda f, **kw: real(f, **kw) * 1.01)
@@ -243,12 +249,14 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   from launch import bench_tiles
   from ssm_bench.scan import pallas, pallas_parallel
   for module, names in ((pallas, ("FORWARD", "BACKWARD", "CHUNK", "PREFETCH")),
-                        (pallas_parallel, ("FORWARD", "BACKWARD", "TIME_MAJOR"))):
+                        (pallas_parallel, ("FORWARD", "BACKWARD", "TIME_MAJOR",
+                                           "CHANNEL_BLOCKS"))):
     for name in names:  # apply() writes into copies that monkeypatch puts back afterwards
       monkeypatch.setattr(module, name, dict(getattr(module, name)))
   monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
   parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8],
-                                                  "time_major": True}}}, "rows": []}
+                                                  "time_major": True, "blocks": 4}}},
+                   "rows": []}
   tiles_best = {"best": {"real": {"forward": [32, 8], "backward": [8, 2], "chunk": 4,
                                   "prefetch": True, "join": True, "fwd_bwd_ms_per_run": 1.0}},
                 "rows": []}
@@ -259,12 +267,12 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
       pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
       pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
       pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
-      pallas_parallel.TIME_MAJOR["real"])) or {})
+      pallas_parallel.TIME_MAJOR["real"], pallas_parallel.CHANNEL_BLOCKS["real"])) or {})
   monkeypatch.setattr(bench, "render", lambda section, result: "")
   defaults = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"],
               pallas.FORWARD["real"], pallas.BACKWARD["real"], pallas.CHUNK["real"],
               pallas.PREFETCH["real"], pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
-              pallas_parallel.TIME_MAJOR["real"])
+              pallas_parallel.TIME_MAJOR["real"], pallas_parallel.CHANNEL_BLOCKS["real"])
   try:
     flags.FLAGS["out"].parse("")
     flags.FLAGS["sections"].parse("parallel_tiles,tiles,train_many")
@@ -277,7 +285,7 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
     for name in ("out", "sections", "train_many_models", "methods", "apply_tiles"):
       flags.FLAGS[name].unparse()
   assert seen[0] == defaults, f"tiles were applied without --apply_tiles: {seen[0]}"
-  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-2], True), (
+  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-3], True, 4), (
       f"train_many did not run with the swept tiles: {seen[1]}")
   assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
   assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})

@@ -48,6 +48,50 @@ def test_reads_registers_and_spills_from_ptxas():
     bench_registers.parse_ptxas("ptxas fatal   : Unresolved extern function")
 
 
+# a state loop (BB0_1) of 25 instructions, one of them a shuffle, after 3 once; in the second
+# kernel a 3-instruction loop (BB0_2, libdevice's kind) sits inside it
+PTX = """.visible .entry k(
+	.reg .b32 	%r<9>;
+	mov.u32 	%r1, 0;
+	ld.global.b32 	%r2, [%rd1];
+	mov.u32 	%r3, 0;
+$L__BB0_1:
+	shfl.sync.up.b32 	%r4, %r2, 1, 0, -1;
+""" + "\tfma.rn.f32 \t%r5, %r4, %r2, %r5;\n" * 22 + """	add.s32 	%r3, %r3, 1;
+	@%p1 bra 	$L__BB0_1;
+	st.global.b32 	[%rd1], %r5;
+	ret;
+}"""
+NESTED = PTX.replace("\tadd.s32", "$L__BB0_2:\n\tmul.f32 \t%r6, %r6, %r6;\n"
+                     "\tsetp.lt.f32 \t%p2, %r6, 1.0;\n\t@%p2 bra \t$L__BB0_2;\n\tadd.s32", 1)
+
+
+def test_counts_the_state_loop_and_marks_a_loop_inside_it_as_uncounted():
+  assert bench_registers.count_instructions(PTX) == {
+      "instructions": 30, "shuffles": 1, "loop_instructions": 25, "branches_counted": True}
+  nested = bench_registers.count_instructions(NESTED)
+  assert nested["loop_instructions"] == 28 and not nested["branches_counted"], nested
+  row = {"tile": [8, 2], "instructions": 30, "loop_instructions": 25}
+  # 2 batch rows x 2 channel tiles x 2 warps, each 5 instructions once and 25 per state
+  assert bench_registers.warp_instructions_per_run(
+      row, {"batch": 2, "d_model": 16, "d_state": 4}) == 8 * (5 + 4 * 25)
+
+
+def test_calibration_recovers_the_issue_rate_that_timed_the_tiles():
+  sizes = {"batch": 4, "d_model": 32, "d_state": 8}
+  rows, timed = [], []
+  for i, tile in enumerate([[4, 1], [8, 2], [16, 4]]):
+    for which in ("forward", "backward"):
+      row = {"kernel": "pallas_parallel", "kind": "real", "which": which, "tile": tile,
+             "instructions": 100 + 37 * i, "loop_instructions": 80 + 30 * i}
+      rows.append(row)
+      ms = bench_registers.warp_instructions_per_run(row, sizes) / 5e6
+      timed.append({"kind": "real", "kernel": which, "tile": tile, "ms_per_run": ms})
+  fit = bench_registers.calibrate(rows, timed, sizes)
+  assert abs(fit["warp_instructions_per_ms"] - 5e6) < 1, fit
+  assert fit["tiles"] == 3 and fit["max_rel_err_forward"] < 1e-9, fit
+
+
 def test_without_triton_the_section_is_one_clear_error(monkeypatch):
   monkeypatch.setitem(sys.modules, "triton", None)  # import triton raises ImportError
   with pytest.raises(common.UsageError, match="pip install triton"):

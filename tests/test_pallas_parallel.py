@@ -54,6 +54,25 @@ def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(f
       family)
 
 
+@pytest.mark.parametrize("family,time_major", [("decay", False), ("signed_decay", True),
+                                               ("rotation", True), ("constant", False)])
+def test_backward_programs_walking_several_channel_blocks_add_one_partial_sum_each(family,
+                                                                                   time_major):
+  """`blocks`: each backward program walks 2 blocks of 4 channels and adds the blocks' sums of
+  the gradients shared over channels (B, C, theta) in place, so 20 channels (padded to 24) make
+  3 programs and 3 partial sums per batch row, not 6; values and every gradient of two runs
+  under vmap equal the reference's, in either layout."""
+  runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=20, n=3))
+          for s in (1, 2)]
+  fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(4, 1), blocks=2,
+                                      interpret=True, time_major=time_major)
+  assert_runs_under_vmap_match_the_sequential_scan(fn, runs, family)
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(runs[0])
+  kernels = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+  grids = [k.params["grid_mapping"].grid for k in kernels]
+  assert grids == [(2, 3), (2, 3)], f"{family}: grids (forward, backward) {grids}, not 3 programs"
+
+
 def _uses_recurrence_scan(f):
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False))))(f)
   return any(e.primitive.name == "recurrence_scan" for e in equations(jaxpr.jaxpr))

@@ -33,6 +33,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
 
 from ssm_bench.scan import factors as F
 from ssm_bench.scan import pallas as sequential_kernel
@@ -49,6 +50,16 @@ BACKWARD = {"real": (8, 1), "phase": (16, 2), "const": (16, 4)}
 # and are transposed in registers, rather than time-minor (transposed by XLA outside: 27.6% of a
 # 27-run mamba step on an H100). Off until `--sections=parallel_tiles` times both on a GPU.
 TIME_MAJOR = {"real": False, "phase": False, "const": False}
+# Channel blocks of BACKWARD's width that one backward program walks in turn. The gradients of
+# arrays shared over channels (B and C of the real kind, theta of phase) are written as one
+# partial sum per program, summed outside by XLA: at 1 block per program, (8, 1) tiles and the
+# paper cell that is 16 partials of (N, T) per batch row, 134 MB per mamba run-step written and
+# read again (its sum, with a transpose, was the costliest op outside the kernel in an H100
+# profile: 1.32 ms of a 27-run step of 29.3). With k
+# blocks a program adds its blocks' sums in place (a barrier between blocks; no atomics, so
+# the order is fixed and runs stay deterministic): k times fewer partials, same registers.
+# 1 until `--sections=parallel_tiles` times it on a GPU.
+CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
@@ -80,27 +91,44 @@ class _Rows:
   (re, im) pairs. `tm`: the refs are time-major (`TIME_MAJOR`); tiles are (channels, time)
   either way."""
 
-  def __init__(self, kind, neg, refs, span, firsts, tm):
+  def __init__(self, kind, neg, refs, span, firsts, tm, channels=slice(None)):
     self.kind, self.neg, self.refs, self.span, self.tm = kind, neg, refs, span, tm
+    self.channels = channels  # this block's channels of the program's refs
     per_channel = ("x", "dt") if kind == "real" else ("x",)
-    read = lambda ref, k: ref[pl.ds(k, span), :].T if tm else ref[:, pl.ds(k, span)]
-    self.tiles = {k: {name: read(refs[name], k) for name in per_channel} for k in firsts}
+    self.tiles = {k: {name: self.per_td(refs[name], pl.ds(k, span)) for name in per_channel}
+                  for k in firsts}
+
+  def per_td(self, ref, rows=slice(None)):
+    """A (channels, time) tile of a per-(step, channel) ref, this block's channels."""
+    return ref[rows, self.channels].T if self.tm else ref[self.channels, rows]
+
+  def put_td(self, ref, value):
+    """Write this block's (channels, time) tile of a per-(step, channel) output."""
+    if self.tm:
+      ref[:, self.channels] = value.T
+    else:
+      ref[self.channels, :] = value
+
+  def put_nd(self, ref, n, value):
+    """Write this block's (channels,) row n of a per-(state, channel) output."""
+    ref[n, self.channels] = value
 
   def row(self, name, n, first):
     """A (1, time) row of a per-(step, state) input (B, C, theta) at state n, from row `first`."""
     ref, rows = self.refs[name], pl.ds(first, self.span)
     return (ref[rows, n] if self.tm else ref[n, rows])[None, :]
 
-  def put(self, ref, n, value):
-    """Write a (time,) gradient of a per-(step, state) input at state n."""
-    if self.tm:
-      ref[:, n] = value
-    else:
-      ref[n, :] = value
+  def put(self, ref, n, value, add=False):
+    """Write a (time,) gradient of a per-(step, state) input at state n; `add` (traced: the
+    program's blocks after its first) adds it to what the earlier blocks wrote there."""
+    at = (slice(None), n) if self.tm else (n, slice(None))
+    if add is not False:
+      value = value + jnp.where(add, ref[at], 0.0)
+    ref[at] = value
 
   def column(self, name, n):
     """A (channels, 1) column of a per-(state, channel) input at state n."""
-    return self.refs[name][n, :][:, None]
+    return self.refs[name][n, self.channels][:, None]
 
   def coefficients(self, n, first):
     """(a, b, extra): the transition and input of state n on the view, extra what the
@@ -157,13 +185,29 @@ def _forward_kernel(*refs, kind, neg, span, n_states, tm):
   y_ref[...] = y.T if tm else y
 
 
-def _backward_kernel(*refs, kind, neg, span, n_states, tm):
+def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier):
   """Per state: h (the recurrence), h_{t-1} (`_Rows.previous`), a_{t+1} (the view a row
-  later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients."""
+  later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients.
+  The program's channels are `blocks` blocks, walked in turn (`CHANNEL_BLOCKS`)."""
   names = NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
-  rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2), tm)
-  dy = dy_ref[...].T if tm else dy_ref[...]
+  width = dy_ref.shape[-1 if tm else 0] // blocks
+  if blocks == 1:
+    return _backward_block(r, dy_ref, outs, slice(None), False, kind, neg, span, n_states, tm)
+
+  def block(c, carry):
+    if barrier:  # the earlier blocks' partial sums are written (by any thread) before reading
+      pltriton.debug_barrier()
+    _backward_block(r, dy_ref, outs, pl.ds(c * width, width), c > 0, kind, neg, span,
+                    n_states, tm)
+    return carry
+  jax.lax.fori_loop(0, blocks, block, 0)
+
+
+def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, tm):
+  """One block of channels: per-channel gradients written, shared ones added (`add`)."""
+  rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2), tm, channels)
+  dy = rows.per_td(dy_ref)
   x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
   at_start = lambda v: jnp.sum(jnp.where(first_row, v, 0.0), axis=1)  # the h0 row's value
@@ -177,10 +221,10 @@ def _backward_kernel(*refs, kind, neg, span, n_states, tm):
     B, C = rows.row("B", n, 1), rows.row("C", n, 1)
     g = recurrence_scan(a_next, dy * C, axis=1, reverse=True)[1]  # dL/dh_t
     de = 2.0 * g * prev * e if neg else g * prev  # dL/d(dt lam) through a_t
-    dlam_ref[n, :] = jnp.sum(de * dt, axis=1)
-    rows.put(dB_ref, n, jnp.sum(g * x, axis=0))
-    rows.put(dC_ref, n, jnp.sum(dy * h, axis=0))
-    dh0_ref[n, :] = at_start(g)
+    rows.put_nd(dlam_ref, n, jnp.sum(de * dt, axis=1))
+    rows.put(dB_ref, n, jnp.sum(g * x, axis=0), add)
+    rows.put(dC_ref, n, jnp.sum(dy * h, axis=0), add)
+    rows.put_nd(dh0_ref, n, at_start(g))
     return dx + g * B, ddt + de * rows.column("lam", n)
 
   def complex_(n, carry):
@@ -194,19 +238,21 @@ def _backward_kernel(*refs, kind, neg, span, n_states, tm):
     gr, gi = recurrence_scan((nr, -ni), u, axis=1, reverse=True)[1]  # through conj(a_{t+1})
     dar, dai = gr * pr + gi * pi, gi * pr - gr * pi  # dL/da_t, as a conjugate cogradient
     if kind == "phase":  # a = cos + i sin of theta_t[n]: per step, summed over channels
-      rows.put(da_refs[0], n, jnp.sum(dai * ar - dar * ai, axis=0))
+      rows.put(da_refs[0], n, jnp.sum(dai * ar - dar * ai, axis=0), add)
     else:  # a[d, n]: summed over time
-      da_refs[0][n, :], da_refs[1][n, :] = jnp.sum(dar, axis=1), jnp.sum(dai, axis=1)
-    dBr_ref[n, :], dBi_ref[n, :] = jnp.sum(x * gr, axis=1), jnp.sum(x * gi, axis=1)
-    dCr_ref[n, :], dCi_ref[n, :] = jnp.sum(dy * hr, axis=1), -jnp.sum(dy * hi, axis=1)
-    dh0r_ref[n, :], dh0i_ref[n, :] = at_start(gr), at_start(gi)
+      rows.put_nd(da_refs[0], n, jnp.sum(dar, axis=1))
+      rows.put_nd(da_refs[1], n, jnp.sum(dai, axis=1))
+    for ref, v in ((dBr_ref, x * gr), (dBi_ref, x * gi), (dCr_ref, dy * hr), (dCi_ref, -dy * hi)):
+      rows.put_nd(ref, n, jnp.sum(v, axis=1))
+    rows.put_nd(dh0r_ref, n, at_start(gr))
+    rows.put_nd(dh0i_ref, n, at_start(gi))
     return (dx + gr * rows.column("Br", n) + gi * rows.column("Bi", n),)
 
   zeros = jnp.zeros(dy.shape, jnp.float32)
   per_channel = (jax.lax.fori_loop(0, n_states, real, (zeros, zeros)) if kind == "real"
                  else jax.lax.fori_loop(0, n_states, complex_, (zeros,)))
   for ref, v in zip(outs, per_channel):
-    ref[...] = v.T if tm else v
+    rows.put_td(ref, v)
 
 
 # ---- pallas_call plumbing: per-step arrays time-minor (transposed outside) or, with `tm`, in
@@ -239,7 +285,7 @@ def _n_states(kind, ins):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, interpret, tm = static
+  kind, neg, (bd, warps), _, interpret, tm, _ = static
   b, D, rows = _layout(ins[0].shape, tm)
   N, span = _n_states(kind, ins), rows - 2
   kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
@@ -255,20 +301,22 @@ def _fused_fwd(static, *ins):
 
 
 def _fused_bwd(static, ins, dy):
-  kind, neg, _, (bd, warps), interpret, tm = static
+  kind, neg, _, (block, warps), interpret, tm, blocks = static
   b, D, rows = _layout(ins[0].shape, tm)
+  bd = block * blocks  # a program's channels
   N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
   per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm), f32), _per_td(bd, span, tm))
-  # gradients of arrays shared over channels: one partial sum per channel block (no atomics,
-  # which would make a run nondeterministic); of (n, d) arrays, one per batch row
+  # gradients of arrays shared over channels: one partial sum per program (no atomics, which
+  # would make a run nondeterministic; `CHANNEL_BLOCKS`); of (n, d) arrays, one per batch row
   per_tn = (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm), f32),
             pl.BlockSpec((None, None) + _layout((N, span), tm), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn, per_nd],
           "phase": [per_td, per_tn] + [per_nd] * 6, "const": [per_td] + [per_nd] * 8}[kind]
-  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
+  kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm,
+                             blocks=blocks, barrier=not interpret)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
       in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
@@ -297,10 +345,11 @@ def supports(f: F.Factors) -> bool:
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, interpret: bool | None = None,
-         time_major: bool | None = None):
+         time_major: bool | None = None, blocks: int | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
   `forward` / `backward`: (channels per program, warps) of each kernel; `time_major`: the
-  layout the kernels read (default `TIME_MAJOR` of the kind)."""
+  layout the kernels read (default `TIME_MAJOR` of the kind); `blocks`: channel blocks per
+  backward program (default `CHANNEL_BLOCKS` of the kind, at most the channels need)."""
   if not supports(f):
     return sequential_kernel.scan(f, interpret=interpret)
   if interpret is None:
@@ -310,7 +359,10 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   N, kind = f.h0.shape[-1], sequential_kernel.KINDS[f.family]
   fwd = sequential_kernel._tile(forward, default_tile(FORWARD[kind], span), D)
   bwd = sequential_kernel._tile(backward, default_tile(BACKWARD[kind], span), D)
-  bd = max(fwd[0], bwd[0])
+  blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
+  sequential_kernel._check_pow2("channel blocks per program", blocks)
+  blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
+  bd = max(fwd[0], bwd[0] * blocks)
   Dp = -(-D // bd) * bd
   tm = TIME_MAJOR[kind] if time_major is None else time_major
   f32 = lambda v: v.astype(jnp.float32)
@@ -328,6 +380,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
                   else (per_nd(f.a.real), per_nd(f.a.imag)))
     ins = ((per_t(f.x, Dp),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
                                              per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm)
+  static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm, blocks)
   y = _fused(static, *ins)  # (b, Dp, span) or with tm (b, span, Dp): row r + 1 is step r
   return y[:, 1:T + 1, :D] if tm else jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
