@@ -5,6 +5,8 @@ method is in scan.METHODS); here: the primitive, several channel blocks and runs
 lengths that pad the tile, which inputs it hands to the sequential kernel, and the lowering.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -184,3 +186,42 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
   cuda = lambda f: jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
       f, interpret=False, time_major=True))))(f)
   assert len(triton_modules(cuda, f)) == 2, f"{family}: not a forward and a backward kernel"
+
+
+@pytest.mark.parametrize("family,h0_outputs", [("decay", 1), ("signed_decay", 1),
+                                               ("rotation", 2), ("constant", 2)])
+def test_a_constant_initial_state_costs_the_backward_no_h0_gradient(family, h0_outputs):
+  """The paper's h0 is a constant, not a parameter: the backward kernel then writes no h0
+  gradient (a reduction over time per state fewer; 1 output fewer for the real kind, 2 for
+  the complex ones), and every other gradient still equals the sequential scan's. A learned
+  h0 keeps its gradient (the other tests differentiate every input)."""
+  f = to_factors(family, factored_inputs(family, 23, seed=1, b=2, d=20, n=3))
+  fused = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 1), interpret=True)
+  frozen = lambda scan_fn: lambda f: jnp.sum(jnp.sin(scan_fn(
+      dataclasses.replace(f, h0=jax.lax.stop_gradient(f.h0)))))
+  got = jax.grad(frozen(fused))(f)
+  want = jax.grad(frozen(lambda f: scan.diagonal_scan(f, "sequential")))(f)
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
+    np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4, err_msg=f"{family}: gradient "
+                               f"{jax.tree_util.keystr(path)} with a constant h0 differs")
+  outputs = {}
+  for name, loss in (("constant", frozen(fused)), ("learned", lambda f: jnp.sum(fused(f)))):
+    jaxpr = jax.make_jaxpr(jax.grad(loss))(f)
+    kernels = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+    outputs[name] = len(kernels[-1].outvars)
+  assert outputs["learned"] - outputs["constant"] == h0_outputs, (
+      f"{family}: backward kernel outputs {outputs}, want {h0_outputs} fewer with h0 constant")
+
+
+@pytest.mark.parametrize("family", ["decay", "signed_decay"])
+def test_real_kernels_compute_exp_with_the_hardware_exp2(family):
+  """exp(dt lam) as 2^(dt lam log2 e): Triton lowers libdevice's exp2f to one `ex2.approx`,
+  where expf is eight instructions per element, a quarter of the real kernels' instructions
+  (results/bench/README.md, "Instruction counts")."""
+  from launch.bench_registers import triton_modules
+  f = to_factors(family, factored_inputs(family, 12, b=1, d=16, n=2))
+  texts = triton_modules(jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
+      f, interpret=False)))), f)
+  for which, text in zip(("forward", "backward"), texts):
+    assert "__nv_exp2f" in text and "__nv_expf" not in text, (
+        f"{family} {which}: exp is not lowered to exp2")

@@ -68,6 +68,17 @@ NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _
          "const": ("x", "ar", "ai") + _COMPLEX}
 
 
+LOG2E = 1.4426950408889634
+
+
+def fast_exp(v):
+  """exp(v) as 2^(v log2 e): Triton lowers exp2 to the GPU's one-instruction `ex2.approx`
+  (within 2 ulp; subnormal results flush to zero) where `exp` becomes libdevice's accurate
+  expf, eight instructions per element: a quarter of the real kind's kernels' instructions
+  (results/bench/README.md, "Instruction counts")."""
+  return jnp.exp2(v * LOG2E)
+
+
 def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   """A default tile for a time axis of `span` rows. A program holds its whole sequence, so a
   longer one takes fewer channels and each thread keeps as many elements as at TILE_SPAN: at
@@ -138,7 +149,7 @@ class _Rows:
     row = first + jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)  # row of the padded axis
     start, empty = row == 1, row == 0
     if self.kind == "real":
-      e = jnp.exp(tile["dt"] * self.column("lam", n))
+      e = fast_exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
       b = jnp.where(start, self.column("h0", n),
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
@@ -185,35 +196,39 @@ def _forward_kernel(*refs, kind, neg, span, n_states, tm):
   y_ref[...] = y.T if tm else y
 
 
-def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier):
+def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_grad):
   """Per state: h (the recurrence), h_{t-1} (`_Rows.previous`), a_{t+1} (the view a row
-  later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients.
-  The program's channels are `blocks` blocks, walked in turn (`CHANNEL_BLOCKS`)."""
+  later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients
+  (h0's only if `h0_grad`). The program's channels are `blocks` blocks, walked in turn
+  (`CHANNEL_BLOCKS`)."""
   names = NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
   width = dy_ref.shape[-1 if tm else 0] // blocks
+  block = functools.partial(_backward_block, r, dy_ref, outs, kind=kind, neg=neg, span=span,
+                            n_states=n_states, tm=tm, h0_grad=h0_grad)
   if blocks == 1:
-    return _backward_block(r, dy_ref, outs, slice(None), False, kind, neg, span, n_states, tm)
+    return block(slice(None), False)
 
-  def block(c, carry):
+  def one(c, carry):
     if barrier:  # the earlier blocks' partial sums are written (by any thread) before reading
       pltriton.debug_barrier()
-    _backward_block(r, dy_ref, outs, pl.ds(c * width, width), c > 0, kind, neg, span,
-                    n_states, tm)
+    block(pl.ds(c * width, width), c > 0)
     return carry
-  jax.lax.fori_loop(0, blocks, block, 0)
+  jax.lax.fori_loop(0, blocks, one, 0)
 
 
-def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, tm):
+def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, tm, h0_grad):
   """One block of channels: per-channel gradients written, shared ones added (`add`)."""
   rows = _Rows(kind, neg, r, span, (0, 1, 2) if rescans(kind, neg) else (1, 2), tm, channels)
   dy = rows.per_td(dy_ref)
   x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
   at_start = lambda v: jnp.sum(jnp.where(first_row, v, 0.0), axis=1)  # the h0 row's value
+  n_h0 = (1 if kind == "real" else 2) if h0_grad else 0
+  outs, dh0_refs = outs[:len(outs) - n_h0], outs[len(outs) - n_h0:]
 
   def real(n, carry):
-    dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref = outs
+    dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref = outs
     dx, ddt = carry
     h, a, b, (e, dt) = rows.states(n, 1)
     prev = rows.previous(n, h, a, b)  # decay: already a_t h_{t-1}, i.e. times e
@@ -224,12 +239,13 @@ def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, t
     rows.put_nd(dlam_ref, n, jnp.sum(de * dt, axis=1))
     rows.put(dB_ref, n, jnp.sum(g * x, axis=0), add)
     rows.put(dC_ref, n, jnp.sum(dy * h, axis=0), add)
-    rows.put_nd(dh0_ref, n, at_start(g))
+    for ref in dh0_refs:
+      rows.put_nd(ref, n, at_start(g))
     return dx + g * B, ddt + de * rows.column("lam", n)
 
   def complex_(n, carry):
-    dx_ref, da_refs = outs[0], outs[1:-6]  # phase: d theta; const: d ar, d ai
-    dBr_ref, dBi_ref, dCr_ref, dCi_ref, dh0r_ref, dh0i_ref = outs[-6:]
+    dx_ref, da_refs = outs[0], outs[1:-4]  # phase: d theta; const: d ar, d ai
+    dBr_ref, dBi_ref, dCr_ref, dCi_ref = outs[-4:]
     (dx,) = carry
     (hr, hi), (ar, ai), b, _ = rows.states(n, 1)
     pr, pi = rows.previous(n, (hr, hi), (ar, ai), b)
@@ -244,8 +260,8 @@ def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, t
       rows.put_nd(da_refs[1], n, jnp.sum(dai, axis=1))
     for ref, v in ((dBr_ref, x * gr), (dBi_ref, x * gi), (dCr_ref, dy * hr), (dCi_ref, -dy * hi)):
       rows.put_nd(ref, n, jnp.sum(v, axis=1))
-    rows.put_nd(dh0r_ref, n, at_start(gr))
-    rows.put_nd(dh0i_ref, n, at_start(gi))
+    for ref, v in zip(dh0_refs, (gr, gi)):
+      rows.put_nd(ref, n, at_start(v))
     return (dx + gr * rows.column("Br", n) + gi * rows.column("Bi", n),)
 
   zeros = jnp.zeros(dy.shape, jnp.float32)
@@ -296,11 +312,18 @@ def _fused(static, *ins):
       **sequential_kernel._compiler_params(interpret, warps))(*ins)
 
 
-def _fused_fwd(static, *ins):
-  return _fused(static, *ins), ins
+def _fused_fwd(static, *primals):
+  """With symbolic zeros: whether h0 is differentiated (a learned initial state) or not (the
+  paper's constant one: the backward then computes no h0 gradient, a reduction over time per
+  state fewer). The answer travels as the residuals' structure, which is static."""
+  ins = tuple(p.value for p in primals)
+  h0 = [i for i, name in enumerate(NAMES[static[0]]) if name.startswith("h0")]
+  h0_grad = any(primals[i].perturbed for i in h0)
+  return _fused(static, *ins), (ins, ()) if h0_grad else (ins,)
 
 
-def _fused_bwd(static, ins, dy):
+def _fused_bwd(static, res, dy):
+  ins, h0_grad = res[0], len(res) == 2
   kind, neg, _, (block, warps), interpret, tm, blocks = static
   b, D, rows = _layout(ins[0].shape, tm)
   bd = block * blocks  # a program's channels
@@ -313,10 +336,12 @@ def _fused_bwd(static, ins, dy):
             pl.BlockSpec((None, None) + _layout((N, span), tm), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn, per_nd],
-          "phase": [per_td, per_tn] + [per_nd] * 6, "const": [per_td] + [per_nd] * 8}[kind]
+  n_h0 = (1 if kind == "real" else 2) if h0_grad else 0
+  outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn],
+          "phase": [per_td, per_tn] + [per_nd] * 4, "const": [per_td] + [per_nd] * 6}[kind]
+  outs += [per_nd] * n_h0
   kernel = functools.partial(_backward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm,
-                             blocks=blocks, barrier=not interpret)
+                             blocks=blocks, barrier=not interpret, h0_grad=h0_grad)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
       in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
@@ -324,18 +349,19 @@ def _fused_bwd(static, ins, dy):
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   time_axis = lambda v: 1 if tm else v.ndim - 1
   rows_of = lambda v: jnp.pad(v, [(1, 1) if i == time_axis(v) else (0, 0) for i in range(v.ndim)])
+  g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * (1 if kind == "real" else 2)
   if kind == "real":
-    dx, ddt, dlam, dB, dC, dh0 = g
-    return rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1)), dh0
+    dx, ddt, dlam, dB, dC = g
+    return (rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1))) + dh0
   if kind == "phase":
-    dx, dth, dBr, dBi, dCr, dCi, dh0r, dh0i = g
+    dx, dth, dBr, dBi, dCr, dCi = g
     return ((rows_of(dx), rows_of(dth.sum(1))) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi))
-            + (dh0r, dh0i))
-  dx, *per_nd_grads, dh0r, dh0i = g  # d ar, d ai, d Br, d Bi, d Cr, d Ci
-  return (rows_of(dx),) + tuple(v.sum(0) for v in per_nd_grads) + (dh0r, dh0i)
+            + dh0)
+  dx, *per_nd_grads = g  # d ar, d ai, d Br, d Bi, d Cr, d Ci
+  return (rows_of(dx),) + tuple(v.sum(0) for v in per_nd_grads) + dh0
 
 
-_fused.defvjp(_fused_fwd, _fused_bwd)
+_fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 
 
 def supports(f: F.Factors) -> bool:
