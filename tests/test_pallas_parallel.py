@@ -214,14 +214,15 @@ def test_a_constant_initial_state_costs_the_backward_no_h0_gradient(family, h0_o
 
 
 @pytest.mark.parametrize("family", ["decay", "signed_decay"])
-def test_real_kernels_compute_exp_with_the_hardware_exp2(family):
-  """exp(dt lam) as 2^(dt lam log2 e): Triton lowers libdevice's exp2f to one `ex2.approx`,
-  where expf is eight instructions per element, a quarter of the real kernels' instructions
-  (results/bench/README.md, "Instruction counts")."""
-  from launch.bench_registers import triton_modules
+@pytest.mark.parametrize("kernel", ["pallas", "pallas_parallel"])
+def test_real_kernels_compute_exp_with_the_hardware_exp2(kernel, family):
+  """exp(dt lam) as 2^(dt lam log2 e), in both fused kernels: libdevice's exp2f is one
+  `ex2.approx` where expf is eight instructions per element, a quarter of the time-parallel
+  real kernels' instructions (results/bench/README.md, "Instruction counts")."""
+  from launch.bench_registers import _scan_fn, triton_modules
   f = to_factors(family, factored_inputs(family, 12, b=1, d=16, n=2))
-  texts = triton_modules(jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
-      f, interpret=False)))), f)
+  texts = triton_modules(_scan_fn(kernel, (8, 2)), f)
+  assert len(texts) == 2, f"{kernel}: {len(texts)} kernels"
   for which, text in zip(("forward", "backward"), texts):
     assert "__nv_exp2f" in text and "__nv_expf" not in text, (
-        f"{family} {which}: exp is not lowered to exp2")
+        f"{kernel} {family} {which}: exp is not lowered to exp2")

@@ -68,17 +68,6 @@ NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _
          "const": ("x", "ar", "ai") + _COMPLEX}
 
 
-LOG2E = 1.4426950408889634
-
-
-def fast_exp(v):
-  """exp(v) as 2^(v log2 e): Triton lowers exp2 to the GPU's one-instruction `ex2.approx`
-  (within 2 ulp; subnormal results flush to zero) where `exp` becomes libdevice's accurate
-  expf, eight instructions per element: a quarter of the real kind's kernels' instructions
-  (results/bench/README.md, "Instruction counts")."""
-  return jnp.exp2(v * LOG2E)
-
-
 def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
   """A default tile for a time axis of `span` rows. A program holds its whole sequence, so a
   longer one takes fewer channels and each thread keeps as many elements as at TILE_SPAN: at
@@ -149,7 +138,7 @@ class _Rows:
     row = first + jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)  # row of the padded axis
     start, empty = row == 1, row == 0
     if self.kind == "real":
-      e = fast_exp(tile["dt"] * self.column("lam", n))
+      e = sequential_kernel.fast_exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
       b = jnp.where(start, self.column("h0", n),
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
