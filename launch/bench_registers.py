@@ -211,15 +211,16 @@ def _scan_fn(kernel: str, tile, time_major: bool = False):
 
 
 def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const"), grid=None,
-                    arch: int = 90, layouts=(False, True)) -> dict:
+                    arch: int = 90, layouts=None) -> dict:
   """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits, instructions;
   the sizes' length decides the time-parallel kernel's tile (it holds the whole sequence), and
-  that kernel is compiled in each of `layouts` (time-major or not: `TIME_MAJOR`), with its
-  issue work per run and the time that predicts on an H100. `kinds`: a list of kinds or
+  that kernel is compiled in each of `layouts` (default: all of `pallas_parallel.LAYOUTS`),
+  with its issue work per run and the time that predicts on an H100. `kinds`: a list of kinds or
   `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's signed decay are two
   time-parallel backward kernels of the real kind)."""
+  from ssm_bench.scan import pallas_parallel
   triton, _ = _triton()
-  rows = []
+  rows, layouts = [], tuple(pallas_parallel.LAYOUTS) if layouts is None else layouts
   for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     for tile, tm in itertools.product(grid or GRID,
@@ -259,7 +260,8 @@ def render(result: dict) -> str:
                     + (f" ~{r['h100_issue_ms_per_run']}" if "h100_issue_ms_per_run" in r else ""))
   by_key = {}
   for r in result["rows"]:
-    key = (r["kernel"] + (" time-major" if r.get("time_major") else ""), r["kind"],
+    layout = {True: " time-major", "rows": " rows time-major"}.get(r.get("time_major"), "")
+    key = (r["kernel"] + layout, r["kind"],
            r.get("family"))
     by_key.setdefault(key, {}).setdefault(tuple(r["tile"]), {})[r["which"]] = cell(r)
   for (kernel, kind, family), tiles in by_key.items():

@@ -16,8 +16,9 @@ the record). The result ends with the values to write into `pallas.FORWARD`, `pa
 kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductions): forward
 tiles, then forward + backward over the backward tiles with the best forward fixed, each against
 the same references; then the best pair once more reading the layers' (batch, time, channels)
-layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels), then in the faster
-layout with 2, 4 and 8 channel blocks per backward program (`pallas_parallel.CHANNEL_BLOCKS`);
+layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels) and with only the
+per-state rows time-major ("rows"), then in the fastest layout with 2, 4 and 8 channel blocks
+per backward program (`pallas_parallel.CHANNEL_BLOCKS`);
 its `best` line ends with `pallas.scan`'s time at its own best tile on the same factors, the
 ratio to beat.
 """
@@ -246,15 +247,19 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
     pallas_ms = rows[-1].get("ms_per_run")
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
-      # the best pair again, reading the layers' (batch, time, channels) layout
-      run("backward, time-major", _grad(parallel(forward=best_fwd, backward=key,
-                                                 time_major=True)), want_g, key,
-          forward_tile=list(best_fwd))
-      tm_ms = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
-      time_major = tm_ms is not None and tm_ms < timings["backward"][key]
-      # then, in the faster layout, several channel blocks per backward program (fewer partial
+      # the best pair again in the other layouts: per-state rows time-major, then everything
+      # (the layers' own (batch, time, channels) layout; `pallas_parallel.LAYOUTS`)
+      per_layout = {False: timings["backward"][key]}
+      for name, value in (("rows time-major", "rows"), ("time-major", True)):
+        run(f"backward, {name}", _grad(parallel(forward=best_fwd, backward=key,
+                                                time_major=value)), want_g, key,
+            forward_tile=list(best_fwd))
+        if rows[-1].get("matches_reference"):
+          per_layout[value] = rows[-1]["ms_per_run"]
+      time_major = min(per_layout, key=per_layout.get)
+      # then, in the fastest layout, several channel blocks per backward program (fewer partial
       # sums of the shared gradients); only counts that still fit the channels are distinct
-      fastest, blocks, per_blocks = min(tm_ms or math.inf, timings["backward"][key]), 1, {}
+      fastest, blocks, per_blocks = per_layout[time_major], 1, {}
       for n in PARALLEL_BLOCKS:
         if key[0] * n > sizes["d_model"]:
           break
@@ -267,7 +272,9 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
                     "pallas_fwd_bwd_ms_per_run": pallas_ms,
-                    "time_major_fwd_bwd_ms_per_run": tm_ms, "time_major": time_major,
+                    "rows_time_major_fwd_bwd_ms_per_run": per_layout.get("rows"),
+                    "time_major_fwd_bwd_ms_per_run": per_layout.get(True),
+                    "time_major": time_major,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks}
   return {"k": k, "sizes": dict(sizes), "defaults": {
       "forward": pallas_parallel.FORWARD, "backward": pallas_parallel.BACKWARD,
@@ -319,9 +326,10 @@ def render(result: dict) -> str:
       for k, p in b.items():
         lines.append(f"  best parallel {k}{_of(p)}: pallas_parallel.FORWARD "
                      f"{tuple(p['forward'])}, BACKWARD {tuple(p['backward'])} "
-                     + (", TIME_MAJOR" if p.get("time_major") else "")
+                     + (f", TIME_MAJOR {p['time_major']!r}" if p.get("time_major") else "")
                      + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
-                     + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; time-major "
+                     + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; rows "
+                     f"time-major {p.get('rows_time_major_fwd_bwd_ms_per_run')}; time-major "
                      f"{p.get('time_major_fwd_bwd_ms_per_run')}; blocks per program "
                      f"{p.get('blocks_fwd_bwd_ms_per_run')}; "
                      f"pallas {p['pallas_fwd_bwd_ms_per_run']})")

@@ -149,19 +149,20 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
       ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"])),
-      ("phase", "backward, time-major", [4, 1]), ("phase", "backward, 2 blocks", [4, 1])], (
+      ("phase", "backward, rows time-major", [4, 1]), ("phase", "backward, time-major", [4, 1]),
+      ("phase", "backward, 2 blocks", [4, 1])], (
           out["rows"])  # 4 blocks of 4 channels: more than the 8 there are, not timed
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
   assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
   assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
-  assert best["phase"]["time_major_fwd_bwd_ms_per_run"] > 0, "the layers' layout was not timed"
-  assert best["phase"]["time_major"] == (best["phase"]["time_major_fwd_bwd_ms_per_run"]
-                                         < best["phase"]["fwd_bwd_ms_per_run"]), best
+  per_layout = {False: best["phase"]["fwd_bwd_ms_per_run"],
+                "rows": best["phase"]["rows_time_major_fwd_bwd_ms_per_run"],
+                True: best["phase"]["time_major_fwd_bwd_ms_per_run"]}
+  assert all(ms > 0 for ms in per_layout.values()), f"a layout was not timed: {per_layout}"
+  assert best["phase"]["time_major"] == min(per_layout, key=per_layout.get), best
   two_blocks = best["phase"]["blocks_fwd_bwd_ms_per_run"][2]
-  assert best["phase"]["blocks"] == (2 if two_blocks < min(
-      best["phase"]["fwd_bwd_ms_per_run"], best["phase"]["time_major_fwd_bwd_ms_per_run"])
-      else 1), best
+  assert best["phase"]["blocks"] == (2 if two_blocks < min(per_layout.values()) else 1), best
   assert out["rows"][-1]["blocks"] == 2, "the blocks row did not run with 2 blocks"
   assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
   real = pallas_parallel.scan

@@ -166,12 +166,14 @@ def _outside_kernels(jaxpr):
 
 @pytest.mark.parametrize("family", ["decay", "signed_decay", "rotation", "constant"])
 def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_outside(family):
-  """`time_major`: the kernels read (batch, time, channels) and transpose tiles in registers.
-  Values and every gradient equal the time-minor kernels' bit for bit (interpret mode), and no
-  array with a time axis (23 steps, 32 or 34 rows) is transposed outside the kernels."""
+  """`time_major`: the kernels read (batch, time, channels) and transpose tiles in registers;
+  "rows": only the per-state rows (B, C, theta: n = 3 here) are read time-major. Values and
+  every gradient equal the time-minor kernels' bit for bit (interpret mode), and outside the
+  kernels no array with a time axis (23 steps, 32 or 34 rows) is transposed (True), or none
+  with a state axis ("rows"; the per-channel ones still are)."""
   f = to_factors(family, factored_inputs(family, 23, seed=1, b=2, d=20, n=3))
   outputs, time_axes = {}, {23, 32, 34}
-  for tm in (False, True):
+  for tm in (False, "rows", True):
     fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 2), interpret=True,
                                         time_major=tm)
     loss = lambda f: jnp.sum(jnp.sin(fn(f)))
@@ -179,9 +181,13 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
     jaxpr = jax.make_jaxpr(jax.grad(loss))(f).jaxpr
     moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
              if e.primitive.name == "transpose" and time_axes & set(e.invars[0].aval.shape)]
-    assert bool(moved) == (not tm), f"time_major={tm}: sequences transposed outside: {moved}"
-  for i, (a, b) in enumerate(zip(outputs[False], outputs[True])):
-    np.testing.assert_array_equal(a, b, err_msg=f"{family}: output {i} differs by layout")
+    per_state = [shape for shape in moved if 3 in shape]
+    want = {False: (True, family != "constant"), "rows": (True, False), True: (False, False)}
+    assert (bool(moved), bool(per_state)) == want[tm], (
+        f"time_major={tm}: sequences transposed outside: {moved}")
+  for tm in ("rows", True):
+    for i, (a, b) in enumerate(zip(outputs[False], outputs[tm])):
+      np.testing.assert_array_equal(a, b, err_msg=f"{family}: output {i} differs by layout {tm}")
   from launch.bench_registers import triton_modules  # and it lowers to Triton for CUDA
   cuda = lambda f: jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
       f, interpret=False, time_major=True))))(f)
@@ -226,3 +232,9 @@ def test_real_kernels_compute_exp_with_the_hardware_exp2(kernel, family):
   for which, text in zip(("forward", "backward"), texts):
     assert "__nv_exp2f" in text and "__nv_expf" not in text, (
         f"{kernel} {family} {which}: exp is not lowered to exp2")
+
+
+def test_an_unknown_layout_is_one_error_naming_the_choices():
+  f = to_factors("decay", factored_inputs("decay", 4, b=1, d=2, n=2))
+  with pytest.raises(ValueError, match=r"layout 'cols': choose one of \[False, 'rows', True\]"):
+    pallas_parallel.scan(f, interpret=True, time_major="cols")

@@ -46,19 +46,24 @@ from ssm_bench.scan.recurrence_scan import recurrence_scan
 # const: a guess (16 channels, the step-by-step kernel's best real tile), untimed.
 FORWARD = {"real": (8, 2), "phase": (16, 2), "const": (16, 4)}
 BACKWARD = {"real": (8, 1), "phase": (16, 2), "const": (16, 4)}
-# Whether the per-step arrays reach the kernels in the layers' own (batch, time, channels) layout
-# and are transposed in registers, rather than time-minor (transposed by XLA outside: 27.6% of a
-# 27-run mamba step on an H100). Off until `--sections=parallel_tiles` times both on a GPU.
+# Which per-step arrays reach the kernels in the layers' own (batch, time, channels) layout, a
+# `LAYOUTS` key: time-minor ones are transposed by XLA outside (27.6% of a 27-run mamba step on
+# an H100), time-major ones read as they are. False until `--sections=parallel_tiles` times all
+# three on a GPU.
 TIME_MAJOR = {"real": False, "phase": False, "const": False}
+# (channel tiles, per-state rows) time-major: nothing (False); the rows alone ("rows": B, C,
+# theta and their gradients, strided row reads and writes, no instruction more); everything
+# (True: the tiles transposed in registers, 1.4-1.6x the instructions of the real kernels).
+LAYOUTS = {False: (False, False), "rows": (False, True), True: (True, True)}
 # Channel blocks of BACKWARD's width that one backward program walks in turn. The gradients of
 # arrays shared over channels (B and C of the real kind, theta of phase) are written as one
 # partial sum per program, summed outside by XLA: at 1 block per program, (8, 1) tiles and the
 # paper cell that is 16 partials of (N, T) per batch row, 134 MB per mamba run-step written and
 # read again (its sum, with a transpose, was the costliest op outside the kernel in an H100
-# profile: 1.32 ms of a 27-run step of 29.3). With k
-# blocks a program adds its blocks' sums in place (a barrier between blocks; no atomics, so
-# the order is fixed and runs stay deterministic): k times fewer partials, same registers.
-# 1 until `--sections=parallel_tiles` times it on a GPU.
+# profile: 1.32 ms of a 27-run step of 29.3). With k blocks a program adds its blocks' sums in
+# place (a barrier between blocks; no atomics, so the order is fixed and runs stay
+# deterministic): k times fewer partials, same registers. 1 until `--sections=parallel_tiles`
+# times it on a GPU.
 CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
@@ -66,6 +71,13 @@ MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of leng
 _COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
 NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
          "const": ("x", "ar", "ai") + _COMPLEX}
+
+
+def layout(time_major) -> tuple[bool, bool]:
+  """(tiles, rows) time-major for a `TIME_MAJOR` value; one error naming the choices."""
+  if time_major not in LAYOUTS:  # 1 and 0 would pass as True and False: fine
+    raise ValueError(f"pallas_parallel layout {time_major!r}: choose one of {list(LAYOUTS)}")
+  return LAYOUTS[time_major]
 
 
 def default_tile(tile: tuple[int, int], span: int) -> tuple[int, int]:
@@ -92,7 +104,8 @@ class _Rows:
   either way."""
 
   def __init__(self, kind, neg, refs, span, firsts, tm, channels=slice(None)):
-    self.kind, self.neg, self.refs, self.span, self.tm = kind, neg, refs, span, tm
+    self.kind, self.neg, self.refs, self.span = kind, neg, refs, span
+    self.td, self.tn = tm  # (tiles, per-state rows) time-major: `layout`
     self.channels = channels  # this block's channels of the program's refs
     per_channel = ("x", "dt") if kind == "real" else ("x",)
     self.tiles = {k: {name: self.per_td(refs[name], pl.ds(k, span)) for name in per_channel}
@@ -100,11 +113,11 @@ class _Rows:
 
   def per_td(self, ref, rows=slice(None)):
     """A (channels, time) tile of a per-(step, channel) ref, this block's channels."""
-    return ref[rows, self.channels].T if self.tm else ref[self.channels, rows]
+    return ref[rows, self.channels].T if self.td else ref[self.channels, rows]
 
   def put_td(self, ref, value):
     """Write this block's (channels, time) tile of a per-(step, channel) output."""
-    if self.tm:
+    if self.td:
       ref[:, self.channels] = value.T
     else:
       ref[self.channels, :] = value
@@ -116,12 +129,12 @@ class _Rows:
   def row(self, name, n, first):
     """A (1, time) row of a per-(step, state) input (B, C, theta) at state n, from row `first`."""
     ref, rows = self.refs[name], pl.ds(first, self.span)
-    return (ref[rows, n] if self.tm else ref[n, rows])[None, :]
+    return (ref[rows, n] if self.tn else ref[n, rows])[None, :]
 
   def put(self, ref, n, value, add=False):
     """Write a (time,) gradient of a per-(step, state) input at state n; `add` (traced: the
     program's blocks after its first) adds it to what the earlier blocks wrote there."""
-    at = (slice(None), n) if self.tm else (n, slice(None))
+    at = (slice(None), n) if self.tn else (n, slice(None))
     if add is not False:
       value = value + jnp.where(add, ref[at], 0.0)
     ref[at] = value
@@ -182,7 +195,7 @@ def _forward_kernel(*refs, kind, neg, span, n_states, tm):
       return y + h * rows.row("C", n, 1)
     return y + rows.column("Cr", n) * h[0] - rows.column("Ci", n) * h[1]
   y = jax.lax.fori_loop(0, n_states, body, jnp.zeros(rows.tiles[1]["x"].shape, jnp.float32))
-  y_ref[...] = y.T if tm else y
+  y_ref[...] = y.T if tm[0] else y
 
 
 def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_grad):
@@ -192,7 +205,7 @@ def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_g
   (`CHANNEL_BLOCKS`)."""
   names = NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
-  width = dy_ref.shape[-1 if tm else 0] // blocks
+  width = dy_ref.shape[-1 if tm[0] else 0] // blocks
   block = functools.partial(_backward_block, r, dy_ref, outs, kind=kind, neg=neg, span=span,
                             n_states=n_states, tm=tm, h0_grad=h0_grad)
   if blocks == 1:
@@ -274,8 +287,8 @@ def _layout(shape, tm):
 
 
 def _in_specs(kind, bd, N, rows, tm):
-  per_td = _per_td(bd, rows, tm)
-  per_tn = pl.BlockSpec((None,) + _layout((N, rows), tm), lambda i, j: (i, 0, 0))
+  per_td = _per_td(bd, rows, tm[0])
+  per_tn = pl.BlockSpec((None,) + _layout((N, rows), tm[1]), lambda i, j: (i, 0, 0))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
@@ -291,13 +304,13 @@ def _n_states(kind, ins):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
   kind, neg, (bd, warps), _, interpret, tm, _ = static
-  b, D, rows = _layout(ins[0].shape, tm)
+  b, D, rows = _layout(ins[0].shape, tm[0])
   N, span = _n_states(kind, ins), rows - 2
   kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
   return pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct(_layout((b, D, span), tm), jnp.float32),
+      kernel, out_shape=jax.ShapeDtypeStruct(_layout((b, D, span), tm[0]), jnp.float32),
       grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm),
-      out_specs=_per_td(bd, span, tm), interpret=interpret,
+      out_specs=_per_td(bd, span, tm[0]), interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(*ins)
 
 
@@ -314,15 +327,15 @@ def _fused_fwd(static, *primals):
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res[0], len(res) == 2
   kind, neg, _, (block, warps), interpret, tm, blocks = static
-  b, D, rows = _layout(ins[0].shape, tm)
+  b, D, rows = _layout(ins[0].shape, tm[0])
   bd = block * blocks  # a program's channels
   N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
-  per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm), f32), _per_td(bd, span, tm))
+  per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm[0]), f32), _per_td(bd, span, tm[0]))
   # gradients of arrays shared over channels: one partial sum per program (no atomics, which
   # would make a run nondeterministic; `CHANNEL_BLOCKS`); of (n, d) arrays, one per batch row
-  per_tn = (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm), f32),
-            pl.BlockSpec((None, None) + _layout((N, span), tm), lambda i, j: (i, j, 0, 0)))
+  per_tn = (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm[1]), f32),
+            pl.BlockSpec((None, None) + _layout((N, span), tm[1]), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   n_h0 = (1 if kind == "real" else 2) if h0_grad else 0
@@ -336,18 +349,20 @@ def _fused_bwd(static, res, dy):
       in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(*ins, dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
-  time_axis = lambda v: 1 if tm else v.ndim - 1
-  rows_of = lambda v: jnp.pad(v, [(1, 1) if i == time_axis(v) else (0, 0) for i in range(v.ndim)])
+  td, tn = tm
+  rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
+                                         for i in range(v.ndim)])
   g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * (1 if kind == "real" else 2)
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
-    return (rows_of(dx), rows_of(ddt), dlam.sum(0), rows_of(dB.sum(1)), rows_of(dC.sum(1))) + dh0
+    return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(1), tn),
+             rows_of(dC.sum(1), tn)) + dh0)
   if kind == "phase":
     dx, dth, dBr, dBi, dCr, dCi = g
-    return ((rows_of(dx), rows_of(dth.sum(1))) + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi))
-            + dh0)
+    return ((rows_of(dx, td), rows_of(dth.sum(1), tn))
+            + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi)) + dh0)
   dx, *per_nd_grads = g  # d ar, d ai, d Br, d Bi, d Cr, d Ci
-  return (rows_of(dx),) + tuple(v.sum(0) for v in per_nd_grads) + dh0
+  return (rows_of(dx, td),) + tuple(v.sum(0) for v in per_nd_grads) + dh0
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
@@ -360,11 +375,12 @@ def supports(f: F.Factors) -> bool:
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, interpret: bool | None = None,
-         time_major: bool | None = None, blocks: int | None = None):
+         time_major: bool | str | None = None, blocks: int | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference.
   `forward` / `backward`: (channels per program, warps) of each kernel; `time_major`: the
-  layout the kernels read (default `TIME_MAJOR` of the kind); `blocks`: channel blocks per
-  backward program (default `CHANNEL_BLOCKS` of the kind, at most the channels need)."""
+  layout the kernels read (a `LAYOUTS` value; default `TIME_MAJOR` of the kind); `blocks`:
+  channel blocks per backward program (default `CHANNEL_BLOCKS` of the kind, at most the
+  channels need)."""
   if not supports(f):
     return sequential_kernel.scan(f, interpret=interpret)
   if interpret is None:
@@ -379,22 +395,22 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
   bd = max(fwd[0], bwd[0] * blocks)
   Dp = -(-D // bd) * bd
-  tm = TIME_MAJOR[kind] if time_major is None else time_major
+  tm = layout(TIME_MAJOR[kind] if time_major is None else time_major)
   f32 = lambda v: v.astype(jnp.float32)
-  # two rows in front (empty, h0) and span + 2 rows in all; time-minor unless tm
-  per_t = lambda v, width: (
-      jnp.pad(f32(v), ((0, 0), (2, span - T), (0, width - v.shape[2]))) if tm else
+  # two rows in front (empty, h0) and span + 2 rows in all; time-minor unless `major`
+  per_t = lambda v, width, major: (
+      jnp.pad(f32(v), ((0, 0), (2, span - T), (0, width - v.shape[2]))) if major else
       jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (2, span - T))))
+  tile, row = (lambda v: per_t(v, Dp, tm[0])), (lambda v: per_t(v, N, tm[1]))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
   if kind == "real":
-    ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
-           h0(f.h0))
+    ins = (tile(f.x), tile(f.dt), per_nd(f.lam), row(f.B), row(f.C), h0(f.h0))
   else:
-    transition = ((per_t(f.theta, N),) if kind == "phase"
+    transition = ((row(f.theta),) if kind == "phase"
                   else (per_nd(f.a.real), per_nd(f.a.imag)))
-    ins = ((per_t(f.x, Dp),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
+    ins = ((tile(f.x),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
                                              per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm, blocks)
-  y = _fused(static, *ins)  # (b, Dp, span) or with tm (b, span, Dp): row r + 1 is step r
-  return y[:, 1:T + 1, :D] if tm else jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
+  y = _fused(static, *ins)  # (b, Dp, span) or time-major (b, span, Dp): row r + 1 is step r
+  return y[:, 1:T + 1, :D] if tm[0] else jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
