@@ -17,9 +17,10 @@ programs x warps x (states x the loop's instructions + the rest) warp-instructio
 issue rate `calibrate` fitted to the fourth H100 session's real-kind forward tiles, that
 predicts those 12 tiles within 18% (correlation 0.90) and tracks the forward + backward times
 (0.96): a way to compare variants of the real kind's kernels (layouts, loop structure) before a
-GPU minute is spent (results/bench/README.md, "Registers"). Not for the phase kind: libdevice's
-sin and cos carry branches that almost never run (its fit needs 1.8x the H100's peak issue
-rate), so no prediction is made where the state loop holds such a loop.
+GPU minute is spent (results/bench/README.md, "Instruction counts"). Where the state loop holds
+a loop of its own (libdevice's sin and cos did, with branches that almost never run: the phase
+kernels' fit needed 1.8x the H100's peak issue rate), no prediction is made; for kinds other
+than the real one the rate is unvalidated.
 
 It needs `pip install triton` (PyTorch's CUDA builds bring it). XLA compiles the same IR with
 its own Triton, whose counts may differ by a few registers: a guide for which tiles to time, not

@@ -238,3 +238,18 @@ def test_an_unknown_layout_is_one_error_naming_the_choices():
   f = to_factors("decay", factored_inputs("decay", 4, b=1, d=2, n=2))
   with pytest.raises(ValueError, match=r"layout 'cols': choose one of \[False, 'rows', True\]"):
     pallas_parallel.scan(f, interpret=True, time_major="cols")
+
+
+def test_phase_kernels_read_theta_as_its_cos_and_sin_computed_outside():
+  """libdevice's cos and sin, per state and view inside the kernels, were 40-50% of the phase
+  kernels' instructions (static count): XLA computes them once per (step, state) instead, and
+  the kernels hold no trigonometry (the values and gradients: every other rotation test)."""
+  from launch.bench_registers import triton_modules
+  f = to_factors("rotation", factored_inputs("rotation", 12, b=1, d=16, n=2))
+  texts = triton_modules(jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
+      f, interpret=False)))), f)
+  assert len(texts) == 2, f"{len(texts)} kernels"
+  for which, text in zip(("forward", "backward"), texts):
+    trig = sorted({name for name in ("__nv_cosf", "__nv_sinf", "math.cos", "math.sin")
+                   if name in text})
+    assert not trig, f"the {which} kernel computes {trig}"

@@ -71,6 +71,7 @@ MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of leng
 _COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
 NAMES = {"real": ("x", "dt", "lam", "B", "C", "h0"), "phase": ("x", "theta") + _COMPLEX,
          "const": ("x", "ar", "ai") + _COMPLEX}
+KERNEL_NAMES = {**NAMES, "phase": ("x", "cos", "sin") + _COMPLEX}  # `_kernel_inputs`
 
 
 def layout(time_major) -> tuple[bool, bool]:
@@ -127,7 +128,8 @@ class _Rows:
     ref[n, self.channels] = value
 
   def row(self, name, n, first):
-    """A (1, time) row of a per-(step, state) input (B, C, theta) at state n, from row `first`."""
+    """A (1, time) row of a per-(step, state) input (B, C, cos and sin of theta) at state n,
+    from row `first`."""
     ref, rows = self.refs[name], pl.ds(first, self.span)
     return (ref[rows, n] if self.tn else ref[n, rows])[None, :]
 
@@ -157,8 +159,7 @@ class _Rows:
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
       return a, b, (e, tile["dt"])
     if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
-      theta = self.row("theta", n, first)
-      a = (jnp.cos(theta), jnp.sin(theta))
+      a = (self.row("cos", n, first), self.row("sin", n, first))
     else:  # a constant a[d, n]
       a = (self.column("ar", n), self.column("ai", n))
     a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape)) for v in a)
@@ -185,7 +186,7 @@ class _Rows:
 
 
 def _forward_kernel(*refs, kind, neg, span, n_states, tm):
-  names = NAMES[kind]
+  names = KERNEL_NAMES[kind]
   r, y_ref = dict(zip(names, refs)), refs[len(names)]
   rows = _Rows(kind, neg, r, span, (1,), tm)
 
@@ -203,7 +204,7 @@ def _backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_g
   later), the adjoint g_t = dy_t C + a_{t+1}^* g_{t+1} as a reversed scan; then the gradients
   (h0's only if `h0_grad`). The program's channels are `blocks` blocks, walked in turn
   (`CHANNEL_BLOCKS`)."""
-  names = NAMES[kind]
+  names = KERNEL_NAMES[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
   width = dy_ref.shape[-1 if tm[0] else 0] // blocks
   block = functools.partial(_backward_block, r, dy_ref, outs, kind=kind, neg=neg, span=span,
@@ -293,8 +294,19 @@ def _in_specs(kind, bd, N, rows, tm):
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
     return [per_td, per_td, per_nd, per_tn, per_tn, h0]
-  transition = [per_tn] if kind == "phase" else [per_nd] * 2
+  transition = [per_tn] * 2 if kind == "phase" else [per_nd] * 2  # cos, sin or ar, ai
   return [per_td] + transition + [per_nd] * 4 + [h0] * 2
+
+
+def _kernel_inputs(kind, ins):
+  """The kernels' inputs (`KERNEL_NAMES`) from the scan's (`NAMES`): the phase kind's theta as
+  its cos and sin, computed by XLA once per (step, state) rather than by libdevice in the
+  kernels once per state and view, where their branches were 40-50% of the phase kernels'
+  instructions."""
+  if kind != "phase":
+    return ins
+  x, theta, *rest = ins
+  return (x, jnp.cos(theta), jnp.sin(theta), *rest)
 
 
 def _n_states(kind, ins):
@@ -311,7 +323,7 @@ def _fused(static, *ins):
       kernel, out_shape=jax.ShapeDtypeStruct(_layout((b, D, span), tm[0]), jnp.float32),
       grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm),
       out_specs=_per_td(bd, span, tm[0]), interpret=interpret,
-      **sequential_kernel._compiler_params(interpret, warps))(*ins)
+      **sequential_kernel._compiler_params(interpret, warps))(*_kernel_inputs(kind, ins))
 
 
 def _fused_fwd(static, *primals):
@@ -347,7 +359,8 @@ def _fused_bwd(static, res, dy):
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
       in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
-      interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(*ins, dy)
+      interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(
+          *_kernel_inputs(kind, ins), dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
