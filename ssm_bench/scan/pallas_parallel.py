@@ -13,9 +13,9 @@ h per state (nothing is saved), runs the adjoint as a reversed scan, and reduces
 over channels (dB, dC) or time (dlam) instead of once per step.
 
 Time sits on the tile's minor axis, so a scan stays inside a warp's lanes where it can: the
-inputs are transposed outside, or with `TIME_MAJOR` loaded in the layers' layout and transposed
-in registers. A tile row covers the sequence padded to a power of two with two
-extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
+inputs are transposed outside, or read in the layers' layout (`TIME_MAJOR`, `LAYOUTS`). The
+phase kind's kernels read cos and sin of theta, not theta. A tile row covers the sequence padded
+to a power of two with two extra rows in front: row 0 is empty (a = b = 0) and row 1 starts the recurrence (a = 0,
 b = h0), so h0 needs no special case and a_{t+1} is the same tile read one row later; h_{t-1}
 comes from h_t - b_t = a_t h_{t-1} where that needs no division (decay, phase: two scans per
 state in the backward, as Mamba's), else from a scan read one row earlier (three). The complex
@@ -101,8 +101,8 @@ class _Rows:
   first=1 is the recurrence itself (row 0 of the tile is h0's row), 0 is one step earlier (its
   scan is h_{t-1}) and 2 one step later (its a is a_{t+1}). The (channels, time) tiles of the
   per-channel inputs are read once per program, not once per state. Complex values are
-  (re, im) pairs. `tm`: the refs are time-major (`TIME_MAJOR`); tiles are (channels, time)
-  either way."""
+  (re, im) pairs. `tm`: which refs are time-major, (tiles, rows) from `layout`; tiles are
+  (channels, time) either way."""
 
   def __init__(self, kind, neg, refs, span, firsts, tm, channels=slice(None)):
     self.kind, self.neg, self.refs, self.span = kind, neg, refs, span
@@ -227,7 +227,7 @@ def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, t
   x = rows.tiles[1]["x"]
   first_row = jax.lax.broadcasted_iota(jnp.int32, dy.shape, 1) == 0
   at_start = lambda v: jnp.sum(jnp.where(first_row, v, 0.0), axis=1)  # the h0 row's value
-  n_h0 = (1 if kind == "real" else 2) if h0_grad else 0
+  n_h0 = _h0_count(kind) if h0_grad else 0
   outs, dh0_refs = outs[:len(outs) - n_h0], outs[len(outs) - n_h0:]
 
   def real(n, carry):
@@ -309,6 +309,11 @@ def _kernel_inputs(kind, ins):
   return (x, jnp.cos(theta), jnp.sin(theta), *rest)
 
 
+def _h0_count(kind):
+  """How many h0 arrays the kind has (real 1; complex 2: re, im)."""
+  return sum(name.startswith("h0") for name in NAMES[kind])
+
+
 def _n_states(kind, ins):
   return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
 
@@ -350,7 +355,7 @@ def _fused_bwd(static, res, dy):
             pl.BlockSpec((None, None) + _layout((N, span), tm[1]), lambda i, j: (i, j, 0, 0)))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  n_h0 = (1 if kind == "real" else 2) if h0_grad else 0
+  n_h0 = _h0_count(kind) if h0_grad else 0
   outs = {"real": [per_td, per_td, per_nd, per_tn, per_tn],
           "phase": [per_td, per_tn] + [per_nd] * 4, "const": [per_td] + [per_nd] * 6}[kind]
   outs += [per_nd] * n_h0
@@ -365,7 +370,7 @@ def _fused_bwd(static, res, dy):
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
                                          for i in range(v.ndim)])
-  g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * (1 if kind == "real" else 2)
+  g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * _h0_count(kind)
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
     return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(1), tn),
