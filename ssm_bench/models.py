@@ -5,6 +5,7 @@ Block (paper Sec. 6): x <- x + out(act(layer(norm(x)))); embedding in, MLP decod
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import flax.linen as nn
 import jax
@@ -38,6 +39,18 @@ def check(cfg: ModelConfig, length: int = 4):
     msg = " ".join(str(e).split())[:300]
     raise registry.LayerError(f"building {'/'.join(dict.fromkeys(cfg.layers))} failed: "
                               f"{type(e).__name__}: {msg}") from None
+
+
+def scan_auto(cfg: ModelConfig) -> str | None:
+  """What scan_method "auto" resolves to for this network's layers on this backend, in layer
+  order (", "-joined; None if no layer calls a scan), traced abstractly: the scan functions'
+  own choice, so a delta-rule layer reports its HOUSEHOLDER_AUTO, not the diagonal AUTO."""
+  from ssm_bench import scan
+  auto = dataclasses.replace(cfg, scan_method="auto")
+  with scan.recording() as used:
+    jax.eval_shape(lambda: StateTracker(auto).init(jax.random.PRNGKey(0),
+                                                   jnp.zeros((1, 4), jnp.int32)))
+  return ", ".join(dict.fromkeys(used)) or None
 
 
 # Vocabularies up to this size are looked up as a one-hot matmul (every built-in task's is: the

@@ -121,16 +121,12 @@ def environment() -> dict:
   import optax
   import orbax.checkpoint
 
-  from ssm_bench import scan  # deferred: scan imports jax
   return {"versions": {"python": platform.python_version(), "jax": jax.__version__,
                        "flax": flax.__version__, "optax": optax.__version__,
                        "orbax_checkpoint": orbax.checkpoint.__version__, "numpy": np.__version__},
           "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
           # what a config's matmul_precision "default" defers to (None: the backend's choice)
           "jax_matmul_precision": jax.config.jax_default_matmul_precision,
-          # what a config's scan_method "auto" ran: the choice follows measurements and has
-          # changed (sequential on CPU until 2026-11-26, chunked since), the config keeps "auto"
-          "scan_auto": scan.resolve("auto"),
           # XLA's options, e.g. a sweep worker's single-threaded CPU (its float32 sums are
           # ordered otherwise: the same run differs in the 7th digit from a multi-threaded one)
           "xla_flags": os.environ.get("XLA_FLAGS", ""),

@@ -21,6 +21,7 @@ from ssm_bench import declaration
 from ssm_bench import evaluation
 from ssm_bench import faults
 from ssm_bench import memory
+from ssm_bench import models
 from ssm_bench import rundir
 from ssm_bench import tb
 from ssm_bench import train
@@ -216,6 +217,8 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
       fns[order] = evaluation.make_correctness_fn(apply, chunk)
     return task, sets[c.task], fns[order]
 
+  # what the config's scan_method "auto" ran for this network (the same for the whole group)
+  scan_auto = models.scan_auto(trainer.mcfg)
   for k, (c, d, w) in enumerate(zip(cfgs, dirs, writers)):
     faults.point("eval")
     task, eval_sets, correct_fn = evaluation_of(c)
@@ -232,7 +235,8 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
               # the program's members, in order: what a bit-identical rerun needs (README,
               # "What is reproducible")
               "group_runs": [os.path.basename(os.path.normpath(x)) for x in dirs],
-              "compile_count": trainer.traces + 1}  # + the evaluation function, compiled once
+              "compile_count": trainer.traces + 1,  # + the evaluation function, compiled once
+              "scan_auto": scan_auto}
     if diverged_at >= 0:
       result = {"status": "diverged", "diverged_at": diverged_at, "max_len": 0,
                 "acc_curve": None, "seq_acc_curve": None, **common}

@@ -26,12 +26,17 @@ def small_flags():
   flags.FLAGS.unparse_flags()
 
 
-def test_step_timings_are_checked_across_scan_methods():
-  rows = {r["model"]: r for r in bench.bench_step(["negmamba"], reps=1,
+def test_step_timings_are_checked_across_scan_methods(monkeypatch):
+  """...and each model's default is what its own "auto" runs: the diagonal AUTO for negmamba,
+  the delta rule's HOUSEHOLDER_AUTO for deltanet (set to a method not timed here)."""
+  monkeypatch.setattr(scan, "HOUSEHOLDER_AUTO", "associative")
+  rows = {r["model"]: r for r in bench.bench_step(["negmamba", "deltanet"], reps=1,
                                                  methods=("sequential", "chunked"))}
   for name, row in rows.items():
     assert row["all_match"], f"{name}: scan methods give different gradients: {row['methods']}"
   assert list(rows["negmamba"]["methods"]) == ["sequential", "chunked"]
+  assert (rows["negmamba"]["default"], rows["deltanet"]["default"]) == (
+      scan.default_method(), "associative"), "a model's default is not what its auto runs"
   assert "chunked" in bench.methods_for("negmamba") and "chunked" not in bench.methods_for("ids4")
   assert bench.methods_for("rnn") == ("sequential",), "rnn has one program: one column"
 
@@ -292,11 +297,13 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})
 
 
-def test_train_many_defaults_keep_the_cpu_bench_short():
+def test_train_many_defaults_keep_the_cpu_bench_short(monkeypatch):
   """With no --methods and no --train_many_k, train_many times the method auto picks, at
   K = 1, 9 on a CPU (27 CPU-cell runs compile for minutes) and 1, 9, 27 elsewhere."""
   assert bench._train_many_methods("negmamba") == [scan.resolve("auto")]
   assert bench._train_many_methods("rnn") == ["sequential"]
+  monkeypatch.setattr(scan, "HOUSEHOLDER_AUTO", "associative")  # what deltanet's auto runs
+  assert bench._train_many_methods("deltanet") == ["associative"]
   want = [1, 9] if jax.default_backend() == "cpu" else [1, 9, 27]
   assert bench.train_many_ks() == want
   try:

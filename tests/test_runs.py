@@ -36,6 +36,8 @@ def test_tiny_run_writes_every_file_and_a_valid_summary(tmp_path):
   assert runs.validate_summary(summary) == [], runs.validate_summary(summary)
   assert summary["status"] == "done" and summary["steps"] == 40
   assert summary["compile_count"] == 2, "expected one training and one evaluation compile"
+  from ssm_bench import scan
+  assert summary["scan_auto"] == scan.default_method(), "the summary does not say what auto ran"
   lines = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
   assert [l["step"] for l in lines] == [10, 20, 30, 40]
   assert json.load(open(os.path.join(d, "config.json"))) == summary["config"]
@@ -311,11 +313,21 @@ def test_summaries_record_the_revision_the_process_started_with(monkeypatch):
       "the summary records the revision at writing time, not the one the process runs")
 
 
-def test_summaries_record_what_the_auto_scan_method_ran(monkeypatch):
-  """Configs keep "auto"; which method that was on this backend must be in every summary."""
+def test_summaries_record_what_auto_ran_for_their_own_layers(monkeypatch):
+  """Configs keep "auto"; which method that was, for the network's own layers on this backend,
+  is in every summary (`models.scan_auto`, traced, so it follows the scans' choice): a diagonal
+  layer reports the backend's AUTO, the delta rule its HOUSEHOLDER_AUTO, a layer without a scan
+  nothing, a hybrid both in layer order."""
   import jax
-  from ssm_bench import rundir
+  from ssm_bench import models
   from ssm_bench import scan
-  assert rundir.environment()["scan_auto"] == scan.AUTO[jax.default_backend()]
+  from ssm_bench.config import ModelConfig
+  of = lambda *layers: models.scan_auto(ModelConfig(layers=layers, d_model=8, d_state=2))
+  diagonal = scan.AUTO[jax.default_backend()]
+  assert of("mamba") == diagonal and of("deltanet") == scan.HOUSEHOLDER_AUTO, (
+      of("mamba"), of("deltanet"))
+  assert of("rnn") is None and of("mamba", "deltanet") == f"{diagonal}, sequential"
   monkeypatch.setitem(scan.AUTO, jax.default_backend(), "associative")
-  assert rundir.environment()["scan_auto"] == "associative", "the summary does not follow AUTO"
+  monkeypatch.setattr(scan, "HOUSEHOLDER_AUTO", "associative")
+  assert (of("mamba"), of("deltanet")) == ("associative", "associative"), (
+      "scan_auto does not follow the scans' choice")

@@ -10,9 +10,12 @@
   `householder_scan` the delta rule's (a product of rank-1 corrections of I per step, sequential
   as rank-1 updates). Fused methods map to the reference here.
 
-`auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES).
+`auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES);
+`recording()` tells which method each call resolved to (what a model's `auto` ran).
 """
 from __future__ import annotations
+
+import contextlib
 
 import jax
 
@@ -35,6 +38,28 @@ AUTO = {"cpu": "chunked", "gpu": "pallas_parallel", "tpu": "associative"}
 HOUSEHOLDER_AUTO = "sequential"
 
 
+_RECORDERS = []  # lists collecting each scan call's method while a `recording` block runs
+
+
+@contextlib.contextmanager
+def recording():
+  """Collects the method every scan call in the block resolves to (in call order): traced
+  through a model, what its scan_method means here, whichever scan its layers call (the
+  diagonal layers' AUTO, the delta rule's HOUSEHOLDER_AUTO, the reference scans' choice)."""
+  used = []
+  _RECORDERS.append(used)
+  try:
+    yield used
+  finally:
+    _RECORDERS.remove(used)
+
+
+def _record(method: str) -> str:
+  for used in _RECORDERS:
+    used.append(method)
+  return method
+
+
 def default_method() -> str:
   return AUTO.get(jax.default_backend(), "associative")
 
@@ -53,7 +78,7 @@ def _reference_method(method: str) -> str:
 
 def diagonal_scan(f: Factors, method: str = "auto"):
   """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe."""
-  method = resolve(method)
+  method = _record(resolve(method))
   if method == "chunked":
     return chunked.scan(f)
   if method == "pallas":
@@ -67,15 +92,15 @@ def diagonal_scan(f: Factors, method: str = "auto"):
 
 
 def linear_scan(a, b, h0=None, method: str = "auto"):
-  return reference.linear_scan(a, b, h0, _reference_method(method))
+  return reference.linear_scan(a, b, h0, _record(_reference_method(method)))
 
 
 def matrix_scan(A, b, h0=None, method: str = "auto"):
-  return reference.matrix_scan(A, b, h0, _reference_method(method))
+  return reference.matrix_scan(A, b, h0, _record(_reference_method(method)))
 
 
 def householder_scan(k, beta, v, h0, method: str = "auto"):
   """All states of the delta rule (DeltaNet, DeltaProduct): see householder.py."""
   if method == "auto" or resolve(method) not in REFERENCE:  # an explicit reference is kept
     method = HOUSEHOLDER_AUTO
-  return householder.scan(k, beta, v, h0, method)
+  return householder.scan(k, beta, v, h0, _record(method))
