@@ -138,11 +138,10 @@ def bench_step(model_names, reps, methods=None):
   methods are compiled first and then timed in turn, repetition by repetition (interleaved)."""
   rows = []
   for name in model_names:
-    per_method, ref, calls, auto = {}, None, {}, None
+    per_method, ref, calls = {}, None, {}
     for method in [m for m in methods_for(name) if m in (methods or methods_for(name))]:
       cfg = step_config(name, method)
       trainer = train.Trainer(cfg)
-      auto = auto or models.scan_auto(trainer.mcfg) or "sequential"  # one program: rnn
       init, chunk = trainer.compiled(donate=False)  # timing calls it on the same state again
       hp = train.hparams([cfg])
       state = init(hp)
@@ -164,7 +163,7 @@ def bench_step(model_names, reps, methods=None):
             f"{per_method[method]['grad_rel_err']:.1e}")
     ran = {k: v for k, v in per_method.items() if "step_ms" in v}
     fastest = min(ran, key=lambda k: ran[k]["step_ms"]) if ran else None
-    default = auto.split(", ")[0] if auto else None  # what the model's "auto" runs
+    default = _auto_method(name)
     ratio = (ran[default]["step_ms"] / ran[fastest]["step_ms"]) if default in ran else float("nan")
     rows.append({"model": name, "methods": per_method, "fastest": fastest, "default": default,
                  "default_over_fastest": round(ratio, 3),
@@ -328,8 +327,14 @@ def _train_many_methods(model: str):
   every method is minutes of compilation on a CPU (associative alone took more than 5)."""
   if _METHODS.value:
     return _methods(model)
+  return [_auto_method(model)]
+
+
+def _auto_method(model: str) -> str:
+  """The method the model's `auto` runs here (its first layer's; a layer without a scan: its
+  one program, 'sequential')."""
   auto = models.scan_auto(train.model_config(step_config(model, "auto")))
-  return [auto.split(", ")[0] if auto else methods_for(model)[0]]
+  return auto.split(", ")[0] if auto else methods_for(model)[0]
 
 
 def main(argv):
