@@ -285,6 +285,10 @@ def render(section: str, result) -> str:
         lines.append(f"  {m}: " + ", ".join(
             f"K={r['K']} {r['ms_per_run_step']:.3f} ({r.get('estimate_MB', '?')} MB)"
             if "error" not in r else f"K={r['K']} {r['error'][:60]}" for r in rows))
+        moved = next((r for r in rows if "transposed_MB_per_run_step" in r), None)
+        if moved:
+          lines.append(f"  {m}: {moved['transposes_per_run_step']} transposes outside the "
+                       f"kernels per run-step, {moved['transposed_MB_per_run_step']:.1f} MB")
         lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
                      "group run twice: " + ", ".join(
                          f"K={r['K']} {r['max_rel_diff']:.1e}"
@@ -300,6 +304,11 @@ METHOD_COLUMNS = [m for m in scan.METHODS if m != "auto"]
 
 _TM_MODELS = flags.DEFINE_list("train_many_models", ["negmamba"], "train_many: the models to time "
                                 "at K = 1, 9, 27 runs per program.")
+_LAYER_LAYOUTS = flags.DEFINE_list("layer_layouts", [], "train_many: time a method that runs the "
+                                   "time-parallel kernel once per layout the layers build its "
+                                   f"factors in ({', '.join(bench_train_many.LAYER_LAYOUTS)}; "
+                                   "default: as set in pallas_parallel.CHANNELS_FIRST_LAYERS); "
+                                   "with --apply_tiles the faster is kept for later sections.")
 
 
 _TM_K = flags.DEFINE_list("train_many_k", [], "train_many: the group sizes K (default 1, 9, 27; "
@@ -347,6 +356,8 @@ def main(argv):
   for flag, given, valid in (("models", names, registry.names()),
                              ("train_many_models", _TM_MODELS.value, registry.names()),
                              ("methods", _METHODS.value, METHOD_COLUMNS),
+                             ("layer_layouts", _LAYER_LAYOUTS.value,
+                              list(bench_train_many.LAYER_LAYOUTS)),
                              ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS)):
     unknown = [v for v in given if v not in valid]
     if unknown:
@@ -364,7 +375,8 @@ def main(argv):
              "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: [bench_train_many.bench_train_many(
                  _REPS.value, train_many_base(n), methods=_train_many_methods(n),
-                 ks=train_many_ks()) for n in _TM_MODELS.value if _train_many_methods(n)],
+                 ks=train_many_ks(), layer_layouts=_LAYER_LAYOUTS.value)
+                 for n in _TM_MODELS.value if _train_many_methods(n)],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(
@@ -392,6 +404,8 @@ def main(argv):
     out[section] = benches[section]()
     if _APPLY_TILES.value and section in ("tiles", "parallel_tiles"):
       out[section]["applied"] = bench_tiles.apply(out[section])
+    if _APPLY_TILES.value and section == "train_many":
+      out["train_many_applied"] = bench_train_many.apply_layer_layout(out[section])
     if not _JSON.value:
       print(render(section, out[section]), flush=True)
     # after every section: a command cut off by a time limit keeps the sections it finished

@@ -3,17 +3,58 @@ train_many`), and whether a run in the group ends where it ends alone.
 
 A sweep trains a shape group's runs as one program under `vmap`; this times K = 1, 9, 27 of them
 per run-step (the GPU targets are stated at K = 27), checks run 0 of each group against run 0
-trained alone, and runs each group's program twice on one state (bit-identical or not).
+trained alone, and runs each group's program twice on one state (bit-identical or not). Where
+the time-parallel kernel runs, it can time both layouts the layers build its factors in
+(`--layer_layouts`), and counts the megabytes a step transposes outside the kernels.
 """
 from __future__ import annotations
 
+import contextlib
+
 import jax
+import jax.extend
 import numpy as np
 
 from launch.timing import interleaved
 from launch.timing import prepare
+from ssm_bench import scan
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
+from ssm_bench.scan import pallas_parallel
+
+# --layer_layouts: the values of `pallas_parallel.CHANNELS_FIRST_LAYERS` they time
+LAYER_LAYOUTS = {"batch": False, "channels": True}
+
+
+@contextlib.contextmanager
+def layer_layout(name: str | None):
+  """`pallas_parallel.CHANNELS_FIRST_LAYERS` set to the layout `name` inside (None: as it is)."""
+  before = pallas_parallel.CHANNELS_FIRST_LAYERS
+  if name is not None:
+    pallas_parallel.CHANNELS_FIRST_LAYERS = LAYER_LAYOUTS[name]
+  try:
+    yield
+  finally:
+    pallas_parallel.CHANNELS_FIRST_LAYERS = before
+
+
+def _outside_kernels(jaxpr):
+  """Equations of a jaxpr and its sub-jaxprs, the bodies of Pallas kernels excepted."""
+  for e in jaxpr.eqns:
+    yield e
+    if e.primitive.name != "pallas_call":
+      for sub in jax.extend.core.jaxprs_in_params(e.params):
+        yield from _outside_kernels(sub)
+
+
+def transposed_mb(trainer, hp) -> tuple[int, float]:
+  """(count, MB) of the arrays one run's training step transposes outside the Pallas kernels,
+  from its jaxpr: each is a pass that reads and writes them (on an H100 the time-minor kernels'
+  transposes were 27.6% of a 27-run mamba step; results/bench/README.md)."""
+  one = jax.tree.map(lambda x: x[0], hp)
+  jaxpr = jax.make_jaxpr(trainer.step)(jax.eval_shape(trainer.init, one), one).jaxpr
+  moved = [e.invars[0].aval for e in _outside_kernels(jaxpr) if e.primitive.name == "transpose"]
+  return len(moved), sum(a.size * a.dtype.itemsize for a in moved) / 2 ** 20
 
 
 def run0_difference(alone, group) -> tuple[bool, float, str]:
@@ -29,40 +70,81 @@ def run0_difference(alone, group) -> tuple[bool, float, str]:
   return same, diffs[worst], jax.tree_util.keystr(named[worst][0])
 
 
-def bench_train_many(reps, base: TrainConfig, methods, ks=(1, 9, 27)):
+def bench_train_many(reps, base: TrainConfig, methods, ks=(1, 9, 27), layer_layouts=()):
   """Seconds per run for K configs of `base` (learning rates and seeds apart) in one vmapped
   program versus K separate runs, per scan method, with the compiled program's memory; run 0's
   parameters in the group against run 0 alone (`max_rel_diff`), and the group's program run
-  twice on one state (`repeat_bit_identical`)."""
-  lrs = np.geomspace(1e-4, 3e-2, 27)
+  twice on one state (`repeat_bit_identical`). A method that runs the time-parallel kernel is
+  timed once per layer layout in `layer_layouts` (`LAYER_LAYOUTS`; none: as set), keyed
+  "<method>, <layout> layers"."""
   out = {}
   for method in methods:
-    cfg0 = base.replace(scan_method=method)
-    trainer = train.Trainer(cfg0)
-    init, chunk = trainer.compiled(donate=False)
-    rows, single, alone = [], None, None
-    for k in ks:
-      cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
-      hp = train.hparams(cfgs)
-      state = init(hp)
-      try:
-        program, compile_s, (res, _), mem = prepare(chunk, state, hp)
-        (run_s,) = interleaved([lambda: program(state, hp)], reps)
-        again = program(state, hp)[0]
-      except Exception as e:  # out of memory: a result, not a crash
-        rows.append({"K": k, "error": f"{type(e).__name__}: {str(e)[:160]}"})
-        continue
-      repeat = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(res["params"]),
-                                                        jax.tree.leaves(again["params"])))
-      per_run = run_s / k / cfg0.log_every
-      alone = alone or res  # K = 1 comes first: run 0 trained alone
-      same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
-      single = single or per_run
-      rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
-                   "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                   "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
-                   "max_rel_diff_leaf": worst_leaf,
-                   "repeat_bit_identical": repeat, **mem})
-    out[method] = rows
+    runs_kernel = scan.resolve(method) == "pallas_parallel"
+    for name in (layer_layouts if runs_kernel and layer_layouts else (None,)):
+      with layer_layout(name):
+        out[method if name is None else f"{method}, {name} layers"] = _time_groups(
+            reps, base.replace(scan_method=method), ks)
   return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
                     f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}
+
+
+def _time_groups(reps, cfg0: TrainConfig, ks):
+  """`bench_train_many`'s rows for one method and layout, one per K."""
+  lrs = np.geomspace(1e-4, 3e-2, 27)
+  trainer = train.Trainer(cfg0)
+  init, chunk = trainer.compiled(donate=False)
+  rows, single, alone = [], None, None
+  count, mb = transposed_mb(trainer, train.hparams([cfg0]))
+  for k in ks:
+    cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
+    hp = train.hparams(cfgs)
+    state = init(hp)
+    try:
+      program, compile_s, (res, _), mem = prepare(chunk, state, hp)
+      (run_s,) = interleaved([lambda: program(state, hp)], reps)
+      again = program(state, hp)[0]
+    except Exception as e:  # out of memory: a result, not a crash
+      rows.append({"K": k, "error": f"{type(e).__name__}: {str(e)[:160]}"})
+      continue
+    repeat = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(res["params"]),
+                                                      jax.tree.leaves(again["params"])))
+    per_run = run_s / k / cfg0.log_every
+    alone = alone or res  # K = 1 comes first: run 0 trained alone
+    same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
+    single = single or per_run
+    rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
+                 "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
+                 "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
+                 "max_rel_diff_leaf": worst_leaf, "repeat_bit_identical": repeat,
+                 "transposes_per_run_step": count, "transposed_MB_per_run_step": round(mb, 2),
+                 **mem})
+  return rows
+
+
+def apply_layer_layout(results: list) -> dict | None:
+  """`--apply_tiles` after a train_many that timed both layer layouts: the one with the smaller
+  sum of ms per run-step (each model and method at the largest K both timed) becomes
+  `CHANNELS_FIRST_LAYERS` for the sections after it in this process; returns what was set and
+  the sums (None when no layout pair was timed)."""
+  sums = dict.fromkeys(LAYER_LAYOUTS, 0.0)
+  paired = False
+  for one in results:
+    timed = {}  # method -> layout -> {K: ms}
+    for key, rows in one.get("methods", {}).items():
+      method, _, layers = key.partition(", ")
+      name = layers.removesuffix(" layers")
+      if name in LAYER_LAYOUTS:
+        timed.setdefault(method, {})[name] = {r["K"]: r["ms_per_run_step"] for r in rows
+                                              if "error" not in r}
+    for by_layout in timed.values():
+      common_ks = set.intersection(*(set(v) for v in by_layout.values()))
+      if len(by_layout) == len(LAYER_LAYOUTS) and common_ks:
+        paired = True
+        for name, ms in by_layout.items():
+          sums[name] += ms[max(common_ks)]
+  if not paired:
+    return None
+  best = min(sums, key=sums.get)
+  pallas_parallel.CHANNELS_FIRST_LAYERS = LAYER_LAYOUTS[best]
+  return {"CHANNELS_FIRST_LAYERS": LAYER_LAYOUTS[best], "layers": best,
+          "ms_per_run_step_summed": {k: round(v, 3) for k, v in sums.items()}}

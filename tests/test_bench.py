@@ -66,6 +66,41 @@ def test_train_many_matches_separate_runs():
   assert "K=4" in bench.render("train_many", [out]) and "twice" in bench.render("train_many", [out])
 
 
+def test_train_many_times_each_layer_layout_where_the_kernel_runs_and_counts_its_transposes():
+  """`--layer_layouts`: the time-parallel kernel's method is timed once per layout, keyed by
+  it (a method that never runs the kernel once), and each row counts what one run-step
+  transposes outside the kernels: less with channels-first layers."""
+  out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("pallas_parallel", "chunked"),
+                                          ks=(1,), layer_layouts=("batch", "channels"))
+  rows = out["methods"]
+  assert list(rows) == ["pallas_parallel, batch layers", "pallas_parallel, channels layers",
+                        "chunked"], list(rows)
+  mb = {k: r[0]["transposed_MB_per_run_step"] for k, r in rows.items()}
+  assert mb["pallas_parallel, channels layers"] < mb["pallas_parallel, batch layers"], mb
+  assert all(r[0]["matches_separate"] for r in rows.values())
+  assert "transposes outside the kernels" in bench.render("train_many", [out])
+
+
+def test_apply_keeps_the_layer_layout_with_the_smaller_summed_step_time(monkeypatch):
+  """After train_many timed both layouts, `--apply_tiles` keeps the one whose ms per run-step,
+  summed over models at the largest K both timed, is smaller; nothing without a pair."""
+  from ssm_bench.scan import pallas_parallel
+  monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", False)
+  row = lambda k, ms: {"K": k, "ms_per_run_step": ms}
+  result = [{"methods": {"pallas_parallel, batch layers": [row(1, 2.0), row(27, 1.0)],
+                         "pallas_parallel, channels layers": [row(1, 1.0), row(27, 0.9)]}},
+            {"methods": {"pallas_parallel, batch layers": [row(27, 0.5)],
+                         "pallas_parallel, channels layers": [row(27, 0.7)],
+                         "chunked": [row(27, 0.1)]}}]
+  applied = bench_train_many.apply_layer_layout(result)
+  assert applied["layers"] == "batch" and not pallas_parallel.CHANNELS_FIRST_LAYERS, applied
+  assert applied["ms_per_run_step_summed"] == {"batch": 1.5, "channels": 1.6}, applied
+  result[1]["methods"]["pallas_parallel, channels layers"] = [row(27, 0.3)]
+  assert bench_train_many.apply_layer_layout(result)["layers"] == "channels"
+  assert pallas_parallel.CHANNELS_FIRST_LAYERS
+  assert bench_train_many.apply_layer_layout([{"methods": {"chunked": [row(1, 1.0)]}}, {}]) is None
+
+
 def test_group_against_alone_names_the_leaf_that_differs_most():
   """The GPU's group-vs-alone gap is read by its leaf: the relative difference is per leaf, and
   the worst one is named (run 1 of the stack is not compared)."""

@@ -8,6 +8,7 @@ import pytest
 from jaxpr_walk import equations
 from ssm_bench import models
 from ssm_bench import registry
+from ssm_bench import scan
 from ssm_bench.config import ModelConfig
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
@@ -77,6 +78,41 @@ def test_scan_methods_give_the_same_model_output(name, method):
                              err_msg=f"{name}: {method} differs from the sequential scan")
 
 
+@pytest.mark.parametrize("name", FUSED)
+def test_channels_first_layers_train_the_same_parameters_and_transpose_only_their_output(
+    name, monkeypatch):
+  """With the time-parallel kernel and `CHANNELS_FIRST_LAYERS`, a diagonal layer builds its
+  factors as (channels, batch, time) (`scan.channels_first`): the same parameters from the same
+  key, the same loss and gradients to float32 rounding, and the training step transposes no
+  sequence (an array with the 12-step time axis) but the layer's output and its gradient, where
+  the (batch, time, channels) layers transpose each factor in and each gradient out."""
+  from ssm_bench.scan import pallas_parallel
+
+  def step(cf):
+    monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", cf)
+    model, params, tokens = build((name,), "pallas_parallel", conv_kernel=4)
+    loss = lambda p: optax.softmax_cross_entropy_with_integer_labels(
+        model.apply(p, tokens), tokens).mean()
+    jaxpr = jax.make_jaxpr(jax.grad(loss))(params).jaxpr
+    moved = [e.invars[0].aval.shape for e in equations(jaxpr)
+             if e.primitive.name == "transpose" and 12 in e.invars[0].aval.shape]
+    return params, jax.jit(jax.value_and_grad(loss))(params), moved
+
+  params, (loss, grads), moved = step(False)
+  params_cf, (loss_cf, grads_cf), moved_cf = step(True)
+  assert jax.tree.structure(params) == jax.tree.structure(params_cf) and all(
+      np.array_equal(a, b) for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(params_cf))
+  ), f"{name}: channels-first layers initialize other parameters"
+  np.testing.assert_allclose(loss_cf, loss, rtol=1e-6, err_msg=f"{name}: loss differs")
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(grads_cf), jax.tree.leaves(grads)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=(
+        f"{name}: channels-first gradient {jax.tree_util.keystr(path)} differs"))
+  assert len(moved_cf) == 2 and len(moved) > 2, (
+      f"{name}: sequences transposed, channels first {moved_cf}, batch-major {moved}")
+  assert not scan.channels_first("chunked", 12) and not scan.channels_first(
+      "pallas_parallel", pallas_parallel.MAX_LENGTH + 1), "channels first where no kernel reads it"
+
+
 def transitions(name, **kw):
   model, params, tokens = build((name,), **kw)
   _, state = model.apply(params, tokens, mutable=["intermediates"])
@@ -137,20 +173,25 @@ def _precisions(jaxpr, lookups=False):
 HIGHEST, DEFAULT = (jax.lax.Precision.HIGHEST,) * 2, (jax.lax.Precision.DEFAULT,) * 2
 
 
-@pytest.mark.parametrize("precision,jax_setting,want", [
-    ("default", None, None), ("float32", None, HIGHEST),
-    ("default", "float32", HIGHEST),  # "default" defers to JAX_DEFAULT_MATMUL_PRECISION
-    ("bfloat16", "float32", DEFAULT)])  # an explicit field wins over it
-def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, jax_setting, want):
+@pytest.mark.parametrize("precision,jax_setting,want,channels_first", [
+    ("default", None, None, False), ("float32", None, HIGHEST, False),
+    ("default", "float32", HIGHEST, False),  # "default" defers to JAX_DEFAULT_MATMUL_PRECISION
+    ("bfloat16", "float32", DEFAULT, False),  # an explicit field wins over it
+    ("float32", None, HIGHEST, True), ("bfloat16", "float32", DEFAULT, True)])
+def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, jax_setting, want,
+                                                                    channels_first, monkeypatch):
   """The config's matmul_precision is traced into every dot of a vmapped training chunk, so a
   GPU run computes what its config records; the jax setting that "default" defers to is
   recorded in each summary's environment. Mamba's conv is elementwise (layers.common.CausalConv),
-  so it is float32 at any precision and no conv may be left to round in TF32."""
+  so it is float32 at any precision and no conv may be left to round in TF32. Channels-first
+  layers (their matmuls' gradients are their own, `common.project`) too."""
   from ssm_bench import rundir
   from ssm_bench import train
   from ssm_bench.config import PRESETS, TrainConfig
+  from ssm_bench.scan import pallas_parallel
+  monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", channels_first)
   cfg = TrainConfig(task="C2", model="mamba", **{**PRESETS["tiny"], "conv_kernel": 4}).replace(
-      matmul_precision=precision)
+      matmul_precision=precision, scan_method="pallas_parallel" if channels_first else "auto")
   before = jax.config.jax_default_matmul_precision
   jax.config.update("jax_default_matmul_precision", jax_setting)
   try:

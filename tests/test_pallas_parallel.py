@@ -16,8 +16,8 @@ from jaxpr_walk import equations
 from ssm_bench import scan
 from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
-from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
-                       to_factors)
+from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, channels_first,
+                       factored_inputs, output_and_grad, to_factors)
 
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
@@ -192,6 +192,30 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
   cuda = lambda f: jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
       f, interpret=False, time_major=True))))(f)
   assert len(triton_modules(cuda, f)) == 2, f"{family}: not a forward and a backward kernel"
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_outside(family):
+  """Factors a layer built channels first, (channels, batch, time): the kernels read their
+  tiles as they are, so outside the kernels no array with a time axis (23 steps, 32 or 34 rows)
+  is transposed, and two runs under vmap, with backward programs of 2 channel blocks, give the
+  time-minor kernels' values and gradients bit for bit (y as (d, b, t))."""
+  runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=20, n=3))
+          for s in (1, 2)]
+  fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(4, 1), blocks=2,
+                                      interpret=True, time_major=False)
+  stack = lambda fs: jax.tree.map(lambda *x: jnp.stack(x), *fs)
+  y, g = jax.vmap(output_and_grad(fn, jnp.cos))(stack(runs))
+  y_cf, g_cf = jax.vmap(output_and_grad(fn, jnp.cos))(stack([channels_first(f) for f in runs]))
+  np.testing.assert_array_equal(jnp.moveaxis(y_cf, 1, -1), y, err_msg=f"{family}: y differs")
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(jax.vmap(
+      lambda g: g.batch_major())(g_cf)), jax.tree.leaves(g)):
+    np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
+                                  " of channels-first factors differs")
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(channels_first(runs[0])).jaxpr
+  moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
+           if e.primitive.name == "transpose" and {23, 32, 34} & set(e.invars[0].aval.shape)]
+  assert not moved, f"{family}: sequences transposed outside the kernels: {moved}"
 
 
 @pytest.mark.parametrize("family,h0_outputs", [("decay", 1), ("signed_decay", 1),

@@ -4,6 +4,8 @@ linear_scan (the materialized reference) against an adjoint loop; diagonal_scan 
 every family) against the factored recurrence in float64 and its finite-difference derivatives.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -219,6 +221,33 @@ def output_and_grad(fn, cotangent):
 def to_factors(family, p):
   dt = lambda k: jnp.asarray(p[k], jnp.complex64 if np.iscomplexobj(p[k]) else jnp.float32)
   return scan.Factors(family, **{k: dt(k) for k in p})
+
+
+def channels_first(f):
+  """The same factors with (channels, batch, time) per-step arrays, as a channels-first layer
+  builds them."""
+  return dataclasses.replace(f, channels_first=True,
+                             **{k: jnp.moveaxis(v, -1, 0) for k, v in f.steps().items()})
+
+
+@pytest.mark.parametrize("family", ["signed_decay", "rotation"])
+def test_channels_first_factors_give_every_method_the_same_numbers(family, monkeypatch):
+  """Channels-first factors (`Factors.channels_first`) through each method that reads the usual
+  layout (and the time-parallel kernel past its length, which hands them to the step kernel):
+  y is (d, b, t) and y and every gradient are the same numbers as from (b, t, d) factors."""
+  from ssm_bench.scan import pallas_parallel
+  monkeypatch.setattr(pallas_parallel, "MAX_LENGTH", 4)  # 7 steps go to the step kernel
+  f = to_factors(family, factored_inputs(family, 7, seed=2, b=2, d=3, n=2))
+  for method in ("sequential", "associative", "chunked", "pallas", "pallas_parallel"):
+    fn = lambda f: scan.diagonal_scan(f, method)
+    y, g = output_and_grad(fn, jnp.cos)(f)
+    y_cf, g_cf = output_and_grad(fn, jnp.cos)(channels_first(f))
+    np.testing.assert_allclose(jnp.moveaxis(y_cf, 0, -1), y, rtol=1e-6, atol=1e-6,
+                               err_msg=f"{method}: channels-first y differs")
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g_cf.batch_major()),
+                            jax.tree.leaves(g)):
+      np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=(
+          f"{method}: channels-first gradient {jax.tree_util.keystr(path)} differs"))
 
 
 @pytest.mark.parametrize("method,length", [(m, n) for m in FACTORED for n in (7, 1000)

@@ -29,21 +29,24 @@ class AUSSM(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    u = nn.Dense(d, name="in_u")(v)
-    z = nn.Dense(d, name="in_z")(v)
+    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    u = common.dense(v, d, "in_u", cf)
+    z = common.dense(v, d, "in_z", cf)
     w_theta = self.param("theta_w", nn.initializers.normal(1.0), (d, n))
     b_theta = self.param("theta_b", common.uniform_init(-math.pi, math.pi), (n,))
-    theta = u @ w_theta / math.sqrt(d) + b_theta  # (batch, time, n): shared across channels
-    dt = common.low_rank_dt(u, d, cfg)
+    # (batch, time, n), or (n, batch, time): shared across channels
+    theta = common.project(u, w_theta, cf, cf) / math.sqrt(d) + common.per_channel(b_theta, cf)
+    dt = common.low_rank_dt(u, d, cfg, channels_first=cf)
     B = polar_param(self, "B", (d, n))
     C = polar_param(self, "C", (d, n))
     su = nn.silu(u)
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    f = scan.Factors("rotation", x=dt * su, B=B, C=C, h0=common.batch_h0(h0, v.shape[0]), theta=theta)
+    f = scan.Factors("rotation", x=dt * su, B=B, C=C, h0=common.batch_h0(h0, v.shape[0]),
+                     theta=theta, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    y = scan.diagonal_scan(f, cfg.scan_method) + D * su
-    return y * nn.silu(z)
+    y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su
+    return common.batch_major(y * nn.silu(z), cf)
 
 
 class SimpleAUSSM(nn.Module):

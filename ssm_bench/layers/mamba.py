@@ -20,19 +20,21 @@ class Mamba(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    u = nn.Dense(d, name="in_u")(v)
-    z = nn.Dense(d, name="in_z")(v)
+    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    u = common.dense(v, d, "in_u", cf)
+    z = common.dense(v, d, "in_z", cf)
     if cfg.conv_kernel:
-      u = nn.silu(common.CausalConv(cfg.conv_kernel, name="conv")(u))
-    dt = common.low_rank_dt(u, d, cfg)
-    B = nn.Dense(n, use_bias=False, name="B")(u)
-    C = nn.Dense(n, use_bias=False, name="C")(u)
+      u = nn.silu(common.CausalConv(cfg.conv_kernel, cf, name="conv")(u))
+    dt = common.low_rank_dt(u, d, cfg, channels_first=cf)
+    B = common.dense(u, n, "B", cf, cf, use_bias=False)
+    C = common.dense(u, n, "C", cf, cf, use_bias=False)
     A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
     f = scan.Factors("signed_decay" if self.negative else "decay", x=dt * u, B=B, C=C,
-                     h0=common.batch_h0(h0, v.shape[0]), dt=dt, lam=-jnp.exp(A_log))
+                     h0=common.batch_h0(h0, v.shape[0]), dt=dt, lam=-jnp.exp(A_log),
+                     channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    y = scan.diagonal_scan(f, cfg.scan_method) + D * u
-    return y * nn.silu(z)
+    y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u
+    return common.batch_major(y * nn.silu(z), cf)

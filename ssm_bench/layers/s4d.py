@@ -21,7 +21,8 @@ class S4D(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    u = nn.Dense(d, name="in_u")(v)
+    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    u = common.dense(v, d, "in_u", cf)
     log_dt = self.param("log_dt", common.uniform_init(math.log(cfg.dt_min), math.log(cfg.dt_max)), (d,))
     log_neg_re = self.param("lambda_log_neg_re", nn.initializers.constant(math.log(0.5)), (d, n))
     lam_im = self.param("lambda_im", lambda _, s: jnp.broadcast_to(
@@ -35,7 +36,8 @@ class S4D(nn.Module):
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
     # zero-order hold: b_t = (a - 1) / Lambda * B u_t, so x = u and the input vector is ZOH(B)
     f = scan.Factors("constant", x=u, B=(a - 1.0) / lam * B, C=C,
-                     h0=common.batch_h0(h0, v.shape[0]), a=a)
+                     h0=common.batch_h0(h0, v.shape[0]), a=a, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
-    return 2.0 * scan.diagonal_scan(f, cfg.scan_method) + D * u
+    y = 2.0 * scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u
+    return common.batch_major(y, cf)

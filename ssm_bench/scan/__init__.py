@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 
 import jax
+import jax.numpy as jnp
 
 from ssm_bench.scan import chunked
 from ssm_bench.scan import factors
@@ -76,9 +77,26 @@ def _reference_method(method: str) -> str:
                                              else "associative")
 
 
+def channels_first(method: str, length: int) -> bool:
+  """Whether a diagonal layer should build its factors channels first (`Factors`) for this
+  method and length: where the time-parallel kernel runs them and reads that layout
+  (`pallas_parallel.CHANNELS_FIRST_LAYERS`). Elsewhere the layout would only cost transposes."""
+  if resolve(method) != "pallas_parallel":
+    return False
+  from ssm_bench.scan import pallas_parallel
+  return pallas_parallel.CHANNELS_FIRST_LAYERS and length <= pallas_parallel.MAX_LENGTH
+
+
 def diagonal_scan(f: Factors, method: str = "auto"):
-  """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe."""
+  """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe;
+  (d_model, batch, time) for channels-first factors."""
   method = _record(resolve(method))
+  if f.channels_first and method != "pallas_parallel":  # the kernel reads them as they are
+    return jnp.moveaxis(_diagonal_scan(f.batch_major(), method), -1, 0)
+  return _diagonal_scan(f, method)
+
+
+def _diagonal_scan(f: Factors, method: str):
   if method == "chunked":
     return chunked.scan(f)
   if method == "pallas":

@@ -15,6 +15,11 @@ A layer names its family in its registry record (`scan_family`); the layers are 
 
 `Factors` holds them; `materialize` builds a_t and the input term for a window of steps, which is
 what the reference and the chunked methods scan (the fused kernel never builds them).
+
+A layer may hand its per-step arrays channels first, (channels, batch, time), where
+`scan.channels_first` says the method reads that layout (the time-parallel kernel's tiles): its
+matmuls then write them in that order at no cost, where XLA would otherwise transpose each one.
+`batch_major` gives the usual layout, which every other method scans.
 """
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when pres
 @dataclasses.dataclass(frozen=True)
 class Factors:
   """One layer's factors. Per-step arrays are (batch, time, ...); B and C are (batch, time, n)
-  when they vary per step (the decay families) or (d, n) complex constants."""
+  when they vary per step (the decay families) or (d, n) complex constants. `channels_first`:
+  the per-step arrays are (..., batch, time) instead, channels or states first."""
   family: str = dataclasses.field(metadata=dict(static=True))
   x: jax.Array  # (b, t, d) real
   B: jax.Array
@@ -42,6 +48,7 @@ class Factors:
   lam: jax.Array | None = None  # decay, signed_decay
   theta: jax.Array | None = None  # rotation
   a: jax.Array | None = None  # constant
+  channels_first: bool = dataclasses.field(default=False, metadata=dict(static=True))
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -57,7 +64,7 @@ class Factors:
 
   @property
   def length(self) -> int:
-    return self.x.shape[1]
+    return self.x.shape[-1 if self.channels_first else 1]
 
   def steps(self) -> dict:
     """The per-step arrays, by name (each has time on axis 1)."""
@@ -68,6 +75,13 @@ class Factors:
 
   def with_steps(self, **steps) -> "Factors":
     return dataclasses.replace(self, **steps)
+
+  def batch_major(self) -> "Factors":
+    """The same factors with (batch, time, ...) per-step arrays (a copy when channels first)."""
+    if not self.channels_first:
+      return self
+    return dataclasses.replace(self, channels_first=False,
+                               **{k: jnp.moveaxis(v, 0, -1) for k, v in self.steps().items()})
 
 
 def transition(f: Factors):

@@ -65,6 +65,11 @@ LAYOUTS = {False: (False, False), "rows": (False, True), True: (True, True)}
 # deterministic): k times fewer partials, same registers. 1 until `--sections=parallel_tiles`
 # times it on a GPU.
 CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
+# Whether the diagonal layers build their factors channels first, (channels, batch, time), when
+# this kernel runs them (`scan.channels_first`): their matmuls then write the time-minor tiles
+# directly and the transposes go without a kernel change (`TIME_MAJOR` moves them into the
+# kernel instead). False until `--sections=train_many --layer_layouts` times it on a GPU.
+CHANNELS_FIRST_LAYERS = False
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
@@ -274,12 +279,20 @@ def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, t
     rows.put_td(ref, v)
 
 
-# ---- pallas_call plumbing: per-step arrays time-minor (transposed outside) or, with `tm`, in
-# the layers' (batch, time, channels) layout ---------------------------------------------------
+# ---- pallas_call plumbing: per-step arrays time-minor (transposed outside), with `tm` in the
+# layers' (batch, time, channels) layout, or with `cf` channels first: (channels, batch, time),
+# the time-minor tiles as a channels-first layer wrote them ---------------------------------
 
-def _per_td(bd, rows, tm):
+def _per_td(bd, rows, tm, cf=False):
+  if cf:
+    return pl.BlockSpec((bd, None, rows), lambda i, j: (j, i, 0))
   return (pl.BlockSpec((None, rows, bd), lambda i, j: (i, 0, j)) if tm
           else pl.BlockSpec((None, bd, rows), lambda i, j: (i, j, 0)))
+
+
+def _td_shape(b, D, rows, tm, cf):
+  """A per-(step, channel) array's stored shape."""
+  return (D, b, rows) if cf else _layout((b, D, rows), tm)
 
 
 def _layout(shape, tm):
@@ -287,9 +300,10 @@ def _layout(shape, tm):
   return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if tm else tuple(shape[-2:]))
 
 
-def _in_specs(kind, bd, N, rows, tm):
-  per_td = _per_td(bd, rows, tm[0])
-  per_tn = pl.BlockSpec((None,) + _layout((N, rows), tm[1]), lambda i, j: (i, 0, 0))
+def _in_specs(kind, bd, N, rows, tm, cf):
+  per_td = _per_td(bd, rows, tm[0], cf)
+  per_tn = (pl.BlockSpec((N, None, rows), lambda i, j: (0, i, 0)) if cf else
+            pl.BlockSpec((None,) + _layout((N, rows), tm[1]), lambda i, j: (i, 0, 0)))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
   h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
@@ -309,6 +323,11 @@ def _kernel_inputs(kind, ins):
   return (x, jnp.cos(theta), jnp.sin(theta), *rest)
 
 
+def _dims(shape, tm, cf):
+  """(batch, channels, rows) of a stored per-(step, channel) array."""
+  return (shape[1], shape[0], shape[2]) if cf else _layout(shape, tm[0])
+
+
 def _h0_count(kind):
   """How many h0 arrays the kind has (real 1; complex 2: re, im)."""
   return sum(name.startswith("h0") for name in NAMES[kind])
@@ -320,14 +339,14 @@ def _n_states(kind, ins):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, interpret, tm, _ = static
-  b, D, rows = _layout(ins[0].shape, tm[0])
+  kind, neg, (bd, warps), _, interpret, tm, _, cf = static
+  b, D, rows = _dims(ins[0].shape, tm, cf)
   N, span = _n_states(kind, ins), rows - 2
   kernel = functools.partial(_forward_kernel, kind=kind, neg=neg, span=span, n_states=N, tm=tm)
   return pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct(_layout((b, D, span), tm[0]), jnp.float32),
-      grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm),
-      out_specs=_per_td(bd, span, tm[0]), interpret=interpret,
+      kernel, out_shape=jax.ShapeDtypeStruct(_td_shape(b, D, span, tm[0], cf), jnp.float32),
+      grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm, cf),
+      out_specs=_per_td(bd, span, tm[0], cf), interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(*_kernel_inputs(kind, ins))
 
 
@@ -343,16 +362,20 @@ def _fused_fwd(static, *primals):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res[0], len(res) == 2
-  kind, neg, _, (block, warps), interpret, tm, blocks = static
-  b, D, rows = _layout(ins[0].shape, tm[0])
+  kind, neg, _, (block, warps), interpret, tm, blocks, cf = static
+  b, D, rows = _dims(ins[0].shape, tm, cf)
   bd = block * blocks  # a program's channels
   N, span, n_d = _n_states(kind, ins), rows - 2, D // bd
   f32 = jnp.float32
-  per_td = (jax.ShapeDtypeStruct(_layout((b, D, span), tm[0]), f32), _per_td(bd, span, tm[0]))
+  per_td = (jax.ShapeDtypeStruct(_td_shape(b, D, span, tm[0], cf), f32),
+            _per_td(bd, span, tm[0], cf))
   # gradients of arrays shared over channels: one partial sum per program (no atomics, which
   # would make a run nondeterministic; `CHANNEL_BLOCKS`); of (n, d) arrays, one per batch row
-  per_tn = (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm[1]), f32),
-            pl.BlockSpec((None, None) + _layout((N, span), tm[1]), lambda i, j: (i, j, 0, 0)))
+  per_tn = ((jax.ShapeDtypeStruct((n_d, N, b, span), f32),
+             pl.BlockSpec((None, N, None, span), lambda i, j: (j, 0, i, 0))) if cf else
+            (jax.ShapeDtypeStruct(_layout((b, n_d, N, span), tm[1]), f32),
+             pl.BlockSpec((None, None) + _layout((N, span), tm[1]), lambda i, j: (i, j, 0, 0))))
+  partials = 0 if cf else 1  # the axis of per_tn's partial sums
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   n_h0 = _h0_count(kind) if h0_grad else 0
@@ -363,7 +386,8 @@ def _fused_bwd(static, res, dy):
                              blocks=blocks, barrier=not interpret, h0_grad=h0_grad)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
-      in_specs=_in_specs(kind, bd, N, rows, tm) + [per_td[1]], out_specs=[o[1] for o in outs],
+      in_specs=_in_specs(kind, bd, N, rows, tm, cf) + [per_td[1]],
+      out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(
           *_kernel_inputs(kind, ins), dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
@@ -373,11 +397,11 @@ def _fused_bwd(static, res, dy):
   g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * _h0_count(kind)
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
-    return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(1), tn),
-             rows_of(dC.sum(1), tn)) + dh0)
+    return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(partials), tn),
+             rows_of(dC.sum(partials), tn)) + dh0)
   if kind == "phase":
     dx, dth, dBr, dBi, dCr, dCi = g
-    return ((rows_of(dx, td), rows_of(dth.sum(1), tn))
+    return ((rows_of(dx, td), rows_of(dth.sum(partials), tn))
             + tuple(v.sum(0) for v in (dBr, dBi, dCr, dCi)) + dh0)
   dx, *per_nd_grads = g  # d ar, d ai, d Br, d Bi, d Cr, d Ci
   return (rows_of(dx, td),) + tuple(v.sum(0) for v in per_nd_grads) + dh0
@@ -398,12 +422,15 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   `forward` / `backward`: (channels per program, warps) of each kernel; `time_major`: the
   layout the kernels read (a `LAYOUTS` value; default `TIME_MAJOR` of the kind); `blocks`:
   channel blocks per backward program (default `CHANNEL_BLOCKS` of the kind, at most the
-  channels need)."""
+  channels need). Channels-first factors are read as they are (their tiles are time-minor
+  already: `time_major` does not apply), and y is then (d, b, t)."""
+  cf = f.channels_first
   if not supports(f):
-    return sequential_kernel.scan(f, interpret=interpret)
+    y = sequential_kernel.scan(f.batch_major(), interpret=interpret)
+    return jnp.moveaxis(y, -1, 0) if cf else y
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
-  b, T, D = f.x.shape
+  D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
   span = sequential_kernel._pow2(T + 1)  # row 0 holds h0, rows 1..T the steps
   N, kind = f.h0.shape[-1], sequential_kernel.KINDS[f.family]
   fwd = sequential_kernel._tile(forward, default_tile(FORWARD[kind], span), D)
@@ -413,10 +440,11 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
   bd = max(fwd[0], bwd[0] * blocks)
   Dp = -(-D // bd) * bd
-  tm = layout(TIME_MAJOR[kind] if time_major is None else time_major)
+  tm = (False, False) if cf else layout(TIME_MAJOR[kind] if time_major is None else time_major)
   f32 = lambda v: v.astype(jnp.float32)
   # two rows in front (empty, h0) and span + 2 rows in all; time-minor unless `major`
   per_t = lambda v, width, major: (
+      jnp.pad(f32(v), ((0, width - v.shape[0]), (0, 0), (2, span - T))) if cf else
       jnp.pad(f32(v), ((0, 0), (2, span - T), (0, width - v.shape[2]))) if major else
       jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (2, span - T))))
   tile, row = (lambda v: per_t(v, Dp, tm[0])), (lambda v: per_t(v, N, tm[1]))
@@ -429,6 +457,8 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
                   else (per_nd(f.a.real), per_nd(f.a.imag)))
     ins = ((tile(f.x),) + transition + (per_nd(f.B.real), per_nd(f.B.imag), per_nd(f.C.real),
                                              per_nd(f.C.imag), h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm, blocks)
-  y = _fused(static, *ins)  # (b, Dp, span) or time-major (b, span, Dp): row r + 1 is step r
+  static = (kind, f.family == "signed_decay", fwd, bwd, interpret, tm, blocks, cf)
+  y = _fused(static, *ins)  # (b, Dp, span), time-major (b, span, Dp) or cf (Dp, b, span)
+  if cf:  # row r + 1 is step r
+    return y[:D, :, 1:T + 1]
   return y[:, 1:T + 1, :D] if tm[0] else jnp.swapaxes(y[:, :D, 1:T + 1], 1, 2)
