@@ -150,6 +150,12 @@ class _Rows:
     """A (channels, 1) column of a per-(state, channel) input at state n."""
     return self.refs[name][n, self.channels][:, None]
 
+  def initial(self, name, n):
+    """A (channels, 1) column of h0 at state n: h0 is read as the layers give it, (channels,
+    states) per batch row (a transposed copy of its broadcast over the batch cost a pass of
+    8 MB per run-step at the paper cell)."""
+    return self.refs[name][self.channels, n][:, None]
+
   def coefficients(self, n, first):
     """(a, b, extra): the transition and input of state n on the view, extra what the
     gradient of a needs (real: e = exp(dt lam) and dt)."""
@@ -160,7 +166,7 @@ class _Rows:
     if self.kind == "real":
       e = sequential_kernel.fast_exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
-      b = jnp.where(start, self.column("h0", n),
+      b = jnp.where(start, self.initial("h0", n),
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
       return a, b, (e, tile["dt"])
     if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
@@ -168,7 +174,7 @@ class _Rows:
     else:  # a constant a[d, n]
       a = (self.column("ar", n), self.column("ai", n))
     a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape)) for v in a)
-    b = tuple(jnp.where(start, self.column(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
+    b = tuple(jnp.where(start, self.initial(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
               for h0, B in (("h0r", "Br"), ("h0i", "Bi")))
     return a, b, None
 
@@ -305,7 +311,7 @@ def _in_specs(kind, bd, N, rows, tm, cf):
   per_tn = (pl.BlockSpec((N, None, rows), lambda i, j: (0, i, 0)) if cf else
             pl.BlockSpec((None,) + _layout((N, rows), tm[1]), lambda i, j: (i, 0, 0)))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
-  h0 = pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
+  h0 = pl.BlockSpec((None, bd, N), lambda i, j: (i, j, 0))
   if kind == "real":
     return [per_td, per_td, per_nd, per_tn, per_tn, h0]
   transition = [per_tn] * 2 if kind == "phase" else [per_nd] * 2  # cos, sin or ar, ai
@@ -334,7 +340,7 @@ def _h0_count(kind):
 
 
 def _n_states(kind, ins):
-  return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[1]
+  return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[2]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -394,7 +400,8 @@ def _fused_bwd(static, res, dy):
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
                                          for i in range(v.ndim)])
-  g, dh0 = g[:len(g) - n_h0], tuple(g[len(g) - n_h0:]) or (None,) * _h0_count(kind)
+  g, dh0 = g[:len(g) - n_h0], (tuple(jnp.swapaxes(v, 1, 2) for v in g[len(g) - n_h0:])
+                               or (None,) * _h0_count(kind))  # (b, N, Dp) -> as h0 came in
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
     return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(partials), tn),
@@ -449,7 +456,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
       jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (2, span - T))))
   tile, row = (lambda v: per_t(v, Dp, tm[0])), (lambda v: per_t(v, N, tm[1]))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
-  h0 = lambda v: sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp))
+  h0 = lambda v: sequential_kernel._pad(f32(v), (None, Dp, None))
   if kind == "real":
     ins = (tile(f.x), tile(f.dt), per_nd(f.lam), row(f.B), row(f.C), h0(f.h0))
   else:
