@@ -216,6 +216,11 @@ def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_
   moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
            if e.primitive.name == "transpose" and {23, 32, 34} & set(e.invars[0].aval.shape)]
   assert not moved, f"{family}: sequences transposed outside the kernels: {moved}"
+  from launch.bench_registers import triton_modules  # and it lowers to Triton for CUDA
+  cuda = lambda f: jax.grad(lambda f: jnp.sum(jnp.sin(pallas_parallel.scan(
+      f, interpret=False))))(f)
+  assert len(triton_modules(cuda, channels_first(runs[0]))) == 2, (
+      f"{family}: not a forward and a backward kernel")
 
 
 @pytest.mark.parametrize("family,h0_outputs", [("decay", 1), ("signed_decay", 1),
