@@ -346,8 +346,9 @@ def _auto_method(model: str) -> str:
   return auto.split(", ")[0] if auto else methods_for(model)[0]
 
 
-def main(argv):
-  del argv
+def checked_flags() -> tuple[list, dict]:
+  """(the models to time, {section: its benchmark}) after every flag value is checked: a wrong
+  one is one UsageError naming the choices, before anything runs."""
   from launch import sweeps
   from ssm_bench import registry
   common.load_plugins()
@@ -368,9 +369,6 @@ def main(argv):
   if bad_k:
     raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(bad_k)}; "
                             "choose from positive integers")
-  out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
-         "jax": jax.__version__, "reps": _REPS.value,
-         "sizes": sizes()}
   benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None),
              "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: [bench_train_many.bench_train_many(
@@ -400,6 +398,14 @@ def main(argv):
   unknown = [s for s in _SECTIONS.value if s not in benches]
   if unknown:
     raise common.UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(benches)}")
+  return names, benches
+
+
+def main(argv):
+  del argv
+  names, benches = checked_flags()
+  out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+         "jax": jax.__version__, "reps": _REPS.value, "sizes": sizes()}
   for section in _SECTIONS.value:
     out[section] = benches[section]()
     if _APPLY_TILES.value and section in ("tiles", "parallel_tiles"):

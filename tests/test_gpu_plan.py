@@ -1,0 +1,45 @@
+"""The GPU plan's script (.ci/gpu_plan) runs only on a lent GPU, rarely: every command it would
+run is checked here, so a session does not spend device minutes on a misspelled flag."""
+import os
+import shlex
+import subprocess
+
+from absl import flags
+import pytest
+
+from launch import bench
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLAN = os.path.join(ROOT, ".ci", "gpu_plan")
+
+
+def planned(step) -> list[list[str]]:
+  out = subprocess.run(["bash", PLAN, "--dry", str(step)], capture_output=True, text=True,
+                       check=True).stdout
+  return [shlex.split(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 4, 5])
+def test_every_planned_command_is_one_the_bench_accepts(step):
+  """Each bench command's flags parse and pass the bench's own checks (sections, models,
+  methods, layouts); each pytest command names test files that exist."""
+  commands = planned(step)
+  assert commands, f"step {step} runs nothing"
+  for argv in commands:
+    assert argv[:2] == ["python3", "-m"], argv
+    if argv[2] == "pytest":
+      files = [a for a in argv[3:] if a.endswith(".py")]
+      assert files and all(os.path.exists(os.path.join(ROOT, f)) for f in files), argv
+      continue
+    assert argv[2] == "launch.bench", argv
+    flags.FLAGS.unparse_flags()
+    try:
+      flags.FLAGS(["bench"] + argv[3:])  # an unknown flag or a bad enum value raises here
+      bench.checked_flags()  # a wrong section, model, method or layout raises here
+    finally:
+      flags.FLAGS.unparse_flags()
+
+
+def test_an_unknown_step_is_one_usage_line():
+  done = subprocess.run(["bash", PLAN, "9"], capture_output=True, text=True)
+  assert done.returncode == 2 and done.stderr.strip().startswith("usage:"), done.stderr
