@@ -289,6 +289,11 @@ def render(section: str, result) -> str:
         if moved:
           lines.append(f"  {m}: {moved['transposes_per_run_step']} transposes outside the "
                        f"kernels per run-step, {moved['transposed_MB_per_run_step']:.1f} MB")
+        vs = rows[0].get("vs_first_layout") if rows else None
+        if vs:
+          lines.append(f"  {m} against the first layout, the same runs: parameters "
+                       f"{vs['max_rel_diff']:.1e} ({vs['max_rel_diff_leaf']}), mean losses "
+                       f"{vs['loss_max_rel_diff']:.1e}")
         lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
                      "group run twice: " + ", ".join(
                          f"K={r['K']} {r['max_rel_diff']:.1e}"

@@ -76,31 +76,49 @@ def bench_train_many(reps, base: TrainConfig, methods, ks=(1, 9, 27), layer_layo
   parameters in the group against run 0 alone (`max_rel_diff`), and the group's program run
   twice on one state (`repeat_bit_identical`). A method that runs the time-parallel kernel is
   timed once per layer layout in `layer_layouts` (`LAYER_LAYOUTS`; none: as set), keyed
-  "<method>, <layout> layers"."""
+  "<method>, <layout> layers"; the first group of each later layout is checked against the
+  first layout's (`vs_first_layout`, the same runs and steps: on CPU the layouts agree to 3.3e-6 in
+  parameters and exactly in mean losses at the tiny preset, where B and C swapped in one layout
+  read 2.0 and 8e-3; TF32 rounding adds its own, most on zero-initialized leaves)."""
   out = {}
   for method in methods:
     runs_kernel = scan.resolve(method) == "pallas_parallel"
+    first = None
     for name in (layer_layouts if runs_kernel and layer_layouts else (None,)):
       with layer_layout(name):
-        out[method if name is None else f"{method}, {name} layers"] = _time_groups(
-            reps, base.replace(scan_method=method), ks)
+        rows, result = _time_groups(reps, base.replace(scan_method=method), ks)
+      if first is None:
+        first = result
+      elif result is not None:
+        rows[0]["vs_first_layout"] = _layouts_differ(first, result)
+      out[method if name is None else f"{method}, {name} layers"] = rows
   return {"config": f"{base.model} C2, batch {base.batch_size}, length {base.train_length}, "
                     f"d_model {base.d_model}, d_state {base.d_state}", "methods": out}
 
 
+def _layouts_differ(first, other) -> dict:
+  """Two layouts' first groups (the same runs and steps): run 0's largest relative parameter
+  difference and its leaf, and the largest relative difference of a run's mean loss."""
+  _, diff, leaf = run0_difference(first[0], other[0])
+  loss = np.max(np.abs(other[1] - first[1]) / np.maximum(np.abs(first[1]), 1e-30))
+  return {"max_rel_diff": float(f"{diff:.2e}"), "max_rel_diff_leaf": leaf,
+          "loss_max_rel_diff": float(f"{loss:.2e}")}
+
+
 def _time_groups(reps, cfg0: TrainConfig, ks):
-  """`bench_train_many`'s rows for one method and layout, one per K."""
+  """`bench_train_many`'s rows for one method and layout, one per K, and the first group's
+  (parameters, per-run mean losses), None if it failed."""
   lrs = np.geomspace(1e-4, 3e-2, 27)
   trainer = train.Trainer(cfg0)
   init, chunk = trainer.compiled(donate=False)
-  rows, single, alone = [], None, None
+  rows, single, alone, first = [], None, None, None
   count, mb = transposed_mb(trainer, train.hparams([cfg0]))
   for k in ks:
     cfgs = [cfg0.replace(lr=float(lr), seed=i % 3) for i, lr in enumerate(lrs[:k])]
     hp = train.hparams(cfgs)
     state = init(hp)
     try:
-      program, compile_s, (res, _), mem = prepare(chunk, state, hp)
+      program, compile_s, (res, metrics), mem = prepare(chunk, state, hp)
       (run_s,) = interleaved([lambda: program(state, hp)], reps)
       again = program(state, hp)[0]
     except Exception as e:  # out of memory: a result, not a crash
@@ -110,6 +128,7 @@ def _time_groups(reps, cfg0: TrainConfig, ks):
                                                       jax.tree.leaves(again["params"])))
     per_run = run_s / k / cfg0.log_every
     alone = alone or res  # K = 1 comes first: run 0 trained alone
+    first = first or (res["params"], np.asarray(metrics["loss"]))
     same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
     single = single or per_run
     rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
@@ -118,7 +137,7 @@ def _time_groups(reps, cfg0: TrainConfig, ks):
                  "max_rel_diff_leaf": worst_leaf, "repeat_bit_identical": repeat,
                  "transposes_per_run_step": count, "transposed_MB_per_run_step": round(mb, 2),
                  **mem})
-  return rows
+  return rows, first
 
 
 def apply_layer_layout(results: list) -> dict | None:

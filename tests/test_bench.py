@@ -78,7 +78,12 @@ def test_train_many_times_each_layer_layout_where_the_kernel_runs_and_counts_its
   mb = {k: r[0]["transposed_MB_per_run_step"] for k, r in rows.items()}
   assert mb["pallas_parallel, channels layers"] < mb["pallas_parallel, batch layers"], mb
   assert all(r[0]["matches_separate"] for r in rows.values())
-  assert "transposes outside the kernels" in bench.render("train_many", [out])
+  vs = rows["pallas_parallel, channels layers"][0]["vs_first_layout"]
+  assert vs["max_rel_diff"] < 1e-3 and vs["loss_max_rel_diff"] < 1e-5, (
+      f"the two layer layouts trained the same runs to other numbers: {vs}")
+  assert "vs_first_layout" not in rows["pallas_parallel, batch layers"][0]
+  text = bench.render("train_many", [out])
+  assert "transposes outside the kernels" in text and "against the first layout" in text
 
 
 def test_apply_keeps_the_layer_layout_with_the_smaller_summed_step_time(monkeypatch):

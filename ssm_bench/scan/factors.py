@@ -67,7 +67,7 @@ class Factors:
     return self.x.shape[-1 if self.channels_first else 1]
 
   def steps(self) -> dict:
-    """The per-step arrays, by name (each has time on axis 1)."""
+    """The per-step arrays, by name (time on axis 1; channels first: the last axis)."""
     out = {k: getattr(self, k) for k in _PER_STEP if getattr(self, k) is not None}
     if not self.per_step_bc:
       out.pop("B"), out.pop("C")
