@@ -17,8 +17,8 @@ kinds of `--models`, over `PARALLEL_GRID`; no chunk, prefetch or joined reductio
 tiles, then forward + backward over the backward tiles with the best forward fixed, each against
 the same references; then the best pair once more reading the layers' (batch, time, channels)
 layout (`pallas_parallel.TIME_MAJOR`, no transposes outside the kernels) and with only the
-per-state rows time-major ("rows"), then in the fastest layout with 2, 4 and 8 channel blocks
-per backward program (`pallas_parallel.CHANNEL_BLOCKS`);
+per-state rows time-major ("rows"), then in the fastest layout with 2 to 16 channel blocks per
+backward program (`pallas_parallel.CHANNEL_BLOCKS`);
 its `best` line ends with `pallas.scan`'s time at its own best tile on the same factors, the
 ratio to beat.
 """
@@ -47,8 +47,10 @@ GRID = {"forward": [(bd, w) for bd in (4, 8, 16, 32) for w in (1, 2, 4, 8)],
 # (Triton 3.3.1, sm_90: results/bench/README.md, "Registers"); below 2 threads sit idle.
 PARALLEL_GRID = [(c, w) for c, w in GRID["forward"]
                  if 2 <= c * pallas_parallel.TILE_SPAN // (32 * w) <= 16]
-# Channel blocks per backward program (`pallas_parallel.CHANNEL_BLOCKS`) timed at the best pair.
-PARALLEL_BLOCKS = (2, 4, 8)
+# Channel blocks per backward program (`pallas_parallel.CHANNEL_BLOCKS`) timed at the best pair;
+# 16 blocks of 8 channels is the paper cell's 128 channels in one program: no partial sums at
+# all, and still batch x runs programs (6912 at 27 runs).
+PARALLEL_BLOCKS = (2, 4, 8, 16)
 # The scan family whose factors stand for each kernel kind where no model says which (the
 # registers section without --models; signed decay is the real kind's heavier backward in the
 # time-parallel kernel: three scans per state against decay's two).
