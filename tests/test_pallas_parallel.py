@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpr_walk import equations
+from jaxpr_walk import equations, outside_kernels
 from ssm_bench import scan
 from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
@@ -155,15 +155,6 @@ def test_each_kernel_kind_takes_its_own_default_tiles(monkeypatch):
   assert seen == {"phase": ((4, 2), (8, 1)), "real": real}, f"tiles per kind: {seen}"
 
 
-def _outside_kernels(jaxpr):
-  """Equations of a jaxpr and its sub-jaxprs, the bodies of pallas_calls excepted."""
-  for e in jaxpr.eqns:
-    yield e
-    if e.primitive.name != "pallas_call":
-      for sub in jax.extend.core.jaxprs_in_params(e.params):
-        yield from _outside_kernels(sub)
-
-
 @pytest.mark.parametrize("family", ["decay", "signed_decay", "rotation", "constant"])
 def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_outside(family):
   """`time_major`: the kernels read (batch, time, channels) and transpose tiles in registers;
@@ -179,7 +170,7 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
     loss = lambda f: jnp.sum(jnp.sin(fn(f)))
     outputs[tm] = [fn(f)] + jax.tree.leaves(jax.grad(loss)(f))
     jaxpr = jax.make_jaxpr(jax.grad(loss))(f).jaxpr
-    moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
+    moved = [e.invars[0].aval.shape for e in outside_kernels(jaxpr)
              if e.primitive.name == "transpose" and time_axes & set(e.invars[0].aval.shape)]
     per_state = [shape for shape in moved if 3 in shape]
     want = {False: (True, family != "constant"), "rows": (True, False), True: (False, False)}
@@ -213,7 +204,7 @@ def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_
     np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
                                   " of channels-first factors differs")
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(channels_first(runs[0])).jaxpr
-  moved = [e.invars[0].aval.shape for e in _outside_kernels(jaxpr)
+  moved = [e.invars[0].aval.shape for e in outside_kernels(jaxpr)
            if e.primitive.name == "transpose" and {23, 32, 34} & set(e.invars[0].aval.shape)]
   assert not moved, f"{family}: sequences transposed outside the kernels: {moved}"
   from launch.bench_registers import triton_modules  # and it lowers to Triton for CUDA

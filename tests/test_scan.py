@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpr_walk import equations
+from jaxpr_walk import equations, outside_kernels
 from ssm_bench import scan
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
@@ -228,6 +228,32 @@ def channels_first(f):
   builds them."""
   return dataclasses.replace(f, channels_first=True,
                              **{k: jnp.moveaxis(v, -1, 0) for k, v in f.steps().items()})
+
+
+@pytest.mark.parametrize("family", ["decay", "constant"])
+def test_an_h0_shared_by_every_batch_row_gives_what_its_broadcast_gives(family):
+  """The layers hand over h0 as (d, n), shared by the batch: every method gives the values and
+  gradients of its broadcast (h0's gradient summed over the rows), and the time-parallel kernel
+  reads it as it is: no per-row copy of h0 is transposed outside the kernels."""
+  f = to_factors(family, factored_inputs(family, 7, seed=4, b=2, d=5, n=3))
+  f = dataclasses.replace(f, h0=f.h0[0])
+  per_row = dataclasses.replace(f, h0=f.batched_h0())
+  assert per_row.h0.shape == (2, 5, 3)
+  for method in ("sequential", "chunked", "pallas", "pallas_parallel"):
+    fn = lambda f: scan.diagonal_scan(f, method)
+    y, g = output_and_grad(fn, jnp.cos)(f)
+    y_rows, g_rows = output_and_grad(fn, jnp.cos)(per_row)
+    g_rows = dataclasses.replace(g_rows, h0=g_rows.h0.sum(0))
+    np.testing.assert_allclose(y, y_rows, rtol=1e-6, atol=1e-6, err_msg=f"{method}: y differs")
+    for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g), jax.tree.leaves(g_rows)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=(
+          f"{method}: gradient {jax.tree_util.keystr(path)} with a shared h0 differs"))
+  for factors, want in ((f, 0), (per_row, 1 if family == "decay" else 2)):
+    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(scan.diagonal_scan(f, "pallas_parallel"))))(
+        factors).jaxpr
+    copies = [e for e in outside_kernels(jaxpr) if e.primitive.name == "transpose"
+              and e.invars[0].aval.shape == (2, 5, 3)]
+    assert len(copies) == want, f"h0 {factors.h0.shape}: {len(copies)} per-row copies transposed"
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])

@@ -41,8 +41,7 @@ class AUSSM(nn.Module):
     C = polar_param(self, "C", (d, n))
     su = nn.silu(u)
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    f = scan.Factors("rotation", x=dt * su, B=B, C=C, h0=common.batch_h0(h0, v.shape[0]),
-                     theta=theta, channels_first=cf)
+    f = scan.Factors("rotation", x=dt * su, B=B, C=C, h0=h0, theta=theta, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su

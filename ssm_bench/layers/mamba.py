@@ -32,8 +32,7 @@ class Mamba(nn.Module):
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
     f = scan.Factors("signed_decay" if self.negative else "decay", x=dt * u, B=B, C=C,
-                     h0=common.batch_h0(h0, v.shape[0]), dt=dt, lam=-jnp.exp(A_log),
-                     channels_first=cf)
+                     h0=h0, dt=dt, lam=-jnp.exp(A_log), channels_first=cf)  # h0 shared: (d, n)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u

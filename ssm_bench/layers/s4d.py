@@ -36,7 +36,7 @@ class S4D(nn.Module):
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
     # zero-order hold: b_t = (a - 1) / Lambda * B u_t, so x = u and the input vector is ZOH(B)
     f = scan.Factors("constant", x=u, B=(a - 1.0) / lam * B, C=C,
-                     h0=common.batch_h0(h0, v.shape[0]), a=a, channels_first=cf)
+                     h0=h0, a=a, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = 2.0 * scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u

@@ -106,7 +106,7 @@ def _diagonal_scan(f: Factors, method: str):
     from ssm_bench.scan import pallas_parallel
     return pallas_parallel.scan(f)
   a, b, C = factors.materialize(f)
-  return factors.readout(reference.linear_scan(a, b, f.h0, method), C)
+  return factors.readout(reference.linear_scan(a, b, f.batched_h0(), method), C)
 
 
 def linear_scan(a, b, h0=None, method: str = "auto"):

@@ -55,6 +55,6 @@ def scan(f: F.Factors, chunk: int | None = None):
       ys.append(F.readout(h, C[:, k]))
     return h, jnp.stack(ys, 1)
 
-  h0 = f.h0.astype(jnp.complex64 if f.is_complex else f.x.dtype)
+  h0 = f.batched_h0().astype(jnp.complex64 if f.is_complex else f.x.dtype)
   _, ys = jax.lax.scan(body, h0, steps)
   return jnp.swapaxes(ys, 0, 1).reshape(f.x.shape[0], n_chunks * chunk, -1)[:, :length]

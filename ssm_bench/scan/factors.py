@@ -43,7 +43,7 @@ class Factors:
   x: jax.Array  # (b, t, d) real
   B: jax.Array
   C: jax.Array
-  h0: jax.Array  # (b, d, n), real for the decay families, complex otherwise
+  h0: jax.Array  # (b, d, n) or (d, n) shared by every batch row; complex for complex families
   dt: jax.Array | None = None  # decay, signed_decay
   lam: jax.Array | None = None  # decay, signed_decay
   theta: jax.Array | None = None  # rotation
@@ -61,6 +61,14 @@ class Factors:
   @property
   def per_step_bc(self) -> bool:
     return self.B.ndim == 3
+
+  @property
+  def batch(self) -> int:
+    return self.x.shape[1 if self.channels_first else 0]
+
+  def batched_h0(self):
+    """h0 as (batch, d, n): a (d, n) h0, shared by every batch row, broadcast."""
+    return self.h0 if self.h0.ndim == 3 else jnp.broadcast_to(self.h0, (self.batch,) + self.h0.shape)
 
   @property
   def length(self) -> int:

@@ -106,12 +106,13 @@ def _layout(shape, tm):
   return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if tm else tuple(shape[-2:]))
 
 
-def _in_specs(kind, bd, N, rows, tm, cf):
+def _in_specs(kind, bd, N, rows, tm, cf, shared_h0):
   per_td = _per_td(bd, rows, tm[0], cf)
   per_tn = (pl.BlockSpec((N, None, rows), lambda i, j: (0, i, 0)) if cf else
             pl.BlockSpec((None,) + _layout((N, rows), tm[1]), lambda i, j: (i, 0, 0)))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
-  h0 = pl.BlockSpec((None, bd, N), lambda i, j: (i, j, 0))
+  # h0 shared by every batch row (the layers' (d, n)) is read as such, not as a per-row copy
+  h0 = per_nd if shared_h0 else pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
     return [per_td, per_td, per_nd, per_tn, per_tn, h0]
   transition = [per_tn] * 2 if kind == "phase" else [per_nd] * 2  # cos, sin or ar, ai
@@ -135,7 +136,12 @@ def _dims(shape, tm, cf):
 
 
 def _n_states(kind, ins):
-  return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].shape[2]
+  return ins[NAMES[kind].index("lam" if kind == "real" else "Br")].shape[0]
+
+
+def _shared_h0(kind, ins):
+  """Whether h0 came as (n, d), shared by every batch row, rather than one per row."""
+  return ins[NAMES[kind].index("h0" if kind == "real" else "h0r")].ndim == 2
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -147,7 +153,7 @@ def _fused(static, *ins):
                              tm=tm)
   return pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(_td_shape(b, D, span, tm[0], cf), jnp.float32),
-      grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm, cf),
+      grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)),
       out_specs=_per_td(bd, span, tm[0], cf), interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(*_kernel_inputs(kind, ins))
 
@@ -188,7 +194,7 @@ def _fused_bwd(static, res, dy):
                              tm=tm, blocks=blocks, barrier=not interpret, h0_grad=h0_grad)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d),
-      in_specs=_in_specs(kind, bd, N, rows, tm, cf) + [per_td[1]],
+      in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)) + [per_td[1]],
       out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(
           *_kernel_inputs(kind, ins), dy)
@@ -196,8 +202,9 @@ def _fused_bwd(static, res, dy):
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
                                          for i in range(v.ndim)])
-  g, dh0 = g[:len(g) - n_h0], (tuple(jnp.swapaxes(v, 1, 2) for v in g[len(g) - n_h0:])
-                               or (None,) * kernels.h0_count(kind))  # (b, N, Dp) -> as h0 came in
+  shared = _shared_h0(kind, ins)  # then each batch row's h0 gradient adds into the one h0
+  g, dh0 = g[:len(g) - n_h0], (tuple(v.sum(0) if shared else v for v in g[len(g) - n_h0:])
+                               or (None,) * kernels.h0_count(kind))
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
     return ((rows_of(dx, td), rows_of(ddt, td), dlam.sum(0), rows_of(dB.sum(partials), tn),
@@ -252,7 +259,8 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
       jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (2, span - T))))
   tile, row = (lambda v: per_t(v, Dp, tm[0])), (lambda v: per_t(v, N, tm[1]))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
-  h0 = lambda v: sequential_kernel._pad(f32(v), (None, Dp, None))
+  h0 = lambda v: (per_nd(v) if v.ndim == 2 else  # shared (d, n), or (b, d, n) -> (b, n, Dp)
+                  sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp)))
   if kind == "real":
     ins = (tile(f.x), tile(f.dt), per_nd(f.lam), row(f.B), row(f.C), h0(f.h0))
   else:

@@ -90,12 +90,6 @@ class Rows:
     """A (channels, 1) column of a per-(state, channel) input at state n."""
     return self.refs[name][n, self.channels][:, None]
 
-  def initial(self, name, n):
-    """A (channels, 1) column of h0 at state n: h0 is read as the layers give it, (channels,
-    states) per batch row (a transposed copy of its broadcast over the batch cost a pass of
-    8 MB per run-step at the paper cell)."""
-    return self.refs[name][self.channels, n][:, None]
-
   def coefficients(self, n, first):
     """(a, b, extra): the transition and input of state n on the view, extra what the
     gradient of a needs (real: e = exp(dt lam) and dt)."""
@@ -106,7 +100,7 @@ class Rows:
     if self.kind == "real":
       e = sequential_kernel.fast_exp(tile["dt"] * self.column("lam", n))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
-      b = jnp.where(start, self.initial("h0", n),
+      b = jnp.where(start, self.column("h0", n),
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
       return a, b, (e, tile["dt"])
     if self.kind == "phase":  # exp(i theta_t[n]), shared over channels
@@ -114,7 +108,7 @@ class Rows:
     else:  # a constant a[d, n]
       a = (self.column("ar", n), self.column("ai", n))
     a = tuple(jnp.where(row <= 1, 0.0, jnp.broadcast_to(v, x.shape)) for v in a)
-    b = tuple(jnp.where(start, self.initial(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
+    b = tuple(jnp.where(start, self.column(h0, n), jnp.where(empty, 0.0, x * self.column(B, n)))
               for h0, B in (("h0r", "Br"), ("h0i", "Bi")))
     return a, b, None
 
