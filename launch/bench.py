@@ -280,6 +280,9 @@ def render(section: str, result) -> str:
   if section == "train_many":
     lines = []
     for one in result:
+      if "skipped" in one:
+        lines.append(f"train_many ({one['config']}): {one['skipped']}")
+        continue
       lines.append(f"train_many ({one['config']}): ms per run-step per group size K (MB)")
       for m, rows in one["methods"].items():
         lines.append(f"  {m}: " + ", ".join(
@@ -344,6 +347,13 @@ def _train_many_methods(model: str):
   return [_auto_method(model)]
 
 
+def _none_here(model: str) -> dict:
+  """train_many's row for a model none of whose --methods runs on this backend."""
+  return {"config": model, "methods": {}, "skipped": (
+      f"none of --methods={','.join(_METHODS.value)} runs here; {model} can use "
+      f"{', '.join(methods_for(model))} (the fused kernels are timed on a GPU only)")}
+
+
 def _auto_method(model: str) -> str:
   """The method the model's `auto` runs here (its first layer's; a layer without a scan: its
   one program, 'sequential')."""
@@ -379,7 +389,7 @@ def checked_flags() -> tuple[list, dict]:
              "train_many": lambda: [bench_train_many.bench_train_many(
                  _REPS.value, train_many_base(n), methods=_train_many_methods(n),
                  ks=train_many_ks(), layer_layouts=_LAYER_LAYOUTS.value)
-                 for n in _TM_MODELS.value if _train_many_methods(n)],
+                 if _train_many_methods(n) else _none_here(n) for n in _TM_MODELS.value],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(

@@ -337,6 +337,22 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})
 
 
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="the fused kernels run on a GPU")
+def test_train_many_says_when_none_of_the_methods_asked_for_runs_here(capsys):
+  """--methods=pallas_parallel on a CPU: train_many times nothing for the model and says so,
+  with the methods it can use, instead of printing nothing."""
+  try:
+    for name, value in (("out", ""), ("sections", "train_many"), ("train_many_models", "mamba"),
+                        ("methods", "pallas_parallel")):
+      flags.FLAGS[name].parse(value)
+    bench.main([])
+  finally:
+    for name in ("out", "sections", "train_many_models", "methods"):
+      flags.FLAGS[name].unparse()
+  printed = capsys.readouterr().out
+  assert "none of --methods=pallas_parallel runs here" in printed and "chunked" in printed, printed
+
+
 def test_train_many_defaults_keep_the_cpu_bench_short(monkeypatch):
   """With no --methods and no --train_many_k, train_many times the method auto picks, at
   K = 1, 9 on a CPU (27 CPU-cell runs compile for minutes) and 1, 9, 27 elsewhere."""
