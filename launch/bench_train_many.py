@@ -38,13 +38,14 @@ def layer_layout(name: str | None):
     pallas_parallel.CHANNELS_FIRST_LAYERS = before
 
 
-def _outside_kernels(jaxpr):
-  """Equations of a jaxpr and its sub-jaxprs, the bodies of Pallas kernels excepted."""
+def outside_kernels(jaxpr):
+  """Equations of a jaxpr and its sub-jaxprs, the bodies of Pallas kernels excepted: what XLA
+  runs around the kernels."""
   for e in jaxpr.eqns:
     yield e
     if e.primitive.name != "pallas_call":
       for sub in jax.extend.core.jaxprs_in_params(e.params):
-        yield from _outside_kernels(sub)
+        yield from outside_kernels(sub)
 
 
 def transposed_mb(trainer, hp) -> tuple[int, float]:
@@ -53,7 +54,7 @@ def transposed_mb(trainer, hp) -> tuple[int, float]:
   transposes were 27.6% of a 27-run mamba step; results/bench/README.md)."""
   one = jax.tree.map(lambda x: x[0], hp)
   jaxpr = jax.make_jaxpr(trainer.step)(jax.eval_shape(trainer.init, one), one).jaxpr
-  moved = [e.invars[0].aval for e in _outside_kernels(jaxpr) if e.primitive.name == "transpose"]
+  moved = [e.invars[0].aval for e in outside_kernels(jaxpr) if e.primitive.name == "transpose"]
   return len(moved), sum(a.size * a.dtype.itemsize for a in moved) / 2 ** 20
 
 

@@ -1,6 +1,7 @@
 """Walking a jaxpr, nested ones included: for tests that read what a program was traced into."""
-import jax
 import jax.extend
+
+from launch.bench_train_many import outside_kernels  # noqa: F401  (one walker, the bench's)
 
 
 def equations(jaxpr):
@@ -10,12 +11,3 @@ def equations(jaxpr):
     for sub in jax.extend.core.jaxprs_in_params(e.params):
       yield from equations(sub)
 
-
-def outside_kernels(jaxpr):
-  """Equations of a jaxpr and its sub-jaxprs, the bodies of Pallas kernels excepted: what XLA
-  runs around the kernels."""
-  for e in jaxpr.eqns:
-    yield e
-    if e.primitive.name != "pallas_call":
-      for sub in jax.extend.core.jaxprs_in_params(e.params):
-        yield from outside_kernels(sub)

@@ -68,7 +68,9 @@ class Factors:
 
   def batched_h0(self):
     """h0 as (batch, d, n): a (d, n) h0, shared by every batch row, broadcast."""
-    return self.h0 if self.h0.ndim == 3 else jnp.broadcast_to(self.h0, (self.batch,) + self.h0.shape)
+    if self.h0.ndim == 3:
+      return self.h0
+    return jnp.broadcast_to(self.h0, (self.batch,) + self.h0.shape)
 
   @property
   def length(self) -> int:

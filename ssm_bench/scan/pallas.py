@@ -397,14 +397,13 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   per_tn = lambda v: _pad(v.astype(jnp.float32), (None, Tp, Np))
   per_dn = lambda v: _pad(v.astype(jnp.float32), (Dp, Np))
   h0 = lambda v: _pad(v.astype(jnp.float32), (None, Dp, Np))
+  h0s = f.batched_h0()  # this kernel reads h0 per batch row
   if kind == "real":
-    ins = (per_td(f.x), per_td(f.dt), per_dn(f.lam), per_tn(f.B), per_tn(f.C),
-           h0(f.batched_h0()))
+    ins = (per_td(f.x), per_td(f.dt), per_dn(f.lam), per_tn(f.B), per_tn(f.C), h0(h0s))
   else:
     trans = ((per_tn(f.theta),) if kind == "phase" else (per_dn(f.a.real), per_dn(f.a.imag)))
     ins = ((per_td(f.x),) + trans + (per_dn(f.B.real), per_dn(f.B.imag), per_dn(f.C.real),
-                                     per_dn(f.C.imag), h0(f.batched_h0().real),
-                                     h0(f.batched_h0().imag)))
+                                     per_dn(f.C.imag), h0(h0s.real), h0(h0s.imag)))
   join = JOIN_REDUCTIONS if join is None else join
   prefetch = PREFETCH[kind] if prefetch is None else prefetch
   static = (kind, f.family == "signed_decay", chunk, fwd, bwd, bool(join), bool(prefetch),
