@@ -49,12 +49,14 @@ KINDS = {"decay": "real", "signed_decay": "real", "rotation": "phase", "constant
 LOG2E = 1.4426950408889634
 
 
-def fast_exp(v):
-  """exp(v) as 2^(v log2 e), in both fused kernels: Triton lowers exp2 to the GPU's
-  one-instruction `ex2.approx` (within 2 ulp; subnormal results flush to zero) where `exp`
-  becomes libdevice's accurate expf, eight instructions per element: a quarter of the
-  time-parallel real kernels' instructions (results/bench/README.md, "Instruction counts")."""
-  return jnp.exp2(v * LOG2E)
+def log2_scaled(lam):
+  """lam log2 e: both fused kernels compute exp(dt lam) as exp2(dt x this). Triton lowers
+  exp2 to the GPU's one-instruction `ex2.approx` (within 2 ulp; subnormal results flush to
+  zero) where `exp` becomes libdevice's accurate expf, eight instructions per element (a
+  quarter of the time-parallel real kernels' instructions); and the scale goes once on the
+  per-(channel, state) factor, not on every (step, channel, state) product (decay backward's
+  state loop 858 -> 830 PTX instructions; results/bench/README.md, "Instruction counts")."""
+  return lam * LOG2E
 
 
 def _pow2(n: int) -> int:
@@ -125,12 +127,13 @@ class _Step:
       self.ar, self.ai = refs["ar"][...], refs["ai"][...]
     if kind == "real":
       self.lam = refs["lam"][...]
+      self.lam2 = log2_scaled(self.lam)
 
   def transition(self, k):
     """(ar, ai, extra): a_t as real pair (ai None for real) plus what its gradient needs."""
     if self.kind == "real":
       dt = self.io.get("dt", k)
-      e = fast_exp(dt[:, None] * self.lam)
+      e = jnp.exp2(dt[:, None] * self.lam2)
       return (2.0 * e - 1.0 if self.neg else e), None, (dt, e)
     if self.kind == "phase":
       th = self.io.get("theta", k)
