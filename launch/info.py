@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from absl import flags
@@ -21,8 +22,9 @@ _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a sum
 _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
 _MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
-_D_STATE = flags.DEFINE_integer("d_state", None, "With --model: the state width the predictions "
-                                "assume (a householder layer's key width); default: wide enough.",
+_D_STATE = flags.DEFINE_integer("d_state", None, "With --model: predictions for a run of this "
+                                "d_state (a householder layer's key width: d_state, or what its "
+                                "record's state_width makes of it); default: wide enough.",
                                 lower_bound=1)
 _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
                                 "and predictions instead of a group (tasks/languages.py).")
@@ -72,10 +74,13 @@ def card(model: str, d_state: int | None = None) -> dict:
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
   out["predictions_d_state"] = d_state
+  from ssm_bench.config import TrainConfig
+  width = out["predictions_width"] = (None if d_state is None else registry.state_width(
+      model, dataclasses.asdict(TrainConfig(model=model, d_state=d_state))))
   out["predictions"] = {
-      g: {"min_depth": theory.min_depth_text(cls, g, d_state),
+      g: {"min_depth": theory.min_depth_text(cls, g, width),
           "by_hand": model in analytic.constructions(g),  # weights set by hand track it
-          **{f"depth {d}": theory.expressible([cls] * d, g, d_state)
+          **{f"depth {d}": theory.expressible([cls] * d, g, width)
              for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
   import jax
@@ -101,7 +106,9 @@ def _print_card(c: dict):
         + ("; ".join(c["constructions"]) or "none"))
   mark = {True: "yes", False: "no", None: "?"}
   if c["predictions_d_state"]:
-    print(f"  predictions at d_state {c['predictions_d_state']}:")
+    width = c["predictions_width"]
+    print(f"  predictions at d_state {c['predictions_d_state']}"
+          + (f" (state width {width})" if width != c["predictions_d_state"] else "") + ":")
   print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3))
         + "  by hand")
   for g, p in c["predictions"].items():

@@ -240,8 +240,9 @@ def _agrees_or_enough(cfg: TrainConfig, cell) -> bool:
     return False
   if len(cell) >= MIN_RUNS_AGAINST_THEORY:
     return True
+  width = registry.state_width(cfg.model, dataclasses.asdict(cfg), cfg.layer_kwargs)
   expressible = stack_prediction(cfg.model, cfg.depth, cfg.task, cfg.layer_kwargs,
-                                 cfg.d_state)["expressible"]
+                                 width)["expressible"]
   return expressible is None or (_successes(cell) > 0) == expressible
 
 

@@ -19,8 +19,8 @@ AXES = ("d_state", "lr", "schedule")
 
 
 @functools.lru_cache(maxsize=None)
-def _allowed(model: str, depth: int, task: str, layer_kwargs: str, d_state: int) -> bool:
-  return tables.stack_prediction(model, depth, task, layer_kwargs, d_state)["expressible"] is True
+def _allowed(model: str, depth: int, task: str, layer_kwargs: str, width: int) -> bool:
+  return tables.stack_prediction(model, depth, task, layer_kwargs, width)["expressible"] is True
 
 
 def _counts(s) -> tuple[int, int, int]:
@@ -41,7 +41,7 @@ def breakdown(summaries) -> dict:
     allowed = [s for s in runs if _allowed(s["config"]["model"], s["config"]["depth"],
                                            s["config"]["task"],
                                            s["config"].get("layer_kwargs", ""),
-                                           s["config"]["d_state"])]
+                                           tables.cell_width([s]))]
     for axis in AXES:
       table = {}
       for s in allowed:

@@ -42,6 +42,9 @@ class LayerSpec:
   description: str = ""
   source: str = ""  # the module that registered it
   uses_scan_method: bool = True  # False: the layer computes one way whatever --scan_method says
+  # the width a theory class with a width condition reads (householder: the dimensions its keys
+  # live in), as a function of the run's config fields and the layer's kwargs; None: d_state
+  state_width: Callable | None = None
 
   @property
   def builtin(self) -> bool:
@@ -90,15 +93,19 @@ def module_kwargs(builder: Callable, **defaults) -> dict:
 def register_layer(name: str, builder: Callable, *, theory_class: str,
                    scan_family: str | None = None, constructions=(), presets: dict | None = None,
                    kwargs: dict | None = None, description: str = "",
-                   uses_scan_method: bool = True, source: str | None = None) -> LayerSpec:
+                   uses_scan_method: bool = True, source: str | None = None,
+                   state_width: Callable | None = None) -> LayerSpec:
   """Add a layer to the registry; returns its record.
 
   theory_class: one of theory.CLASSES (what the layer's transitions are; `unknown` if you do not
   claim one). scan_family: a scan.FAMILIES name if the layer calls diagonal_scan with it.
   presets: {preset: {config field: value}} applied on top of the preset for this model.
   kwargs: the layer's own hyperparameters and their defaults (JSON scalars), set per run with
-  --config.layer_kwargs='{"name": value}'. Registering the same builder again under its name is a
-  no-op (a plugin imported twice); another layer under a taken name is an error.
+  --config.layer_kwargs='{"name": value}'. state_width(config, kwargs) -> int: the dimensions
+  the layer's state lives in as a width-conditioned class reads them (householder: the keys'
+  width), from the run's config fields (a dict: d_model, d_state, ...) and the layer's kwargs;
+  default: the config's d_state. Registering the same builder again under its name is a no-op
+  (a plugin imported twice); another layer under a taken name is an error.
   """
   from ssm_bench import theory
   if not _loading_builtins:
@@ -128,13 +135,44 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   for k, v in kwargs.items():
     if not isinstance(k, str) or not isinstance(v, (bool, int, float, str)):
       raise LayerError(f"layer {name!r}: kwargs must map names to JSON scalars, got {k!r}: {v!r}")
+  if state_width is not None:
+    _check_state_width(name, state_width, kwargs)
   spec = LayerSpec(name=name, builder=builder, theory_class=theory_class,
                    scan_family=scan_family, constructions=tuple(constructions),
                    presets=types.MappingProxyType({p: dict(v) for p, v in (presets or {}).items()}),
                    kwargs=types.MappingProxyType(kwargs), description=description, source=source,
-                   uses_scan_method=uses_scan_method)
+                   uses_scan_method=uses_scan_method, state_width=state_width)
   _LAYERS[name] = spec
   return spec
+
+
+def _check_state_width(name: str, state_width, kwargs: dict):
+  """state_width must give a positive int for the default config and the layer's defaults:
+  a bad one is refused at registration, not found by a table's prediction."""
+  from ssm_bench.config import TrainConfig
+  if not callable(state_width):
+    raise LayerError(f"layer {name!r}: state_width must be a function (config, kwargs) -> int, "
+                     f"got {state_width!r}")
+  try:
+    width = state_width(dataclasses.asdict(TrainConfig()), dict(kwargs))
+  except Exception as e:
+    raise LayerError(f"layer {name!r}: state_width(config, kwargs) failed on the default config: "
+                     f"{type(e).__name__}: {e}") from None
+  if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+    raise LayerError(f"layer {name!r}: state_width must return a positive int, got {width!r}")
+
+
+def state_width(model: str, config: dict, kwargs_text: str = "") -> int:
+  """The width a width-conditioned class reads for a run of `model` with these config fields
+  (a summary's config, or a TrainConfig's as a dict): its layer's `state_width`, else d_state.
+  A hybrid stack, a layer not registered here or kwargs it does not take: d_state."""
+  spec = find(model) if "," not in model else None
+  if spec is None or spec.state_width is None:
+    return config["d_state"]
+  try:
+    return spec.state_width(config, layer_kwargs([model], kwargs_text)[0])
+  except LayerError:
+    return config["d_state"]
 
 
 def names() -> tuple:

@@ -68,17 +68,21 @@ def load(runs_dir: str, only=None) -> RunSet:
 
 
 def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "",
-                     d_state: int | None = None) -> dict:
+                     width: int | None = None) -> dict:
   """The theory's prediction from the stack's declared transition classes (registry records);
-  a layer the registry does not know counts as class `unknown` (no theorem). d_state: the
-  stack's state width (a householder layer's keys), None: assumed wide enough."""
-  return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group, d_state)
+  a layer the registry does not know counts as class `unknown` (no theorem). width: the
+  dimensions its state lives in as a width-conditioned class reads them (a householder layer's
+  keys: `registry.state_width`), None: assumed wide enough."""
+  return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group, width)
 
 
-def cell_d_state(summaries) -> int | None:
-  """The widest d_state among a cell's runs: the theory allows the cell if it allows one of
-  them (a width only ever turns a claim into 'no theorem')."""
-  return max((s["config"]["d_state"] for s in summaries), default=None)
+def cell_width(summaries) -> int | None:
+  """The widest state among a cell's runs (`registry.state_width` of each run's config): the
+  theory allows the cell if it allows one of them (a width only ever turns a claim into 'no
+  theorem')."""
+  return max((registry.state_width(s["config"]["model"], s["config"],
+                                   s["config"].get("layer_kwargs", "")) for s in summaries),
+             default=None)
 
 
 def load_plugins(summaries) -> list[str]:
@@ -190,7 +194,7 @@ def _protocol_table(summaries, paper):
         entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                  "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
                  "theory": stack_prediction(m, depth, g, kwargs,
-                                            cell_d_state(cell))["expressible"]}
+                                            cell_width(cell))["expressible"]}
         if paper and m in paper["columns"] and g in paper.get(f"depth_{depth}", {}):
           entry["paper"] = paper[f"depth_{depth}"][g][paper["columns"].index(m)]
         rows[g][m] = entry

@@ -14,9 +14,9 @@ stack expresses G iff the series reaches the trivial group:
 - householder:<n_h> (products of n_h generalized Householder matrices I - beta k k^T, beta in
   [0, 2], unit keys: DeltaNet, DeltaProduct): one layer tracks a group with a faithful orthogonal
   representation whose every element is a product of at most n_h reflections and whose
-  dimension fits the keys (d_state; reflections.py: the permutations of m points need m - 1,
-  Grazzi et al. 2025; S4 and A5 as the rotations of the cube and the icosahedron need 2, in 3
-  dimensions); otherwise no theorem;
+  dimension fits the keys (their width: d_state, or the layer's `state_width`; reflections.py:
+  the permutations of m points need m - 1, Grazzi et al. 2025; S4 and A5 as the rotations of
+  the cube and the icosahedron need 2, in 3 dimensions); otherwise no theorem;
 - householder_nonnegative (beta in [0, 1]): no theorem claimed here;
 - tc0 (constant-depth transformers): no fixed depth tracks a non-solvable group at every length
   unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: no theorem;
@@ -93,14 +93,14 @@ def _norm_at_most_one(a, tol):
   return top <= 1 + tol, f"max spectral norm {top:.4g}" + ("" if top <= 1 + tol else " > 1")
 
 
-def _householder_predict(g, depth, n_h, d_state=None):
-  """The keys live in d_state dimensions (DeltaNet/DeltaProduct's N): the representation must
-  fit there. None (a caller that does not say) assumes keys wide enough."""
-  length = reflections.reflection_length(g, d_state)
+def _householder_predict(g, depth, n_h, width=None):
+  """The keys live in `width` dimensions (DeltaNet/DeltaProduct's N: d_state): the
+  representation must fit there. None (a caller that does not say) assumes keys wide enough."""
+  length = reflections.reflection_length(g, width)
   return True if length is not None and length <= (n_h or 1) else None
 
 
-def _tc0_predict(g, depth, _, d_state=None):
+def _tc0_predict(g, depth, _, width=None):
   return None if g.is_solvable else False
 
 
@@ -112,7 +112,7 @@ class TransitionClass:
   step: Callable | None  # (group, subgroup indices) -> next subgroup; None: see predict
   # (transitions, tolerance) -> (belongs, detail); None: nothing to check
   contains: Callable | None = None
-  # classes whose theorem is not a subgroup series: (group, depth, parameter, d_state) -> True
+  # classes whose theorem is not a subgroup series: (group, depth, parameter, width) -> True
   # (can express), False (cannot), None (no theorem); only for homogeneous stacks
   predict: Callable | None = None
 
@@ -147,7 +147,7 @@ CLASSES = {c.name: c for c in (
         "element a product of at most n_h reflections, beta = 2 (an orthogonal g is a product "
         "of rank(I - g) of them, Cartan-Dieudonne; the permutations of m points need m - 1, "
         "Grazzi et al. 2025, ICLR; Siems et al. 2025, DeltaProduct; the least such n_h over "
-        "the group's real irreducibles of total dimension at most the key width d_state: "
+        "the group's real irreducibles of total dimension at most the keys' width: "
         "ssm_bench/reflections.py); a deeper stack can do what its first layer does; for fewer "
         "reflections or narrower keys, no theorem", None,
         _norm_at_most_one, _householder_predict),
@@ -177,17 +177,17 @@ def _group(group):
   return groups.get_group(group) if isinstance(group, str) else group
 
 
-def expressible(classes, group, d_state: int | None = None) -> bool | None:
+def expressible(classes, group, width: int | None = None) -> bool | None:
   """Can a stack with these transition classes (first = bottom) track the group at finite
-  precision? None when some layer's class has no theorem. d_state: the stack's state width,
-  which a class with a width condition (householder: the key width) reads; None assumes wide
-  enough."""
+  precision? None when some layer's class has no theorem. width: the dimensions the stack's
+  state lives in, which a class with a width condition reads (householder: the keys' width,
+  `registry.state_width`); None assumes wide enough."""
   g = _group(group)
   parsed = [parse(c) for c in classes]
   if any(c.predict for c, _ in parsed):
     if len(set(classes)) > 1:
       return None if g.order > 1 else True  # no theorem for mixed stacks of these
-    return parsed[0][0].predict(g, len(classes), parsed[0][1], d_state)
+    return parsed[0][0].predict(g, len(classes), parsed[0][1], width)
   h = np.arange(g.order)
   for c, _ in parsed:
     if c.step is None:
@@ -196,13 +196,13 @@ def expressible(classes, group, d_state: int | None = None) -> bool | None:
   return h.size == 1
 
 
-def min_depth(cls: str, group, max_depth: int = 16, d_state: int | None = None):
+def min_depth(cls: str, group, max_depth: int = 16, width: int | None = None):
   """Smallest depth of a homogeneous stack of this class that tracks the group; None if never.
   Raises ValueError for a class without a theorem (ask `has_theorem` first)."""
   c, param = parse(cls)
   g = _group(group)
   if c.predict:
-    verdicts = [c.predict(g, d, param, d_state) for d in range(1, max_depth + 1)]
+    verdicts = [c.predict(g, d, param, width) for d in range(1, max_depth + 1)]
     if True in verdicts:
       return verdicts.index(True) + 1
     if all(v is False for v in verdicts):
@@ -227,19 +227,19 @@ def has_theorem(cls: str) -> bool:
   return c.step is not None or c.predict is not None
 
 
-def min_depth_text(cls: str, group, d_state: int | None = None) -> str:
+def min_depth_text(cls: str, group, width: int | None = None) -> str:
   """The class's minimal depth for the group as reports show it: a number, 'never' or
   'no theorem'."""
   try:
-    d = min_depth(cls, group, 3 if parse(cls)[0].predict else 16, d_state)
+    d = min_depth(cls, group, 3 if parse(cls)[0].predict else 16, width)
   except ValueError:
     return "no theorem"
   return "never" if d is None else str(d)
 
 
-def prediction(classes, group, d_state: int | None = None) -> dict:
+def prediction(classes, group, width: int | None = None) -> dict:
   """For tables: whether the stack can express the group (None: no theorem) and, for a
-  homogeneous stack, the class's minimal depth (None: never, or no theorem); d_state as in
+  homogeneous stack, the class's minimal depth (None: never, or no theorem); width as in
   `expressible`."""
   classes = list(classes)
   kinds = sorted(set(classes))
@@ -247,10 +247,10 @@ def prediction(classes, group, d_state: int | None = None) -> dict:
   depth = None
   if len(kinds) == 1 and known:
     try:
-      depth = min_depth(kinds[0], group, 3 if parse(kinds[0])[0].predict else 16, d_state)
+      depth = min_depth(kinds[0], group, 3 if parse(kinds[0])[0].predict else 16, width)
     except ValueError:  # a class whose theorem says nothing about this group
       known = False
-  return {"expressible": expressible(classes, group, d_state), "min_depth": depth,
+  return {"expressible": expressible(classes, group, width), "min_depth": depth,
           "theorem": known}
 
 

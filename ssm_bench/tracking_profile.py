@@ -13,7 +13,7 @@ from __future__ import annotations
 from ssm_bench import analytic
 from ssm_bench import registry
 from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
-                              cell_d_state, protocol, untrained_cell)
+                              cell_width, protocol, untrained_cell)
 from ssm_bench import theory
 from ssm_bench.config import NUMERICS_FIELDS, PROFILE_LABELS
 from tasks import groups as groups_lib
@@ -57,7 +57,7 @@ def _one(key, runs) -> dict:
   present = {s["config"]["task"] for s in runs}
   names = [g for g in GROUPS if g in present] + sorted(present - set(GROUPS))
   depths = sorted({s["config"]["depth"] for s in runs})
-  width = cell_d_state(runs)  # for a cell without runs, and the min-depth column
+  width = cell_width(runs)  # for a cell without runs, and the min-depth column
   cells = {}
   for g in names:
     cells[g] = {}
@@ -65,7 +65,7 @@ def _one(key, runs) -> dict:
     for depth in depths:
       cell = [s for s in runs if s["config"]["task"] == g and s["config"]["depth"] == depth]
       lens = sorted((s["max_len"] for s in cell), reverse=True)
-      pred = theory.prediction([cls] * depth, g, cell_d_state(cell) or width)
+      pred = theory.prediction([cls] * depth, g, cell_width(cell) or width)
       entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
                "theory": pred["expressible"], "solved_at": None}
@@ -79,7 +79,7 @@ def _one(key, runs) -> dict:
   return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
           "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
-          "d_state": width,
+          "state_width": width,
           # groups this layer type holds exactly with weights set by hand (at the construction's
           # own width, depth and kwargs): a "below theory" cell there is a training failure
           "by_hand": [g for g in names if model in analytic.constructions(g)],
@@ -135,7 +135,7 @@ def markdown(data: dict) -> str:
     for g in p["groups"]:
       order = groups_lib.get_group(g).order
       row = [_cell(p["cells"][g][d]) for d in p["depths"]]
-      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g, p['d_state'])} |")
+      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g, p['state_width'])} |")
     out.append("")
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]

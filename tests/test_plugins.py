@@ -218,3 +218,18 @@ def test_example_layer_through_every_entry_point(tmp_path):
   p = run("launch.tables", f"--runs={work}", f"--out={tmp_path}/tables")
   assert p.returncode == 0, p.stderr[-2000:]
   assert "rotation" in open(tmp_path / "tables" / "profile.md").read()
+
+
+def test_a_plugins_state_width_sets_the_width_its_card_predicts_at():
+  """A4 needs keys of 3 dimensions: the plugin's keys are d_state // 4 = 2 wide at d_state 8,
+  so no theorem, where DeltaProduct's own (d_state wide) get the claim."""
+  out = run("launch.info", "--plugins=plugin_layers.narrow_keys", "--model=narrow_keys",
+            "--d_state=8", "--json", timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  card = json.loads(out.stdout)
+  assert card["predictions_width"] == 2, card["predictions_width"]
+  assert card["predictions"]["A4"]["depth 1"] is None, card["predictions"]["A4"]
+  assert card["predictions"]["S3"]["depth 1"] is True, "S3 fits 2-wide keys"
+  out = run("launch.info", "--model=deltaproduct", "--d_state=8", "--json", timeout=300)
+  card = json.loads(out.stdout)
+  assert (card["predictions_width"], card["predictions"]["A4"]["depth 1"]) == (8, True), card

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from ssm_bench import registry
+from ssm_bench import tables
 from ssm_bench import theory
 
 GROUPS = ["C2", "C6", "C24", "C60", "C2xC4", "C2xC30", "S3", "A4", "S4", "A5", "D4", "Q8"]
@@ -130,3 +131,38 @@ def test_class_membership_check(cls, inside, outside):
   assert theory.check(cls, np.asarray(inside))["ok"] is True, f"{cls} rejects its own set"
   out = theory.check(cls, np.asarray(outside))
   assert out["checked"] and out["ok"] is False, f"{cls} accepts transitions outside its set"
+
+
+def _register_keyed_layer(monkeypatch):
+  """A householder:2 plugin layer whose keys are `keys` wide, whatever d_state is."""
+  registry.names()  # the built-ins first: the copy below holds them, and the test's layer goes
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))  # with the copy
+  registry.register_layer("keyed", lambda cfg, **kw: None, theory_class="householder:2",
+                          kwargs={"keys": 2}, state_width=lambda config, kw: kw["keys"])
+
+
+def test_predictions_read_a_layers_state_width_not_d_state(monkeypatch):
+  """A4 needs keys of 3 dimensions: at d_state 8 the plugin's 2-wide keys get no theorem and its
+  3-wide keys the claim; a built-in's width is its run's d_state."""
+  _register_keyed_layer(monkeypatch)
+  run = lambda model, kwargs: {"config": {"model": model, "d_state": 8, "d_model": 32,
+                                          "layer_kwargs": kwargs}}
+  for kwargs, width, verdict in (('{"keys":2}', 2, None), ('{"keys":3}', 3, True), ("", 2, None)):
+    cell = [run("keyed", kwargs)]
+    assert tables.cell_width(cell) == width, f"keys {kwargs or 'default'}: width should be {width}"
+    got = tables.stack_prediction("keyed", 1, "A4", kwargs, tables.cell_width(cell))
+    assert got["expressible"] is verdict, f"keys {kwargs or 'default'} on A4: {got}"
+  assert tables.cell_width([run("deltanet", "")]) == 8, "a built-in's width is its d_state"
+  assert tables.cell_width([run("keyed,mamba", "")]) == 8, "a hybrid's width is its d_state"
+
+
+@pytest.mark.parametrize("state_width,problem", [
+    (3, "must be a function"), (lambda config, kw: kw["nope"], "failed on the default config"),
+    (lambda config, kw: 0, "positive int"), (lambda config, kw: 2.5, "positive int")])
+def test_a_bad_state_width_is_refused_at_registration(monkeypatch, state_width, problem):
+  registry.names()
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  with pytest.raises(registry.LayerError, match=problem):
+    registry.register_layer("keyed", lambda cfg, **kw: None, theory_class="householder:2",
+                            state_width=state_width)
+  assert registry.find("keyed") is None, "a refused layer must not be registered"
