@@ -113,6 +113,30 @@ def test_channels_first_layers_train_the_same_parameters_and_transpose_only_thei
       "pallas_parallel", pallas_parallel.MAX_LENGTH + 1), "channels first where no kernel reads it"
 
 
+@pytest.mark.parametrize("name", FUSED)
+def test_a_groups_training_step_lowers_for_cuda_with_the_time_parallel_kernel(name, monkeypatch):
+  """What a GPU session compiles first: a vmapped group's whole training step (model, loss,
+  AdamW) with the time-parallel kernel, lowered for CUDA here with the backend reported as
+  'gpu' while tracing (so the kernels are Triton's, not interpret mode), in both layer layouts:
+  one forward and one backward kernel for the one layer."""
+  from ssm_bench import train
+  from ssm_bench.config import TrainConfig
+  from ssm_bench.scan import pallas_parallel
+  cfg = TrainConfig(task="C2", model=name, scan_method="pallas_parallel", d_model=16, d_state=4,
+                    batch_size=4, train_length=12, curriculum_start=12, steps=1, log_every=1,
+                    checkpoint_every=1)
+  hp = train.hparams([cfg, cfg])
+  for cf in (False, True):
+    monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", cf)
+    init, chunk = train.Trainer(cfg).compiled(donate=False)
+    state = jax.eval_shape(init, hp)
+    with monkeypatch.context() as gpu:
+      gpu.setattr(jax, "default_backend", lambda: "gpu")
+      text = chunk.trace(state, hp).lower(lowering_platforms=("cuda",)).as_text()
+    kernels = text.count("__gpu$xla.gpu.triton")
+    assert kernels == 2, f"{name}, channels first {cf}: {kernels} Triton kernels in the step"
+
+
 def transitions(name, **kw):
   model, params, tokens = build((name,), **kw)
   _, state = model.apply(params, tokens, mutable=["intermediates"])
