@@ -169,8 +169,10 @@ def state_width(model: str, config: dict, kwargs_text: str = "") -> int:
   spec = find(model) if "," not in model else None
   if spec is None or spec.state_width is None:
     return config["d_state"]
+  from ssm_bench.config import TrainConfig
+  full = {**dataclasses.asdict(TrainConfig()), **config}  # a field added since a run was stored
   try:
-    return spec.state_width(config, layer_kwargs([model], kwargs_text)[0])
+    return spec.state_width(full, layer_kwargs([model], kwargs_text)[0])
   except LayerError:
     return config["d_state"]
 
