@@ -168,3 +168,34 @@ def apply_layer_layout(results: list) -> dict | None:
   pallas_parallel.CHANNELS_FIRST_LAYERS = LAYER_LAYOUTS[best]
   return {"CHANNELS_FIRST_LAYERS": LAYER_LAYOUTS[best], "layers": best,
           "ms_per_run_step_summed": {k: round(v, 3) for k, v in sums.items()}}
+
+
+def render(result: list) -> str:
+  """The section as text: ms per run-step per K, the transposes outside the kernels, and each
+  group against its runs alone and against itself."""
+  lines = []
+  for one in result:
+    if "skipped" in one:
+      lines.append(f"train_many ({one['config']}): {one['skipped']}")
+      continue
+    lines.append(f"train_many ({one['config']}): ms per run-step per group size K (MB)")
+    for m, rows in one["methods"].items():
+      lines.append(f"  {m}: " + ", ".join(
+          f"K={r['K']} {r['ms_per_run_step']:.3f} ({r.get('estimate_MB', '?')} MB)"
+          if "error" not in r else f"K={r['K']} {r['error'][:60]}" for r in rows))
+      moved = next((r for r in rows if "transposed_MB_per_run_step" in r), None)
+      if moved:
+        lines.append(f"  {m}: {moved['transposes_per_run_step']} transposes outside the "
+                     f"kernels per run-step, {moved['transposed_MB_per_run_step']:.1f} MB")
+      vs = rows[0].get("vs_first_layout") if rows else None
+      if vs:
+        lines.append(f"  {m} against the first layout, the same runs: parameters "
+                     f"{vs['max_rel_diff']:.1e} ({vs['max_rel_diff_leaf']}), mean losses "
+                     f"{vs['loss_max_rel_diff']:.1e}")
+      lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
+                   "group run twice: " + ", ".join(
+                       f"K={r['K']} {r['max_rel_diff']:.1e}"
+                       + (f" ({r['max_rel_diff_leaf']})" if r["max_rel_diff"] else "")
+                       + ("" if r["repeat_bit_identical"] else " NOT bit-identical twice")
+                       for r in rows if "error" not in r))
+  return "\n".join(lines)
