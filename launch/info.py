@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from absl import flags
@@ -74,9 +73,8 @@ def card(model: str, d_state: int | None = None) -> dict:
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
   out["predictions_d_state"] = d_state
-  from ssm_bench.config import TrainConfig
   width = out["predictions_width"] = (None if d_state is None else registry.state_width(
-      model, dataclasses.asdict(TrainConfig(model=model, d_state=d_state))))
+      model, {"d_state": d_state}))
   out["predictions"] = {
       g: {"min_depth": theory.min_depth_text(cls, g, width),
           "by_hand": model in analytic.constructions(g),  # weights set by hand track it

@@ -149,12 +149,11 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
 def _check_state_width(name: str, state_width, kwargs: dict):
   """state_width must give a positive int for the default config and the layer's defaults:
   a bad one is refused at registration, not found by a table's prediction."""
-  from ssm_bench.config import TrainConfig
   if not callable(state_width):
     raise LayerError(f"layer {name!r}: state_width must be a function (config, kwargs) -> int, "
                      f"got {state_width!r}")
   try:
-    width = state_width(dataclasses.asdict(TrainConfig()), dict(kwargs))
+    width = state_width(_full_config({}), dict(kwargs))
   except Exception as e:
     raise LayerError(f"layer {name!r}: state_width(config, kwargs) failed on the default config: "
                      f"{type(e).__name__}: {e}") from None
@@ -162,17 +161,23 @@ def _check_state_width(name: str, state_width, kwargs: dict):
     raise LayerError(f"layer {name!r}: state_width must return a positive int, got {width!r}")
 
 
+def _full_config(config: dict) -> dict:
+  """Every TrainConfig field: the defaults under `config` (a field a stored run predates, or
+  the fields a caller did not give)."""
+  from ssm_bench.config import TrainConfig
+  return {**dataclasses.asdict(TrainConfig()), **config}
+
+
 def state_width(model: str, config: dict, kwargs_text: str = "") -> int:
   """The width a width-conditioned class reads for a run of `model` with these config fields
-  (a summary's config, or a TrainConfig's as a dict): its layer's `state_width`, else d_state.
+  (a summary's config, a TrainConfig's as a dict, or just d_state; the rest default): its
+  layer's `state_width`, else d_state.
   A hybrid stack, a layer not registered here or kwargs it does not take: d_state."""
   spec = find(model) if "," not in model else None
   if spec is None or spec.state_width is None:
     return config["d_state"]
-  from ssm_bench.config import TrainConfig
-  full = {**dataclasses.asdict(TrainConfig()), **config}  # a field added since a run was stored
   try:
-    return spec.state_width(full, layer_kwargs([model], kwargs_text)[0])
+    return spec.state_width(_full_config(config), layer_kwargs([model], kwargs_text)[0])
   except LayerError:
     return config["d_state"]
 
