@@ -98,9 +98,16 @@ def run_main(main):
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
     catch_lost_interrupts()
     try:
-      return main(argv)
+      rc = main(argv)
+      sys.stdout.flush()  # here, so that a closed pipe is caught below, not at teardown
+      return rc
     except UsageError as e:
       fail(str(e))
+    except BrokenPipeError:
+      # the reader stopped reading (`| head`): as a shell tool ends, without a traceback, and
+      # without the interpreter's flush at exit failing on the same pipe
+      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+      sys.exit(141)  # 128 + SIGPIPE
     except KeyboardInterrupt:
       # Ctrl-C is how a sweep is stopped: finished runs and checkpoints are on disk already.
       print(INTERRUPTED, file=sys.stderr)

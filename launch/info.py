@@ -97,7 +97,8 @@ def card(model: str, d_state: int | None = None) -> dict:
 
 
 def _print_card(c: dict):
-  print(f"{c['name']} ({'built-in' if c['builtin'] else c['source']}): {c['description']}")
+  about = f": {c['description']}" if c["description"] else ""
+  print(f"{c['name']} ({'built-in' if c['builtin'] else c['source']}){about}")
   print(f"  class {c['theory_class']}: {c['class_description']}")
   print(f"  theorem: {c['theorem']}")
   print(f"  scan family: {c['scan_family']}; kwargs: {c['kwargs'] or 'none'}; constructions: "

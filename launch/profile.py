@@ -13,9 +13,7 @@ the watchdog or on Ray. The report is built from the run summaries only, like ev
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import warnings
 
 from absl import flags
 
@@ -112,12 +110,9 @@ def main(argv):
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
     args += [f"--time_limit_s={_TIME_LIMIT.value}"] if _TIME_LIMIT.value else []
-    # fork-then-exec at once: jax's warning about forking a threaded process does not apply
-    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-    # die_with_parent: a SIGTERM or SIGKILL to this process alone must not leave the sweep
+    # dying with this process: a SIGTERM or SIGKILL to it alone must not leave the sweep
     # training behind (a second profile of the same groups would then race it)
-    child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args],
-                             preexec_fn=watchdog.die_with_parent)
+    child = watchdog.spawn(args)
     try:
       rc = child.wait()
     except KeyboardInterrupt:  # a SIGINT sent to this process alone: stop the sweep as Ctrl-C

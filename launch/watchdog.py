@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 from launch import common
 
@@ -41,6 +42,15 @@ def die_with_parent():
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
   except (OSError, AttributeError):
     pass
+
+
+def spawn(args: list[str], **kwargs) -> subprocess.Popen:
+  """`python -m launch.sweep *args` as a child that dies with this process (`die_with_parent`).
+  Fork-then-exec at once: jax's warning about forking a threaded process (this one has jax
+  started when it checked a plugin's layer) does not apply, so it is not printed."""
+  warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
+  return subprocess.Popen([sys.executable, "-m", "launch.sweep", *args],
+                          preexec_fn=die_with_parent, **kwargs)
 
 
 def exit_like(rc: int):
@@ -83,8 +93,7 @@ def supervise(args: list[str], stall_s: float, restarts: int = 5) -> int:
   try:
     for attempt in range(restarts + 1):
       os.utime(path)
-      child = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args], env=env,
-                               preexec_fn=die_with_parent)
+      child = spawn(args, env=env)
       while True:
         try:
           return child.wait(timeout=poll)

@@ -90,6 +90,15 @@ def module_kwargs(builder: Callable, **defaults) -> dict:
   return {**fields, **defaults}
 
 
+def _first_doc_line(builder) -> str:
+  """The first line of the builder's own docstring (not one a dataclass, as a Flax module is,
+  writes from its signature, nor an inherited one): a layer's description when none is given."""
+  target = getattr(builder, "func", builder)
+  doc = target.__dict__.get("__doc__") if hasattr(target, "__dict__") else None
+  line = (doc or "").strip().split("\n")[0].strip()
+  return "" if line.startswith(f"{getattr(target, '__name__', '')}(") else line
+
+
 def register_layer(name: str, builder: Callable, *, theory_class: str,
                    scan_family: str | None = None, constructions=(), presets: dict | None = None,
                    kwargs: dict | None = None, description: str = "",
@@ -104,7 +113,8 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   --config.layer_kwargs='{"name": value}'. state_width(config, kwargs) -> int: the dimensions
   the layer's state lives in as a width-conditioned class reads them (householder: the keys'
   width), from the run's config fields (a dict: d_model, d_state, ...) and the layer's kwargs;
-  default: the config's d_state. Registering the same builder again under its name is a no-op
+  default: the config's d_state. description: one line for its card (default: the first line of
+  the builder's docstring). Registering the same builder again under its name is a no-op
   (a plugin imported twice); another layer under a taken name is an error.
   """
   from ssm_bench import theory
@@ -137,6 +147,7 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
       raise LayerError(f"layer {name!r}: kwargs must map names to JSON scalars, got {k!r}: {v!r}")
   if state_width is not None:
     _check_state_width(name, state_width, kwargs)
+  description = description or _first_doc_line(builder)
   spec = LayerSpec(name=name, builder=builder, theory_class=theory_class,
                    scan_family=scan_family, constructions=tuple(constructions),
                    presets=types.MappingProxyType({p: dict(v) for p, v in (presets or {}).items()}),

@@ -210,3 +210,16 @@ def _assert_interrupted(proc, err):
   assert proc.returncode == 130, f"exit {proc.returncode}; stderr:\n{err[-1500:]}"
   assert lines and lines[-1].startswith("interrupted:"), f"no interrupted line:\n{err[-1500:]}"
   assert "Traceback" not in err, f"Ctrl-C printed a traceback:\n{err[-1500:]}"
+
+
+def test_a_reader_that_stops_reading_ends_the_output_without_a_traceback():
+  """`launch.sweep --dry_run | head`: the plan is 390 KB, far past a pipe's buffer, so the
+  writes meet the closed pipe mid-way; the entry point ends as a shell tool does (status 141,
+  128 + SIGPIPE), quietly."""
+  proc = subprocess.Popen([sys.executable, "-m", "launch.sweep", "--sweep=table2", "--dry_run"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  assert proc.stdout.readline().startswith("group 0:")
+  proc.stdout.close()
+  err = proc.stderr.read()
+  proc.wait(timeout=60)
+  assert proc.returncode == 141 and not err.strip(), f"exit {proc.returncode}; stderr:\n{err}"

@@ -147,6 +147,28 @@ def test_the_declaration_records_each_layers_kwargs_with_registry_defaults():
   assert [r.get("kwargs") for r in rows] == want, f"declaration rows {rows} lack kwargs {want}"
 
 
+def test_a_layers_description_defaults_to_its_own_docstrings_first_line(monkeypatch):
+  """A plugin that passes no description gets its class docstring's first line on its card;
+  a Flax module without one gets none (not the signature its dataclass writes, nor
+  nn.Module's docstring)."""
+  import flax.linen as nn
+
+  class Documented(nn.Module):
+    """A documented layer.
+
+    More detail."""
+
+  class Bare(nn.Module):
+    width: int = 2
+
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  doc = registry.register_layer("documented", Documented, theory_class="unknown")
+  bare = registry.register_layer("bare", Bare, theory_class="unknown")
+  given = registry.register_layer("given", Bare, theory_class="unknown", description="mine")
+  assert (doc.description, bare.description, given.description) == (
+      "A documented layer.", "", "mine"), (doc.description, bare.description, given.description)
+
+
 def test_module_kwargs_reads_a_modules_field_defaults():
   """The built-ins and the example take their kwargs from their modules' field defaults, so the
   two cannot drift apart; fields a partial fixes are not the user's to set."""
@@ -212,6 +234,8 @@ def test_example_layer_through_every_entry_point(tmp_path):
           "--groups=C2,S3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet",
           "--workers=2")  # each group in a worker process: the plugin must load there too
   assert p.returncode == 0, p.stderr[-2000:]
+  # the sweep checked the plugin's layer (jax started) before its watchdog spawned the child
+  assert "os.fork()" not in p.stderr, f"jax's fork warning reached the user:\n{p.stderr[-2000:]}"
   report = open(tmp_path / "profile_profile_tiny_rotation.md").read()
   assert "unit_modulus_diagonal" in report and "| S3 | 6 |" in report, report
   assert os.path.exists(tmp_path / "profile_profile_tiny_rotation.png")
