@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from absl import flags
 
@@ -154,6 +155,11 @@ def as_json(data: dict) -> dict:
 def main(argv):
   del argv
   data = build(_RUNS.value, _PAPER.value)
+  unread = tables.nested(_RUNS.value)
+  if unread:  # e.g. --runs=runs, where runs/smoke and runs/profile hold the sweeps' runs
+    where = ", ".join(f"{d} ({n} run{'s' * (n != 1)})" for d, n in unread)
+    print(f"note: not read: {where}; --runs reads the run directories directly in it "
+          f"(pass --runs={unread[0][0]})", file=sys.stderr)
   if _FORMAT.value == "json":
     common.print_json(as_json(data))
     return

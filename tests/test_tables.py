@@ -119,6 +119,18 @@ def test_regenerating_twice_gives_identical_files(tmp_path):
     assert open(tmp_path / "a" / n, "rb").read() == open(tmp_path / "b" / n, "rb").read(), n
 
 
+def test_runs_in_a_sweeps_own_directory_are_named_not_silently_skipped(tmp_path):
+  """`--runs=runs` reads the runs directly in runs/; those in runs/smoke (a sweep's default
+  workdir) are not mixed in, and a note on stderr says where they are and how many."""
+  write_runs(str(tmp_path / "runs" / "smoke"))
+  out = run_tables(tmp_path / "runs", tmp_path / "out")
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert "from 0 runs" in out.stdout, out.stdout
+  note = [l for l in out.stderr.splitlines() if l.startswith("note: not read:")]
+  assert note and f"{tmp_path / 'runs' / 'smoke'} (8 runs)" in note[0], out.stderr[-2000:]
+  assert tables.nested(str(tmp_path / "runs" / "smoke")) == [], "run directories are not sweeps"
+
+
 def test_json_format_and_missing_dir(tmp_path):
   write_runs(str(tmp_path / "runs"))
   out = subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={tmp_path / 'runs'}",
