@@ -89,7 +89,8 @@ def nested(runs_dir: str) -> list[tuple[str, int]]:
   """(directory, run count) of the directories under runs_dir that are not runs but hold runs:
   a sweep's or a profile's workdir inside `runs/`, which `load` does not read (it reads one
   level, so that one sweep's table is not mixed with another's)."""
-  is_run = lambda d: any(os.path.exists(os.path.join(d, f)) for f in ("config.json", "summary.json"))
+  is_run = lambda d: any(os.path.exists(os.path.join(d, f))
+                         for f in ("config.json", "summary.json"))
   out = []
   for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
     d = os.path.join(runs_dir, name)
