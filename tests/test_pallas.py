@@ -15,6 +15,8 @@ from ssm_bench import scan
 from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
                        to_factors)
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
 
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_pallas_forward_and_backward_tiles_are_independent(family):

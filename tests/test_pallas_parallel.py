@@ -19,6 +19,9 @@ from ssm_bench.scan.recurrence_scan import recurrence_scan
 from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, channels_first,
                        factored_inputs, output_and_grad, to_factors)
 
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.complex128])
 def test_recurrence_scan_is_the_linear_recurrence_forward_and_reversed(reverse, dtype):
