@@ -2,8 +2,8 @@
 `python -m launch.bench --sections=registers`.
 
 jax lowers a Pallas kernel to Triton IR on any backend. This section captures that IR for each
-Triton kernel (`pallas` and `pallas_parallel`, forward and backward, every kind) at every tile of
-`GRID`, compiles it with the `triton` package for an sm_90 target (Triton compiles to PTX and
+Triton kernel (`pallas`, `pallas_parallel` and `pallas_chunked`, forward and backward, every
+kind) at every tile of `GRID`, compiles it with the `triton` package for an sm_90 target (Triton compiles to PTX and
 cubin without a GPU), and reads ptxas's report: registers per thread, spill stores, and whether
 a program fits an SM's register file at all (registers x threads <= 65,536; one that does not
 cannot launch). A kernel that spills moves its tile through local memory, which is slow. So
@@ -45,7 +45,10 @@ from launch.bench_tiles import GRID as TILE_GRID
 from launch.bench_tiles import families_of, random_factors
 
 GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can time
-KERNELS = ("pallas", "pallas_parallel")
+KERNELS = ("pallas", "pallas_parallel", "pallas_chunked")
+# The time-parallel kernels: a program's state loop over its whole sequence, whose instruction
+# count predicts its time (`warp_instructions_per_run`); pallas_chunked has the real kind only.
+PARALLEL = ("pallas_parallel", "pallas_chunked")
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_90
 # One tensor of the kernel holding more than this many elements per thread spills in every tile
 # measured (results/bench/README.md, "Registers") and compiles for minutes: it is reported as
@@ -202,8 +205,10 @@ def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real") -> 
 
 
 def _scan_fn(kernel: str, tile, time_major: bool = False):
-  from ssm_bench.scan import pallas, pallas_parallel
-  if kernel == "pallas_parallel":
+  from ssm_bench.scan import pallas, pallas_chunked, pallas_parallel
+  if kernel == "pallas_chunked":
+    scan = lambda f: pallas_chunked.scan(f, forward=tile, backward=tile, interpret=False)
+  elif kernel == "pallas_parallel":
     scan = lambda f: pallas_parallel.scan(f, forward=tile, backward=tile, interpret=False,
                                           time_major=time_major)
   else:
@@ -223,6 +228,8 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
   triton, _ = _triton()
   rows, layouts = [], tuple(pallas_parallel.LAYOUTS) if layouts is None else layouts
   for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
+    if kernel == "pallas_chunked" and kind != "real":  # it hands the others on
+      continue
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     for tile, tm in itertools.product(grid or GRID,
                                       layouts if kernel == "pallas_parallel" else (False,)):
@@ -238,7 +245,7 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
             row.update(compile_usage(ttir, tile[1], arch))
           except Exception as e:  # Triton's or ptxas's failure is this tile's result
             row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-          if kernel == "pallas_parallel" and "instructions" in row:
+          if kernel in PARALLEL and "instructions" in row:
             row["warp_instructions_per_run"] = warp_instructions_per_run(row, sizes)
             if row["branches_counted"]:
               row["h100_issue_ms_per_run"] = round(

@@ -9,7 +9,7 @@ import pytest
 from launch import bench_registers
 from launch import common
 from launch.bench_tiles import random_factors
-from ssm_bench.scan import pallas_parallel
+from ssm_bench.scan import pallas_chunked, pallas_parallel
 
 # `ptxas -v` on the time-parallel backward of the rotation family, 16 channels in one warp
 # (Triton 3.3.1, sm_90a)
@@ -30,7 +30,7 @@ def test_captures_the_forward_then_the_backward_kernel_of_each_fused_scan(kernel
                                                                    texts[1]), (
       f"{kernel}: the modules are not the forward then the backward kernel")
   time_parallel = ['"tt.scan"' in t for t in texts]
-  assert time_parallel == [kernel == "pallas_parallel"] * 2, (
+  assert time_parallel == [kernel in bench_registers.PARALLEL] * 2, (
       f"{kernel}: hardware scan in (forward, backward) = {time_parallel}")
 
 
@@ -113,3 +113,10 @@ def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spil
         for r in result["rows"]:
           assert "error" not in r and "skipped" not in r, f"{length} steps, {kind} {tile}: {r}"
           assert r["spill_stores"] == 0 and r["fits"], f"{length} steps, {kind} {tile} spills: {r}"
+    for which, default in (("forward", pallas_chunked.FORWARD),
+                           ("backward", pallas_chunked.BACKWARD)):
+      tile = pallas_parallel.default_tile(default, span)
+      result = bench_registers.bench_registers(sizes, kernels=("pallas_chunked",),
+                                               kinds=("real",), grid=[tile])
+      for r in (r for r in result["rows"] if r["which"] == which):
+        assert r.get("spill_stores") == 0 and r["fits"], f"{length} steps, chunked {tile}: {r}"

@@ -118,23 +118,26 @@ def test_a_groups_training_step_lowers_for_cuda_with_the_time_parallel_kernel(na
   """What a GPU session compiles first: a vmapped group's whole training step (model, loss,
   AdamW) with the time-parallel kernel, lowered for CUDA here with the backend reported as
   'gpu' while tracing (so the kernels are Triton's, not interpret mode), in both layer layouts:
-  one forward and one backward kernel for the one layer."""
+  one forward and one backward kernel for the one layer; the real families' with the chunked
+  kernel too."""
   from ssm_bench import train
   from ssm_bench.config import TrainConfig
-  from ssm_bench.scan import pallas_parallel
+  from ssm_bench.scan import pallas_chunked, pallas_parallel
   cfg = TrainConfig(task="C2", model=name, scan_method="pallas_parallel", d_model=16, d_state=4,
                     batch_size=4, train_length=12, curriculum_start=12, steps=1, log_every=1,
                     checkpoint_every=1)
   hp = train.hparams([cfg, cfg])
-  for cf in (False, True):
+  cases = [("pallas_parallel", False), ("pallas_parallel", True)]
+  cases += [("pallas_chunked", False)] * (registry.get(name).scan_family in pallas_chunked.FAMILIES)
+  for method, cf in cases:
     monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", cf)
-    init, chunk = train.Trainer(cfg).compiled(donate=False)
+    init, chunk = train.Trainer(cfg.replace(scan_method=method)).compiled(donate=False)
     state = jax.eval_shape(init, hp)
     with monkeypatch.context() as gpu:
       gpu.setattr(jax, "default_backend", lambda: "gpu")
       text = chunk.trace(state, hp).lower(lowering_platforms=("cuda",)).as_text()
     kernels = text.count("__gpu$xla.gpu.triton")
-    assert kernels == 2, f"{name}, channels first {cf}: {kernels} Triton kernels in the step"
+    assert kernels == 2, f"{name}, {method}, channels first {cf}: {kernels} Triton kernels"
 
 
 def transitions(name, **kw):

@@ -4,7 +4,9 @@
   factors.py). Methods: `sequential` / `associative` (the materialized reference: every state is
   an array), `chunked` (plain JAX, any backend, keeps only chunk-boundary states), `pallas`
   (fused GPU kernel with a custom VJP, step by step in time; interpret mode elsewhere, for tests),
-  `pallas_parallel` (the same, parallel over time inside a program; see pallas_parallel.py).
+  `pallas_parallel` (the same, parallel over time inside a program; see pallas_parallel.py),
+  `pallas_chunked` (the real families' time as chunks walked in registers, one scan across
+  the chunks; the others go to pallas_parallel; see pallas_chunked.py).
 - `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
   the states themselves; `matrix_scan` is the dense form (a full N x N transition per step);
   `householder_scan` the delta rule's (a product of rank-1 corrections of I per step, sequential
@@ -27,7 +29,7 @@ from ssm_bench.scan import reference
 from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
-METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel")
+METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel", "pallas_chunked")
 # Measured by launch.bench (BUILD_NOTES, "Scan core"): the fastest method per backend. On CPU
 # chunked, with its per-family chunk sizes, beat sequential in every whole step timed; on an
 # H100 the time-parallel kernel beat the step-by-step one (27-run mamba step 1.09 vs 1.23 ms per
@@ -105,6 +107,9 @@ def _diagonal_scan(f: Factors, method: str):
   if method == "pallas_parallel":
     from ssm_bench.scan import pallas_parallel
     return pallas_parallel.scan(f)
+  if method == "pallas_chunked":
+    from ssm_bench.scan import pallas_chunked
+    return pallas_chunked.scan(f)
   a, b, C = factors.materialize(f)
   return factors.readout(reference.linear_scan(a, b, f.batched_h0(), method), C)
 

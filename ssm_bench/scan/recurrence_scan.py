@@ -19,6 +19,7 @@ operands, the same combine in complex arithmetic.
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from jax import lax
 from jax.extend import core as jex_core
 from jax.interpreters import mlir
@@ -62,6 +63,37 @@ def recurrence_scan(a, b, axis: int, reverse: bool = False):
   return tuple(recurrence_scan_p.bind(a, b, axis=axis, reverse=reverse))
 
 
+exclusive_scan_p = jex_core.Primitive("exclusive_recurrence_scan")
+exclusive_scan_p.multiple_results = True
+
+
+def _exclusive_combine(x, y):
+  """Segments as (A, H, Q, R): h_last = A h_before + H and h_(last-1) = Q h_before + R; a
+  one-step segment is (a, b, 1, 0), and joining the earlier x to y gives the joined segment's."""
+  (xa, xh, xq, xr), (ya, yh, yq, yr) = x, y
+  return xa * ya, ya * xh + yh, yq * xa, yq * xh + yr
+
+
+def _exclusive_impl(*operands, axis, reverse):
+  return list(lax.associative_scan(_exclusive_combine, operands, reverse=reverse, axis=axis))
+
+
+exclusive_scan_p.def_impl(_exclusive_impl)
+exclusive_scan_p.def_abstract_eval(
+    lambda *o, axis, reverse: [jax.core.ShapedArray(o[0].shape, o[0].dtype)] * 4)
+mlir.register_lowering(exclusive_scan_p, mlir.lower_fun(_exclusive_impl, multiple_results=True))
+
+
+def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
+  """(Q, R) along `axis`: the state one step before each, h_{r-1} = Q_r h_init + R_r, of
+  h_r = a_r h_{r-1} + b_r (reverse: h_{r+1} of g_r = a_r g_{r+1} + b_r). One hardware scan of
+  four operands: what a kernel needs to hand each chunk the state its predecessors end in, with
+  no shift across lanes (Triton has none) and no division by a running product."""
+  _, _, q, r = exclusive_scan_p.bind(a, b, jnp.ones_like(a), jnp.zeros_like(b), axis=axis,
+                                     reverse=reverse)
+  return q, r
+
+
 def _register_triton_rule():
   # Private jax modules: imported here so that a jax without them fails only the Triton path.
   from jax._src.lib.mlir import ir
@@ -90,6 +122,20 @@ def _register_triton_rule():
     return list(op.results)
 
   lowering.register_lowering(recurrence_scan_p)(rule)
+
+  def exclusive_rule(ctx, *operands, axis, reverse):
+    del ctx
+    element = ir.RankedTensorType(operands[0].type).element_type
+    op = tt.ScanOp(list(operands), axis, reverse)
+    entry = op.regions[0].blocks.append(*[element] * 8)
+    with ir.InsertionPoint.at_block_begin(entry):
+      (xa, xh, xq, xr), (ya, yh, yq, yr) = entry.arguments[:4], entry.arguments[4:]
+      mul, add = arith.mulf, arith.addf
+      tt.scan_return([mul(xa, ya), add(mul(ya, xh), yh), mul(yq, xa), add(mul(yq, xh), yr)])
+    op.verify()
+    return list(op.results)
+
+  lowering.register_lowering(exclusive_scan_p)(exclusive_rule)
 
 
 _register_triton_rule()

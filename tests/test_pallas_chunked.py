@@ -1,0 +1,83 @@
+"""The chunked fused kernel (`pallas_chunked`) and its exclusive scan primitive.
+
+Its agreement with the float64 loop at lengths 7 and 1000 (the latter handed on), every family,
+is in test_scan.py (the method is in scan.METHODS); here: the primitive, lengths whose time axis
+holds several chunks (up to 255 steps: 32 chunks of 8), h0 shared or per row with its gradient,
+chunk sizes, runs under vmap, what it hands on, and the lowering for CUDA.
+"""
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpr_walk import equations
+from ssm_bench import scan
+from ssm_bench.scan import pallas_chunked, pallas_parallel
+from ssm_bench.scan.recurrence_scan import exclusive_recurrence_scan
+from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
+                       output_and_grad, to_factors)
+
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_exclusive_scan_gives_each_position_the_state_one_step_before_it(reverse):
+  rng = np.random.default_rng(0)
+  a, b, init = rng.uniform(-1, 1, (3, 9)), rng.normal(size=(3, 9)), rng.normal(size=3)
+  q, r = (np.asarray(v) for v in exclusive_recurrence_scan(jnp.asarray(a), jnp.asarray(b),
+                                                            axis=1, reverse=reverse))
+  h = init.copy()
+  for t in (reversed(range(9)) if reverse else range(9)):  # h_t = a_t h_{t-/+1} + b_t
+    np.testing.assert_allclose(q[:, t] * init + r[:, t], h, rtol=1e-6, atol=1e-6,
+                               err_msg=f"step {t}")
+    h = a[:, t] * h + b[:, t]
+
+
+@pytest.mark.parametrize("family", pallas_chunked.FAMILIES)
+@pytest.mark.parametrize("length,h0,steps", [(60, "shared", 8), (255, "row", 8), (37, "row", 4),
+                                             (64, "shared", 16)])
+def test_values_and_gradients_match_the_sequential_scan(family, length, h0, steps):
+  """Every gradient, h0's included (a learned initial state), across chunk boundaries."""
+  f = to_factors(family, factored_inputs(family, length, d=5, n=3))
+  f = dataclasses.replace(f, h0=f.h0[0]) if h0 == "shared" else f
+  w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
+  want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
+  got, got_g = output_and_grad(lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps),
+                               lambda y: w)(f)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{family}: values")
+  for name in ("x", "dt", "lam", "B", "C", "h0"):
+    np.testing.assert_allclose(getattr(got_g, name), getattr(want_g, name), rtol=1e-4,
+                               atol=1e-5, err_msg=f"{family}, {length} steps: d/d{name} differs")
+
+
+def test_under_vmap_two_different_runs_stay_apart():
+  runs = [to_factors("signed_decay", factored_inputs("signed_decay", 23, seed=s, b=2, d=3, n=2))
+          for s in (1, 2)]
+  assert_runs_under_vmap_match_the_sequential_scan(pallas_chunked.scan, runs, "signed_decay")
+
+
+@pytest.mark.parametrize("family,length", [("rotation", 60), ("constant", 60), ("decay", 300)])
+def test_other_families_and_longer_sequences_go_to_pallas_parallel(family, length, monkeypatch):
+  handed = []
+  monkeypatch.setattr(pallas_parallel, "scan", lambda f, interpret=None: handed.append(f) or 0)
+  f = to_factors(family, factored_inputs(family, length))
+  pallas_chunked.scan(f)
+  assert len(handed) == 1, f"{family} at {length} steps was not handed to pallas_parallel"
+
+
+@pytest.mark.parametrize("family", pallas_chunked.FAMILIES)
+def test_kernels_lower_for_cuda_one_exclusive_scan_forward_two_backward(family):
+  """The Triton lowering runs on CPU (the primitive's `tt.scan` rule is found and verifies):
+  the gradient lowers to a forward and a backward kernel, evaluation's primal to one."""
+  from launch.bench_registers import triton_modules
+  f = to_factors(family, factored_inputs(family, 60, b=2, d=16, n=4))
+  loss = lambda f: jnp.sum(pallas_chunked.scan(f, interpret=False) ** 2)
+  assert len(triton_modules(jax.grad(loss), f)) == 2, f"{family}: not a forward and a backward"
+  assert len(triton_modules(lambda f: pallas_chunked.scan(f, interpret=False), f)) == 1
+  jaxpr = jax.make_jaxpr(jax.grad(loss))(f)
+  kernels = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
+  count = [sum(q.primitive.name == "exclusive_recurrence_scan"
+               for q in equations(e.params["jaxpr"])) for e in kernels]
+  assert count == [1, 2], f"{family}: exclusive scans per state (forward, backward) {count}"
