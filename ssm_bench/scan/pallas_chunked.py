@@ -78,7 +78,8 @@ def forward_kernel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, 
                    n_states):
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   chunks = x_ref.shape[-1] // steps
-  tiles = tuple([ref[:, _strided(k, chunks, steps)] for k in range(steps)] for ref in (x_ref, dt_ref))
+  tiles = tuple([ref[:, _strided(k, chunks, steps)] for k in range(steps)]
+                for ref in (x_ref, dt_ref))
 
   def body(n, ys):
     _, _, a, b, rows = _coefficients(refs, n, tiles, neg, steps)
