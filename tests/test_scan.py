@@ -278,9 +278,11 @@ def test_channels_first_factors_give_every_method_the_same_numbers(family, monke
 
 @pytest.mark.parametrize("method,length", [(m, n) for m in FACTORED for n in (7, 1000)
                                            # the associative scan at 1000 is tested above;
-                                           # pallas_parallel hands 1000 steps to pallas
+                                           # pallas_parallel (and pallas_chunked through
+                                           # it) hands 1000 steps to pallas
                                            if (m, n) not in (("associative", 1000),
-                                                             ("pallas_parallel", 1000))])
+                                                             ("pallas_parallel", 1000),
+                                                             ("pallas_chunked", 1000))])
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_diagonal_scan_matches_float64_loop(method, family, length):
   p = factored_inputs(family, length)
