@@ -83,8 +83,8 @@ _APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles: m
                                  "and times the result; the source's defaults are unchanged.")
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, registers: only these "
                              "scan methods (default: step times every method the model has "
-                             "here, train_many and profile the one auto picks, registers both "
-                             "Triton kernels).")
+                             "here, train_many and profile the one auto picks, registers every "
+                             "Triton kernel).")
 
 
 def sizes() -> dict:
