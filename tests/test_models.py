@@ -70,7 +70,7 @@ def test_the_tests_compile_level_computes_what_users_programs_compute(name):
 
 
 @pytest.mark.parametrize("name,method", [(n, "associative") for n in NAMES] + [
-    (n, m) for n in FUSED for m in ("chunked", "pallas", "pallas_parallel")])
+    (n, m) for n in FUSED for m in scan.METHODS if m not in ("auto",) + scan.REFERENCE])
 def test_scan_methods_give_the_same_model_output(name, method):
   m1, params, tokens = build((name,), "sequential")
   m2, _, _ = build((name,), method)
