@@ -4,11 +4,12 @@
 jax lowers a Pallas kernel to Triton IR on any backend. This section captures that IR for each
 Triton kernel (`pallas`, `pallas_parallel` and `pallas_chunked`, forward and backward, every
 kind) at every tile of `GRID`, compiles it with the `triton` package for an sm_90 target
-(Triton compiles to PTX and cubin without a GPU), and reads ptxas's report: registers per thread, spill stores, and whether
-a program fits an SM's register file at all (registers x threads <= 65,536; one that does not
-cannot launch). A kernel that spills moves its tile through local memory, which is slow. So
-this section finds the tiles worth timing before a GPU minute is spent, and a kernel change that
-Triton cannot compile shows up here rather than on a lent GPU.
+(Triton compiles to PTX and cubin without a GPU), and reads ptxas's report: registers per
+thread, spill stores, and whether a program fits an SM's register file at all (registers x
+threads <= 65,536; one that does not cannot launch). A kernel that spills moves its tile
+through local memory, which is slow. So this section finds the tiles worth timing before a GPU
+minute is spent, and a kernel change that Triton cannot compile shows up here rather than on a
+lent GPU.
 
 It also counts the PTX's instructions. The time-parallel kernel is bound by instruction issue,
 not memory (it moves 28 MB per run at the paper cell, 9 us of an H100's bandwidth, and takes
