@@ -4,8 +4,9 @@ tile, as one primitive that a Pallas kernel can call.
 Pallas's Triton lowering turns `lax.cumsum` into Triton's hardware scan (`tt.scan`), but has no
 rule for a scan of pairs, and `lax.associative_scan` traces to slices it cannot lower. This
 primitive fills the gap: in interpret mode and off the GPU it is `lax.associative_scan`; in a
-Triton kernel it is one `tt.scan` of the pair (a, b) whose combine region is written here in the
-arith dialect (not traced from a jaxpr, whose tracing API changes between jax releases).
+Triton kernel it is one `tt.scan` of the pair (a, b) whose combine region is built here from the
+arith dialect's ops (not traced from a jaxpr, whose tracing API changes between jax releases),
+by the same combine function that interpret mode applies with Python's operators.
 
 The combine is (x, y) -> (x_a y_a, y_a x_b + y_b), with x the accumulated side. Forward, x holds
 the earlier steps: the result's b part is h_r with h_{-1} = 0. Reversed (flip, scan, flip: the
@@ -14,9 +15,13 @@ combine gives g_r = b_r + a_r g_{r+1}: the adjoint recurrence, when a_r is the n
 transition. Both outputs (the running product of a, and h) are returned.
 
 Complex recurrences (Triton has no complex dtype) pass a and b as real/imaginary pairs: four
-operands, the same combine in complex arithmetic.
+operands, the same combine in complex arithmetic. `exclusive_recurrence_scan` is a second
+primitive of the same making: each position's state one step before it (`pallas_chunked`).
 """
 from __future__ import annotations
+
+import functools
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -28,16 +33,23 @@ recurrence_scan_p = jex_core.Primitive("recurrence_scan")
 recurrence_scan_p.multiple_results = True
 
 
-def _combine(x, y):
+# Each combine is written once, over `mul`, `add` and `sub`: Python's operators in interpret
+# mode and off the GPU, the arith dialect's ops in the Triton rule (`_triton_rule`).
+_PYTHON_OPS = dict(mul=operator.mul, add=operator.add, sub=operator.sub)
+
+
+def _combine(x, y, mul, add, sub):
   if len(x) == 2:
-    return x[0] * y[0], y[0] * x[1] + y[1]
+    return mul(x[0], y[0]), add(mul(y[0], x[1]), y[1])
   (xar, xai, xbr, xbi), (yar, yai, ybr, ybi) = x, y
-  return (xar * yar - xai * yai, xar * yai + xai * yar,
-          yar * xbr - yai * xbi + ybr, yar * xbi + yai * xbr + ybi)
+  return (sub(mul(xar, yar), mul(xai, yai)), add(mul(xar, yai), mul(xai, yar)),
+          add(sub(mul(yar, xbr), mul(yai, xbi)), ybr),
+          add(add(mul(yar, xbi), mul(yai, xbr)), ybi))
 
 
 def _impl(*operands, axis, reverse):
-  return list(lax.associative_scan(_combine, operands, reverse=reverse, axis=axis))
+  combine = functools.partial(_combine, **_PYTHON_OPS)
+  return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
 
 
 def _abstract(*operands, axis, reverse):
@@ -67,15 +79,17 @@ exclusive_scan_p = jex_core.Primitive("exclusive_recurrence_scan")
 exclusive_scan_p.multiple_results = True
 
 
-def _exclusive_combine(x, y):
+def _exclusive_combine(x, y, mul, add, sub):
   """Segments as (A, H, Q, R): h_last = A h_before + H and h_(last-1) = Q h_before + R; a
   one-step segment is (a, b, 1, 0), and joining the earlier x to y gives the joined segment's."""
+  del sub
   (xa, xh, xq, xr), (ya, yh, yq, yr) = x, y
-  return xa * ya, ya * xh + yh, yq * xa, yq * xh + yr
+  return mul(xa, ya), add(mul(ya, xh), yh), mul(yq, xa), add(mul(yq, xh), yr)
 
 
 def _exclusive_impl(*operands, axis, reverse):
-  return list(lax.associative_scan(_exclusive_combine, operands, reverse=reverse, axis=axis))
+  combine = functools.partial(_exclusive_combine, **_PYTHON_OPS)
+  return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
 
 
 exclusive_scan_p.def_impl(_exclusive_impl)
@@ -94,48 +108,30 @@ def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
   return q, r
 
 
-def _register_triton_rule():
+def _register_triton_rules():
   # Private jax modules: imported here so that a jax without them fails only the Triton path.
   from jax._src.lib.mlir import ir
   from jax._src.lib.mlir.dialects import arith
   from jax._src.lib.triton import dialect as tt
   from jax._src.pallas.triton import lowering
+  ops = dict(mul=arith.mulf, add=arith.addf, sub=arith.subf)
 
-  def rule(ctx, *operands, axis, reverse):
-    del ctx
-    element = ir.RankedTensorType(operands[0].type).element_type
-    op = tt.ScanOp(list(operands), axis, reverse)
-    entry = op.regions[0].blocks.append(*[element] * (2 * len(operands)))
-    with ir.InsertionPoint.at_block_begin(entry):
-      args = list(entry.arguments)
-      x, y = args[:len(operands)], args[len(operands):]
-      mul, add, sub = arith.mulf, arith.addf, arith.subf
-      if len(operands) == 2:
-        out = [mul(x[0], y[0]), add(mul(y[0], x[1]), y[1])]
-      else:
-        (xar, xai, xbr, xbi), (yar, yai, ybr, ybi) = x, y
-        out = [sub(mul(xar, yar), mul(xai, yai)), add(mul(xar, yai), mul(xai, yar)),
-               add(sub(mul(yar, xbr), mul(yai, xbi)), ybr),
-               add(add(mul(yar, xbi), mul(yai, xbr)), ybi)]
-      tt.scan_return(out)
-    op.verify()
-    return list(op.results)
+  def triton_rule(combine):
+    """One `tt.scan` of the operands, its combine region `combine` over the arith ops."""
+    def rule(ctx, *operands, axis, reverse):
+      del ctx
+      element = ir.RankedTensorType(operands[0].type).element_type
+      op = tt.ScanOp(list(operands), axis, reverse)
+      entry = op.regions[0].blocks.append(*[element] * (2 * len(operands)))
+      with ir.InsertionPoint.at_block_begin(entry):
+        args, n = list(entry.arguments), len(operands)
+        tt.scan_return(list(combine(args[:n], args[n:], **ops)))
+      op.verify()
+      return list(op.results)
+    return rule
 
-  lowering.register_lowering(recurrence_scan_p)(rule)
-
-  def exclusive_rule(ctx, *operands, axis, reverse):
-    del ctx
-    element = ir.RankedTensorType(operands[0].type).element_type
-    op = tt.ScanOp(list(operands), axis, reverse)
-    entry = op.regions[0].blocks.append(*[element] * 8)
-    with ir.InsertionPoint.at_block_begin(entry):
-      (xa, xh, xq, xr), (ya, yh, yq, yr) = entry.arguments[:4], entry.arguments[4:]
-      mul, add = arith.mulf, arith.addf
-      tt.scan_return([mul(xa, ya), add(mul(ya, xh), yh), mul(yq, xa), add(mul(yq, xh), yr)])
-    op.verify()
-    return list(op.results)
-
-  lowering.register_lowering(exclusive_scan_p)(exclusive_rule)
+  lowering.register_lowering(recurrence_scan_p)(triton_rule(_combine))
+  lowering.register_lowering(exclusive_scan_p)(triton_rule(_exclusive_combine))
 
 
-_register_triton_rule()
+_register_triton_rules()
