@@ -48,7 +48,7 @@ from launch.bench_tiles import families_of, random_factors
 GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can time
 KERNELS = ("pallas", "pallas_parallel", "pallas_chunked")
 # The time-parallel kernels: a program's state loop over its whole sequence, whose instruction
-# count predicts its time (`warp_instructions_per_run`); pallas_chunked has the real kind only.
+# count predicts its time (`warp_instructions_per_run`); pallas_chunked has no const kind.
 PARALLEL = ("pallas_parallel", "pallas_chunked")
 REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_90
 # One tensor of the kernel holding more than this many elements per thread spills in every tile
@@ -225,11 +225,11 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
   with its issue work per run and the time that predicts on an H100. `kinds`: a list of kinds or
   `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's signed decay are two
   time-parallel backward kernels of the real kind)."""
-  from ssm_bench.scan import pallas_parallel
+  from ssm_bench.scan import pallas_chunked, pallas_parallel
   triton, _ = _triton()
   rows, layouts = [], tuple(pallas_parallel.LAYOUTS) if layouts is None else layouts
   for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
-    if kernel == "pallas_chunked" and kind != "real":  # it hands the others on
+    if kernel == "pallas_chunked" and family not in pallas_chunked.FAMILIES:  # handed on
       continue
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     for tile, tm in itertools.product(grid or GRID,

@@ -20,7 +20,6 @@ primitive of the same making: each position's state one step before it (`pallas_
 """
 from __future__ import annotations
 
-import functools
 import operator
 
 import jax
@@ -33,22 +32,51 @@ recurrence_scan_p = jex_core.Primitive("recurrence_scan")
 recurrence_scan_p.multiple_results = True
 
 
-# Each combine is written once, over `mul`, `add` and `sub`: Python's operators in interpret
-# mode and off the GPU, the arith dialect's ops in the Triton rule (`_triton_rule`).
-_PYTHON_OPS = dict(mul=operator.mul, add=operator.add, sub=operator.sub)
+class Arith:
+  """Arithmetic on real tiles or complex (re, im) pairs from three real ops: the combines below
+  are written once over it, run with Python's operators (`ARITH`: interpret mode, off the GPU,
+  and the kernels' own complex arithmetic) or with the arith dialect's ops in the Triton rule."""
+
+  def __init__(self, mul, add, sub):
+    self._mul, self._add, self._sub = mul, add, sub
+
+  def mul(self, x, y):
+    if not isinstance(x, tuple):
+      return self._mul(x, y)
+    (xr, xi), (yr, yi), m = x, y, self._mul
+    return self._sub(m(xr, yr), m(xi, yi)), self._add(m(xr, yi), m(xi, yr))
+
+  def add(self, x, y):
+    if not isinstance(x, tuple):
+      return self._add(x, y)
+    return self._add(x[0], y[0]), self._add(x[1], y[1])
 
 
-def _combine(x, y, mul, add, sub):
-  if len(x) == 2:
-    return mul(x[0], y[0]), add(mul(y[0], x[1]), y[1])
-  (xar, xai, xbr, xbi), (yar, yai, ybr, ybi) = x, y
-  return (sub(mul(xar, yar), mul(xai, yai)), add(mul(xar, yai), mul(xai, yar)),
-          add(sub(mul(yar, xbr), mul(yai, xbi)), ybr),
-          add(add(mul(yar, xbi), mul(yai, xbr)), ybi))
+ARITH = Arith(operator.mul, operator.add, operator.sub)
+
+
+def _recurrence_combine(x, y, ar):
+  """Segments as (a, b): h_last = a h_before + b; joining the earlier x to y."""
+  (xa, xb), (ya, yb) = x, y
+  return ar.mul(xa, ya), ar.add(ar.mul(ya, xb), yb)
+
+
+def _flat(combine, count):
+  """`combine` over flat operand lists: `count` numbers per side, each one operand (real) or
+  two adjacent ones (re, im)."""
+  def flat(x, y, ar):
+    pairs = len(x) == 2 * count
+    group = lambda v: list(zip(v[::2], v[1::2])) if pairs else list(v)
+    out = combine(group(x), group(y), ar)
+    return [part for v in out for part in (v if pairs else (v,))]
+  return flat
+
+
+_combine = _flat(_recurrence_combine, 2)
 
 
 def _impl(*operands, axis, reverse):
-  combine = functools.partial(_combine, **_PYTHON_OPS)
+  combine = lambda x, y: tuple(_combine(x, y, ARITH))
   return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
 
 
@@ -79,22 +107,32 @@ exclusive_scan_p = jex_core.Primitive("exclusive_recurrence_scan")
 exclusive_scan_p.multiple_results = True
 
 
-def _exclusive_combine(x, y, mul, add, sub):
+def _exclusive_segments(x, y, ar):
   """Segments as (A, H, Q, R): h_last = A h_before + H and h_(last-1) = Q h_before + R; a
   one-step segment is (a, b, 1, 0), and joining the earlier x to y gives the joined segment's."""
-  del sub
   (xa, xh, xq, xr), (ya, yh, yq, yr) = x, y
-  return mul(xa, ya), add(mul(ya, xh), yh), mul(yq, xa), add(mul(yq, xh), yr)
+  return ar.mul(xa, ya), ar.add(ar.mul(ya, xh), yh), ar.mul(yq, xa), ar.add(ar.mul(yq, xh), yr)
+
+
+_exclusive_combine = _flat(_exclusive_segments, 4)
 
 
 def _exclusive_impl(*operands, axis, reverse):
-  combine = functools.partial(_exclusive_combine, **_PYTHON_OPS)
+  combine = lambda x, y: tuple(_exclusive_combine(x, y, ARITH))
   return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
 
 
+def _exclusive_abstract(*operands, axis, reverse):
+  a = operands[0]
+  if len(operands) not in (4, 8) or any(o.shape != a.shape or o.dtype != a.dtype
+                                        for o in operands):
+    raise ValueError("exclusive_recurrence_scan: (A, H, Q, R), real or as (re, im) pairs, of "
+                     f"one shape and dtype, got {[(o.shape, o.dtype) for o in operands]}")
+  return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
+
+
 exclusive_scan_p.def_impl(_exclusive_impl)
-exclusive_scan_p.def_abstract_eval(
-    lambda *o, axis, reverse: [jax.core.ShapedArray(o[0].shape, o[0].dtype)] * 4)
+exclusive_scan_p.def_abstract_eval(_exclusive_abstract)
 mlir.register_lowering(exclusive_scan_p, mlir.lower_fun(_exclusive_impl, multiple_results=True))
 
 
@@ -102,7 +140,13 @@ def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
   """(Q, R) along `axis`: the state one step before each, h_{r-1} = Q_r h_init + R_r, of
   h_r = a_r h_{r-1} + b_r (reverse: h_{r+1} of g_r = a_r g_{r+1} + b_r). One hardware scan of
   four operands: what a kernel needs to hand each chunk the state its predecessors end in, with
-  no shift across lanes (Triton has none) and no division by a running product."""
+  no shift across lanes (Triton has none) and no division by a running product. Complex: a
+  and b are (re, im) pairs, and so are Q and R."""
+  if isinstance(a, tuple):
+    one = (jnp.ones_like(a[0]), jnp.zeros_like(a[1]))
+    _, _, _, _, qr, qi, rr, ri = exclusive_scan_p.bind(
+        *a, *b, *one, jnp.zeros_like(b[0]), jnp.zeros_like(b[1]), axis=axis, reverse=reverse)
+    return (qr, qi), (rr, ri)
   _, _, q, r = exclusive_scan_p.bind(a, b, jnp.ones_like(a), jnp.zeros_like(b), axis=axis,
                                      reverse=reverse)
   return q, r
@@ -114,7 +158,7 @@ def _register_triton_rules():
   from jax._src.lib.mlir.dialects import arith
   from jax._src.lib.triton import dialect as tt
   from jax._src.pallas.triton import lowering
-  ops = dict(mul=arith.mulf, add=arith.addf, sub=arith.subf)
+  ops = Arith(arith.mulf, arith.addf, arith.subf)
 
   def triton_rule(combine):
     """One `tt.scan` of the operands, its combine region `combine` over the arith ops."""
@@ -125,7 +169,7 @@ def _register_triton_rules():
       entry = op.regions[0].blocks.append(*[element] * (2 * len(operands)))
       with ir.InsertionPoint.at_block_begin(entry):
         args, n = list(entry.arguments), len(operands)
-        tt.scan_return(list(combine(args[:n], args[n:], **ops)))
+        tt.scan_return(list(combine(args[:n], args[n:], ops)))
       op.verify()
       return list(op.results)
     return rule
