@@ -22,22 +22,16 @@ from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factore
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
 
-@pytest.mark.parametrize("dtype", ["real", "complex"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_exclusive_scan_gives_each_position_the_state_one_step_before_it(reverse, dtype):
-  """Complex recurrences (the rotation family's) pass (re, im) pairs: 8 operands."""
+def test_exclusive_scan_gives_each_position_the_state_one_step_before_it(reverse):
   rng = np.random.default_rng(0)
-  draw = lambda *s: rng.normal(size=s) + (1j * rng.normal(size=s) if dtype == "complex" else 0)
-  a, b, init = draw(3, 9) * 0.7, draw(3, 9), draw(3)
-  pair = lambda v: (jnp.asarray(v.real), jnp.asarray(v.imag)) if dtype == "complex" else (
-      jnp.asarray(v))
-  back = lambda v: np.asarray(v[0]) + 1j * np.asarray(v[1]) if dtype == "complex" else (
-      np.asarray(v))
-  q, r = (back(v) for v in exclusive_recurrence_scan(pair(a), pair(b), axis=1, reverse=reverse))
+  a, b, init = rng.uniform(-1, 1, (3, 9)), rng.normal(size=(3, 9)), rng.normal(size=3)
+  q, r = (np.asarray(v) for v in exclusive_recurrence_scan(jnp.asarray(a), jnp.asarray(b),
+                                                            axis=1, reverse=reverse))
   h = init.copy()
   for t in (reversed(range(9)) if reverse else range(9)):  # h_t = a_t h_{t-/+1} + b_t
-    np.testing.assert_allclose(q[:, t] * init + r[:, t], h, rtol=1e-5, atol=1e-5,
-                               err_msg=f"{dtype}, step {t}")
+    np.testing.assert_allclose(q[:, t] * init + r[:, t], h, rtol=1e-6, atol=1e-6,
+                               err_msg=f"step {t}")
     h = a[:, t] * h + b[:, t]
 
 
@@ -76,8 +70,15 @@ def test_the_constant_family_and_longer_sequences_go_to_pallas_parallel(family, 
   assert len(handed) == 1, f"{family} at {length} steps was not handed to pallas_parallel"
 
 
+# The scans across lanes per state, (forward, backward): the real kind's exclusive scan of the
+# chunks' summaries (the backward's second is the adjoint's), the rotating frame's cumsums
+# (re, im: the states' running sum, and the adjoint's)
+LANE_SCANS = {"decay": ("exclusive_recurrence_scan", [1, 2]),
+              "signed_decay": ("exclusive_recurrence_scan", [1, 2]), "rotation": ("cumsum", [2, 4])}
+
+
 @pytest.mark.parametrize("family", pallas_chunked.FAMILIES)
-def test_kernels_lower_for_cuda_one_exclusive_scan_forward_two_backward(family):
+def test_kernels_lower_for_cuda_with_one_scan_across_lanes_per_recurrence(family):
   """The Triton lowering runs on CPU (the primitive's `tt.scan` rule is found and verifies):
   the gradient lowers to a forward and a backward kernel, evaluation's primal to one."""
   from launch.bench_registers import triton_modules
@@ -87,6 +88,10 @@ def test_kernels_lower_for_cuda_one_exclusive_scan_forward_two_backward(family):
   assert len(triton_modules(lambda f: pallas_chunked.scan(f, interpret=False), f)) == 1
   jaxpr = jax.make_jaxpr(jax.grad(loss))(f)
   kernels = [e for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"]
-  count = [sum(q.primitive.name == "exclusive_recurrence_scan"
-               for q in equations(e.params["jaxpr"])) for e in kernels]
-  assert count == [1, 2], f"{family}: exclusive scans per state (forward, backward) {count}"
+  scans = lambda e, name: sum(q.primitive.name == name for q in equations(e.params["jaxpr"]))
+  name, want = LANE_SCANS[family]
+  count = [scans(e, name) for e in kernels]
+  assert count == want, f"{family}: {name} per state (forward, backward) {count}, want {want}"
+  others = {q.primitive.name for e in kernels for q in equations(e.params["jaxpr"])
+            if q.primitive.name in ("recurrence_scan", "exclusive_recurrence_scan", "cumsum")}
+  assert others == {name}, f"{family}: other scans in the kernels: {sorted(others - {name})}"

@@ -10,11 +10,13 @@ the recurrence runs k = 0..L-1 elementwise in registers, and only one scan of th
 summaries crosses lanes: an exclusive one (`exclusive_recurrence_scan`) that hands each chunk
 the state its predecessors end in (and, reversed, the adjoint its successors start with). The
 backward then has h_{t-1} from the loop itself (no h_t - b_t, no second scan) for every family
-member, signed decay included. The kernels' bodies: `pallas_chunked_kernels`.
+member, signed decay included. The rotation family's unit-modulus a_t makes it simpler still:
+in the rotating frame its recurrence is a running sum, and the scan across chunks a cumsum
+(`pallas_chunked_kernels`, where the kernels' bodies are).
 
 Counted for sm_90 at the paper cell (Triton 3.9.0, `launch.bench --sections=registers`), with
 the tiles below, predicted ms per run in the kernels (forward + backward) against
-`pallas_parallel`'s: real 0.35 against 0.45, phase 0.85 against 1.16. Untimed on a GPU: a
+`pallas_parallel`'s: real 0.35 against 0.45, phase 0.58 against 1.16. Untimed on a GPU: a
 method of its own, so `launch.bench --methods=pallas_parallel,pallas_chunked` times the two side
 by side. Time is padded to a power of two (at least L) with x = dt = theta = 0 steps (a = 1,
 b = 0). This module is the call: tiles, block specs, the custom VJP.
@@ -37,8 +39,9 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # warp-instructions per run that ptxas compiles without spills at the paper cell
 # (`--sections=registers`; raw results/bench/registers/triton-3.9.0_paper_cell_chunked*.json):
 # real forward 0.093 ms per run, backward 0.255, against pallas_parallel's timed tiles at 0.117
-# and 0.333; phase 0.241 and 0.607 against 0.283 and 0.874 (its forward at (32, 1) counts 0.216
-# but takes 255 registers, an occupancy the count cannot see). Untimed.
+# and 0.333; phase (raw ..._chunked_phase.json) 0.143 and 0.439 against 0.283 and 0.874 (its
+# forward at (32, 1) counts 0.119 but takes 255 registers, an occupancy the count cannot see).
+# Untimed.
 FORWARD = {"real": (16, 1), "phase": (16, 1)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1)}
 STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
@@ -59,6 +62,18 @@ def _specs(kind, bd, N, S, shared_h0):
   return per_td, [per_td, per_tn, per_tn] + [per_nd] * 4 + [h0] * 2
 
 
+def _kernel_inputs(kind, ins):
+  """The kernels' inputs (`kernels.INPUTS`) from the scan's (`NAMES`): the phase kind's theta
+  as cos and sin of its running sum phi (the rotating frame, `pallas_chunked_kernels`). float32
+  rounds phi to its own magnitude: y is 1.2e-6 off float64 at 60 steps and 7.3e-6 at 255 (the
+  sequential scan 2.8e-7 and 5.6e-7; relative to max |y|, theta in [-3, 3])."""
+  if kind != "phase":
+    return ins
+  x, theta, *rest = ins
+  phi = jnp.cumsum(theta, axis=-1)
+  return (x, jnp.cos(phi), jnp.sin(phi), *rest)
+
+
 def _h0_positions(kind):
   return [i for i, name in enumerate(NAMES[kind]) if name.startswith("h0")]
 
@@ -73,7 +88,7 @@ def _fused(static, *ins):
       kernel, out_shape=jax.ShapeDtypeStruct((b, D, S), jnp.float32), grid=(b, D // bd),
       in_specs=in_specs, out_specs=per_td, interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(
-          *pallas_parallel._kernel_inputs(kind, ins))
+          *_kernel_inputs(kind, ins))
 
 
 def _fused_fwd(static, *primals):
@@ -104,14 +119,15 @@ def _fused_bwd(static, res, dy):
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [per_td[1]],
       out_specs=[o[1] for o in outs], interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(
-          *pallas_parallel._kernel_inputs(kind, ins), dy)
+          *_kernel_inputs(kind, ins), dy)
   g, dh0 = g[:len(g) - n_h0], g[len(g) - n_h0:]
   dh0 = tuple(v.sum(0) if shared else v for v in dh0) or (None,) * len(_h0_positions(kind))
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
     return (dx, ddt, dlam.sum(0), dB.sum(1), dC.sum(1)) + dh0
-  dx, dth, *per_nd_grads = g  # d theta, then d Br, d Bi, d Cr, d Ci
-  return (dx, dth.sum(1)) + tuple(v.sum(0) for v in per_nd_grads) + dh0
+  dx, dphi, *per_nd_grads = g  # d phi, then d Br, d Bi, d Cr, d Ci
+  dtheta = jax.lax.cumsum(dphi.sum(1), axis=2, reverse=True)  # phi_t = theta_0 + ... + theta_t
+  return (dx, dtheta) + tuple(v.sum(0) for v in per_nd_grads) + dh0
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)

@@ -1,13 +1,13 @@
 """The chunked kernels' bodies (`pallas_chunked` calls them): per program a (channels, time) tile
 read as L strided (channels, G) slices, step k of each of G chunks of L steps (t = c L + k), and
 a loop over the states n. Per state the recurrence walks k = 0..L-1 elementwise in registers and
-one exclusive scan of the G chunks' summaries crosses lanes (`exclusive_recurrence_scan`).
+one scan of the G chunks' summaries crosses lanes.
 
-Two kinds, one recurrence code: the real kind (decay, signed decay: a_t per (step, channel)) and
-the phase kind (rotation: a_t = exp(i theta_t[n]) per (step, state), shared over channels, so a
-chunk's product of a is one (1, G) row; B, C and h0 complex per (channel, state)). Complex values
-are (re, im) pairs, multiplied by `ARITH`, the arithmetic the scan primitives' combines use.
-The backward's adjoint runs through conj(a) (real: a itself): g_t = u_t + a_{t+1}^* g_{t+1}.
+The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
+with `exclusive_recurrence_scan`. The phase kind (rotation: a_t = exp(i theta_t[n]), shared over
+channels; B, C and h0 complex per (channel, state), as (re, im) pairs multiplied by `ARITH`)
+needs no product at all: in the frame that rotates with the running product of a, its
+recurrence is a running sum, scanned across chunks by a cumsum of two operands.
 """
 from __future__ import annotations
 
@@ -20,22 +20,13 @@ from ssm_bench.scan.pallas_parallel_kernels import INPUTS as _PARALLEL_INPUTS
 from ssm_bench.scan.recurrence_scan import ARITH, exclusive_recurrence_scan
 
 KINDS = ("real", "phase")
-INPUTS = {kind: _PARALLEL_INPUTS[kind] for kind in KINDS}  # the phase kind reads cos, sin
-mul, add = ARITH.mul, ARITH.add
+# the inputs' names as `pallas_parallel`'s: the phase kind's cos and sin are of phi here, the
+# running sum of theta (`pallas_chunked._kernel_inputs`)
+INPUTS = {kind: _PARALLEL_INPUTS[kind] for kind in KINDS}
+mul, add = ARITH.mul, ARITH.add  # of complex (re, im) pairs
 
 
-def conj(v):
-  return (v[0], -v[1]) if isinstance(v, tuple) else v
-
-
-def _like(v, like):
-  """v broadcast to the shape of `like` (the scan's operands share one shape)."""
-  if isinstance(v, tuple):
-    return tuple(jnp.broadcast_to(p, like[0].shape) for p in v)
-  return jnp.broadcast_to(v, like.shape)
-
-
-def strided(k, chunks, steps):
+def strided(k, chunks, steps):  # step k of every chunk
   return pl.ds(k, chunks, stride=steps)
 
 
@@ -49,41 +40,40 @@ def store(ref, tiles, chunks, steps):
     ref[:, strided(k, chunks, steps)] = tile
 
 
+def first_chunk_sum(v):
+  """Per channel, v's entry in the first chunk (where h0's gradient is what step 0 passes back)."""
+  first = jax.lax.broadcasted_iota(jnp.int32, v.shape, 1) == 0
+  return jnp.sum(jnp.where(first, v, 0.0), axis=1)
+
+
+# ---- the real kind: decay, signed decay ----------------------------------------------------
+
 def states(a, b, h0, steps):
   """h_{t-1} and h_t per chunk step, and each chunk's product of a: each chunk's local
   recurrence from 0, the exclusive scan of the chunks' (product of a, end state), then the
   recurrence again from the true start."""
   local, product = b[0], a[0]
   for k in range(1, steps):
-    local, product = add(mul(a[k], local), b[k]), mul(product, a[k])
-  q, r = exclusive_recurrence_scan(_like(product, local), local, axis=1)
-  h = add(mul(q, h0), r)
+    local, product = a[k] * local + b[k], product * a[k]
+  q, r = exclusive_recurrence_scan(product, local, axis=1)
+  h = q * h0 + r
   before, after = [], []
   for k in range(steps):
     before.append(h)
-    h = add(mul(a[k], h), b[k])
+    h = a[k] * h + b[k]
     after.append(h)
   return before, after, product
 
 
 def incoming_adjoint(a, u, product, steps):
-  """a_{t+1}^* g_{t+1} past each chunk's last step, what its successors pass back: the chunk's
-  adjoint from 0 (g_t = u_t + a_{t+1}^* g_{t+1}), then the reversed exclusive scan of the
-  chunks' (product of a^*, a_0^* g_0)."""
+  """a_{t+1} g_{t+1} past each chunk's last step, what its successors pass back: the chunk's
+  adjoint from 0 (g_t = u_t + a_{t+1} g_{t+1}), then the reversed exclusive scan of the chunks'
+  (product of a, a_0 g_0)."""
   local = u[steps - 1]
   for k in range(steps - 2, -1, -1):
-    local = add(u[k], mul(conj(a[k + 1]), local))
-  passed = mul(conj(a[0]), local)
-  return exclusive_recurrence_scan(_like(conj(product), passed), passed, axis=1, reverse=True)[1]
+    local = u[k] + a[k + 1] * local
+  return exclusive_recurrence_scan(product, a[0] * local, axis=1, reverse=True)[1]
 
-
-def first_chunk_sum(v):
-  """Per channel, v's entry in the first chunk: a_0^* g_0 there is h0's gradient."""
-  first = jax.lax.broadcasted_iota(jnp.int32, v.shape, 1) == 0
-  return jnp.sum(jnp.where(first, v, 0.0), axis=1)
-
-
-# ---- the real kind: decay, signed decay ----------------------------------------------------
 
 def _real(refs, n, x, dt, neg, chunks, steps):
   """(lam, e, a, b, B rows, C rows, h0) of state n; e = exp(dt lam), a = e or 2 e - 1."""
@@ -143,16 +133,42 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
   store(ddt_ref, out[steps:], chunks, steps)
 
 
-# ---- the phase kind: rotation ----------------------------------------------------------------
+# ---- the phase kind: rotation, in the rotating frame -----------------------------------------
+# A unit-modulus a_t is divided by exactly, through its conjugate: with P_t = a_0 ... a_t =
+# exp(i phi_t), phi the running sum of theta (XLA computes it, and cos and sin of it, outside),
+#     h_t = P_t (h0 + B U_t),   U_t = sum_{s <= t} conj(P_s) x_s,
+# so the recurrence is a running sum: within a chunk in registers, across chunks one exclusive
+# cumsum of two operands (re, im), where the recurrence's exclusive scan takes eight. Backward,
+# with G~_t = sum_{t' >= t} dy_t' conj(C P_t'), dL/dh_t = g_t = P_t G~_t (a conjugate
+# cogradient), dL/dh0 = G~_0, and dL/dphi_t = sum_d x_t Im(B conj(g_t)) - dy_t Im(C h_t); the
+# kernel writes dL/dphi and XLA sums it back over time into dL/dtheta.
+
+def _exclusive_sums(v):
+  """(per chunk, the sum of v over the chunks before it; each chunk's own sum), v L complex
+  (channels, G) tiles."""
+  own = tuple(sum(t[i] for t in v[1:]) + v[0][i] for i in (0, 1))
+  return tuple(jnp.cumsum(part, axis=1) - part for part in own), own
+
 
 def _phase(refs, n, x, chunks, steps):
-  """(a, b, B, C, h0) of state n: a_t = (cos, sin) rows (1, G), the rest complex columns."""
+  """(P, B, C, h0, v) of state n: P_t = (cos, sin) of phi rows (1, G), B, C, h0 complex
+  columns, v_t = conj(P_t) x_t per chunk step."""
   column = lambda name: refs[name][n, :][:, None]
   row = lambda name, k: refs[name][n, strided(k, chunks, steps)][None, :]
-  a = [(row("cos", k), row("sin", k)) for k in range(steps)]
+  P = [(row("cos", k), row("sin", k)) for k in range(steps)]
   B, C, h0 = ((column(name + "r"), column(name + "i")) for name in ("B", "C", "h0"))
-  b = [(x[k] * B[0], x[k] * B[1]) for k in range(steps)]
-  return a, b, B, C, h0
+  v = [(P[k][0] * x[k], -P[k][1] * x[k]) for k in range(steps)]
+  return P, B, C, h0, v
+
+
+def _running(v, steps):
+  """U_t per chunk step: the exclusive sums across chunks, then the chunk's own steps."""
+  U, _ = _exclusive_sums(v)
+  out = []
+  for k in range(steps):
+    U = add(U, v[k])
+    out.append(U)
+  return out
 
 
 def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
@@ -164,19 +180,22 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
   x = load(x_ref, chunks, steps)
 
   def body(n, ys):
-    a, b, _, (cr, ci), h0 = _phase(refs, n, x, chunks, steps)
-    _, after, _ = states(a, b, h0, steps)
-    return tuple(y + cr * h[0] - ci * h[1] for y, h in zip(ys, after))  # y = Re C h
+    P, B, C, h0, v = _phase(refs, n, x, chunks, steps)
+    CB, Ch0 = mul(C, B), mul(C, h0)  # y_t = Re C h_t = Re P_t (C h0 + C B U_t)
+    out = []
+    for y, p, U in zip(ys, P, _running(v, steps)):
+      z = add(Ch0, mul(CB, U))
+      out.append(y + p[0] * z[0] - p[1] * z[1])
+    return tuple(out)
   ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
   store(y_ref, ys, chunks, steps)
 
 
 def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                   dy_ref, dx_ref, dth_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
+                   dy_ref, dx_ref, dphi_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
                    steps, n_states):
-  """As the real kind's, in complex pairs: u_t = dL/dh_t = dy_t conj(C), the adjoint through
-  conj(a), dL/da_t = g_t conj(h_{t-1}) (a conjugate cogradient); theta's gradient is one
-  partial sum over the program's channels per (state, step), B's and C's sums over time."""
+  """h_t and g_t per step (above), then the gradients; phi's is one partial sum over the
+  program's channels per (state, step), B's and C's sums over time."""
   del neg
   refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                         h0r_ref, h0i_ref)))
@@ -185,24 +204,28 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
 
   def body(n, dx):
     dx = list(dx)
-    a, b, (br, bi), (cr, ci), h0 = _phase(refs, n, x, chunks, steps)
-    before, after, product = states(a, b, h0, steps)
-    u = [(dy[k] * cr, -dy[k] * ci) for k in range(steps)]
-    incoming = incoming_adjoint(a, u, product, steps)
+    P, (br, bi), C, h0, v = _phase(refs, n, x, chunks, steps)
+    U = _running(v, steps)
+    q = []  # dy_t conj(C P_t)
+    for k in range(steps):
+      cp = mul(C, P[k])
+      q.append((dy[k] * cp[0], -dy[k] * cp[1]))
+    before, own = _exclusive_sums(q)  # the chunks after each: all less the inclusive sum
+    later = tuple(jnp.sum(o, axis=1, keepdims=True) - b - o for b, o in zip(before, own))
     sums = None  # x g and dy conj(h), summed over the chunk steps: dB and dC per channel
     for k in range(steps - 1, -1, -1):
-      g = add(u[k], incoming)
-      incoming = mul(conj(a[k]), g)
-      (gr, gi), (pr, pi), (ar, ai) = g, before[k], a[k]
-      dar, dai = gr * pr + gi * pi, gi * pr - gr * pi
-      dth_ref[n, strided(k, chunks, steps)] = jnp.sum(dai * ar - dar * ai, axis=0)
-      terms = (x[k] * gr, x[k] * gi, dy[k] * after[k][0], -dy[k] * after[k][1])
+      later = add(later, q[k])  # G~_t
+      gr, gi = mul(P[k], later)
+      hr, hi = mul(P[k], add(h0, mul((br, bi), U[k])))
+      dphi = x[k] * (bi * gr - br * gi) - dy[k] * (C[0] * hi + C[1] * hr)
+      dphi_ref[n, strided(k, chunks, steps)] = jnp.sum(dphi, axis=0)
+      terms = (x[k] * gr, x[k] * gi, dy[k] * hr, -dy[k] * hi)
       sums = terms if sums is None else tuple(s + t for s, t in zip(sums, terms))
       dx[k] = dx[k] + gr * br + gi * bi
     for ref, s in zip((dBr_ref, dBi_ref, dCr_ref, dCi_ref), sums):
       ref[n, :] = jnp.sum(s, axis=1)
-    for ref, v in zip(dh0_refs, incoming):
-      ref[n, :] = first_chunk_sum(v)
+    for ref, value in zip(dh0_refs, later):  # G~_0
+      ref[n, :] = first_chunk_sum(value)
     return tuple(dx)
   out = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
   store(dx_ref, out, chunks, steps)

@@ -124,10 +124,9 @@ def _exclusive_impl(*operands, axis, reverse):
 
 def _exclusive_abstract(*operands, axis, reverse):
   a = operands[0]
-  if len(operands) not in (4, 8) or any(o.shape != a.shape or o.dtype != a.dtype
-                                        for o in operands):
-    raise ValueError("exclusive_recurrence_scan: (A, H, Q, R), real or as (re, im) pairs, of "
-                     f"one shape and dtype, got {[(o.shape, o.dtype) for o in operands]}")
+  if len(operands) != 4 or any(o.shape != a.shape or o.dtype != a.dtype for o in operands):
+    raise ValueError("exclusive_recurrence_scan: (A, H, Q, R) of one shape and dtype, got "
+                     f"{[(o.shape, o.dtype) for o in operands]}")
   return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
 
 
@@ -140,13 +139,7 @@ def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
   """(Q, R) along `axis`: the state one step before each, h_{r-1} = Q_r h_init + R_r, of
   h_r = a_r h_{r-1} + b_r (reverse: h_{r+1} of g_r = a_r g_{r+1} + b_r). One hardware scan of
   four operands: what a kernel needs to hand each chunk the state its predecessors end in, with
-  no shift across lanes (Triton has none) and no division by a running product. Complex: a
-  and b are (re, im) pairs, and so are Q and R."""
-  if isinstance(a, tuple):
-    one = (jnp.ones_like(a[0]), jnp.zeros_like(a[1]))
-    _, _, _, _, qr, qi, rr, ri = exclusive_scan_p.bind(
-        *a, *b, *one, jnp.zeros_like(b[0]), jnp.zeros_like(b[1]), axis=axis, reverse=reverse)
-    return (qr, qi), (rr, ri)
+  no shift across lanes (Triton has none) and no division by a running product."""
   _, _, q, r = exclusive_scan_p.bind(a, b, jnp.ones_like(a), jnp.zeros_like(b), axis=axis,
                                      reverse=reverse)
   return q, r
