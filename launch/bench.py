@@ -106,7 +106,7 @@ def methods_for(model: str) -> tuple:
     return scan.REFERENCE
   if jax.default_backend() != "gpu":
     return scan.REFERENCE + ("chunked",)
-  from ssm_bench.scan import pallas_chunked  # its own kernels only for the real families
+  from ssm_bench.scan import pallas_chunked  # its own kernels only for its FAMILIES
   return tuple(m for m in scan.METHODS if m != "auto" and (
       m != "pallas_chunked" or spec.scan_family in pallas_chunked.FAMILIES))
 

@@ -118,8 +118,8 @@ def test_a_groups_training_step_lowers_for_cuda_with_the_time_parallel_kernel(na
   """What a GPU session compiles first: a vmapped group's whole training step (model, loss,
   AdamW) with the time-parallel kernel, lowered for CUDA here with the backend reported as
   'gpu' while tracing (so the kernels are Triton's, not interpret mode), in both layer layouts:
-  one forward and one backward kernel for the one layer; the real families' with the chunked
-  kernel too."""
+  one forward and one backward kernel for the one layer; with the chunked kernel too, for
+  the families it has kernels for."""
   from ssm_bench import train
   from ssm_bench.config import TrainConfig
   from ssm_bench.scan import pallas_chunked, pallas_parallel

@@ -5,8 +5,8 @@
   an array), `chunked` (plain JAX, any backend, keeps only chunk-boundary states), `pallas`
   (fused GPU kernel with a custom VJP, step by step in time; interpret mode elsewhere, for tests),
   `pallas_parallel` (the same, parallel over time inside a program; see pallas_parallel.py),
-  `pallas_chunked` (the real families' time as chunks walked in registers, one scan across
-  the chunks; the others go to pallas_parallel; see pallas_chunked.py).
+  `pallas_chunked` (time as chunks walked in registers, one scan across the chunks; the
+  constant family goes to pallas_parallel; see pallas_chunked.py).
 - `linear_scan(a, b, h0, method)`: all states of h_t = a_t h_{t-1} + b_t, for layers that need
   the states themselves; `matrix_scan` is the dense form (a full N x N transition per step);
   `householder_scan` the delta rule's (a product of rank-1 corrections of I per step, sequential
