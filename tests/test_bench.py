@@ -29,6 +29,12 @@ def test_step_timings_are_checked_across_scan_methods(monkeypatch):
   assert bench.methods_for("rnn") == ("sequential",), "rnn has one program: one column"
 
 
+def test_on_a_gpu_the_chunked_kernel_is_timed_for_the_families_it_has_kernels_for(monkeypatch):
+  monkeypatch.setattr(bench.jax, "default_backend", lambda: "gpu")
+  timed = {m: "pallas_chunked" in bench.methods_for(m) for m in ("mamba", "aussm", "s4d")}
+  assert timed == {"mamba": True, "aussm": True, "s4d": False}, timed
+
+
 def test_scan_section_checks_every_method_against_float64(monkeypatch):
   out = bench.bench_scan(reps=1)
   assert [m["method"] for m in out["methods"]] == list(bench.methods_for("negmamba"))
