@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from launch import bench_chunked_tiles
 from launch import bench_projection
 from launch import bench_registers
 from launch import bench_tiles
@@ -60,7 +61,8 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "table2 and table2_lite; minutes on a CPU), 'tiles' (the fused "
                               "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
                               "the time-parallel kernel, against pallas, for the kernel kinds "
-                              "of --models; GPU only), 'registers' "
+                              "of --models; GPU only), 'chunked_tiles' (the same for the "
+                              "chunked kernel, against pallas_parallel), 'registers' "
                               "(each Triton kernel's registers and spills per tile, compiled "
                               "for sm_90 by the triton package; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
@@ -77,10 +79,12 @@ _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per tim
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
-_APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles: make the best "
-                                 "tiles found the kernel's defaults for the sections after it "
-                                 "in this run (e.g. then train_many), so one device call sweeps "
-                                 "and times the result; the source's defaults are unchanged.")
+_APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles, chunked_tiles: "
+                                 "make the best tiles found the kernel's defaults for the "
+                                 "sections after it in this run (e.g. then train_many), so one "
+                                 "device call sweeps and times the result; the source's "
+                                 "defaults are unchanged.")
+TILE_SECTIONS = ("tiles", "parallel_tiles", "chunked_tiles")  # rendered and applied alike
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, registers: only these "
                              "scan methods (default: step times every method the model has "
                              "here, train_many and profile the one auto picks, registers every "
@@ -261,7 +265,7 @@ def bench_sampling(reps):
 
 def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
-  if section in ("tiles", "parallel_tiles"):
+  if section in TILE_SECTIONS:
     return bench_tiles.render(result)
   if section == "profile":
     return bench_profile.render(result)
@@ -371,6 +375,8 @@ def checked_flags() -> tuple[list, dict]:
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(
                  _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
+             "chunked_tiles": lambda: bench_chunked_tiles.bench_chunked_tiles(
+                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
              "registers": lambda: bench_registers.bench_registers(
                  sizes(), kernels=[m for m in bench_registers.KERNELS
                                    if not _METHODS.value or m in _METHODS.value],
@@ -400,7 +406,7 @@ def main(argv):
          "jax": jax.__version__, "reps": _REPS.value, "sizes": sizes()}
   for section in _SECTIONS.value:
     out[section] = benches[section]()
-    if _APPLY_TILES.value and section in ("tiles", "parallel_tiles"):
+    if _APPLY_TILES.value and section in TILE_SECTIONS:
       out[section]["applied"] = bench_tiles.apply(out[section])
     if _APPLY_TILES.value and section == "train_many":
       out["train_many_applied"] = bench_train_many.apply_layer_layout(out[section])

@@ -137,6 +137,21 @@ def _time(fn, f, reps, k, row):
   return row["ms_per_run"], out
 
 
+def checked_row(section, kind, family, kernel, tile, fn, f, want, reps, k, timings, **extra):
+  """One timed tile, checked against the reference output `want`: its row; a tile that matches
+  goes into timings[kernel] (where the caller keeps that kernel's candidates)."""
+  row = {"kind": kind, "family": family, "kernel": kernel, "tile": list(tile), "chunk": None,
+         **extra}
+  ms, out = _time(fn, f, reps, k, row)
+  if ms is not None:
+    row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
+    row["matches_reference"] = row["rel_err"] <= 1e-4
+    if row["matches_reference"] and kernel in timings:
+      timings[kernel][tuple(tile)] = ms
+  common.progress(f"{section}: {kind} {kernel} {tile}: {row.get('ms_per_run', row.get('error'))}")
+  return row
+
+
 def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4d"), grid=None,
                 need_gpu: bool = True):
   """Rows per (kind, kernel, tile) and the best tiles per kind. Off a GPU (need_gpu=False,
@@ -225,17 +240,8 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
     timings = {"forward": {}, "backward": {}}
 
     def run(kernel, fn, want, tile, **extra):
-      row = {"kind": kind, "family": family, "kernel": kernel, "tile": list(tile), "chunk": None,
-             **extra}
-      ms, out = _time(fn, f, reps, k, row)
-      if ms is not None:
-        row["rel_err"] = float(f"{_rel_err(out, want):.2e}")
-        row["matches_reference"] = row["rel_err"] <= 1e-4
-        if row["matches_reference"] and kernel in timings:
-          timings[kernel][tuple(tile)] = ms
-      rows.append(row)
-      common.progress(f"parallel_tiles: {kind} {kernel} {tile}: "
-                      f"{row.get('ms_per_run', row.get('error'))}")
+      rows.append(checked_row("parallel_tiles", kind, family, kernel, tile, fn, f, want, reps,
+                              k, timings, **extra))
 
     for tile in grid["forward"]:
       run("forward", _fwd(parallel(forward=tile)), want_y, tile)
@@ -285,12 +291,20 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
 
 
 def apply(result: dict) -> dict:
-  """Make the best tiles of a `tiles` or `parallel_tiles` result the kernels' defaults for the
+  """Make the best tiles of a `tiles`, `parallel_tiles` or `chunked_tiles` result the kernels' defaults for the
   rest of this process (`--apply_tiles`: the sections after it time what the sweep found, in
   the same device call); returns what was set, per module and kind."""
   from ssm_bench.scan import pallas
   applied = {}
   for kind, b in result["best"].items():
+    if kind == "chunked":
+      from ssm_bench.scan import pallas_chunked
+      for k, p in b.items():
+        pallas_chunked.FORWARD[k], pallas_chunked.BACKWARD[k] = (tuple(p["forward"]),
+                                                                 tuple(p["backward"]))
+        applied.setdefault("pallas_chunked", {})[k] = {"forward": p["forward"],
+                                                       "backward": p["backward"]}
+      continue
     if kind == "parallel":
       for k, p in b.items():
         pallas_parallel.FORWARD[k], pallas_parallel.BACKWARD[k] = (tuple(p["forward"]),
@@ -324,6 +338,13 @@ def render(result: dict) -> str:
     chunk = "" if r["chunk"] is None else f" chunk {r['chunk']}"
     lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])}{chunk}: {what}{ok}")
   for kind, b in result["best"].items():
+    if kind == "chunked":
+      for k, p in b.items():
+        lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "
+                     f"BACKWARD {tuple(p['backward'])} ({p['fwd_bwd_ms_per_run']} ms per run, "
+                     f"forward + backward; pallas_parallel "
+                     f"{p['pallas_parallel_fwd_bwd_ms_per_run']})")
+      continue
     if kind == "parallel":
       for k, p in b.items():
         lines.append(f"  best parallel {k}{_of(p)}: pallas_parallel.FORWARD "

@@ -216,6 +216,43 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
       bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny)
 
 
+def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside_it(monkeypatch):
+  """The phase kind's sweep (the const kind has no chunked kernel: skipped), its best applied
+  to pallas_chunked's defaults; then the real kind with a 1% error that no tile may pass."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked, pallas_parallel
+  grid = {"forward": [(4, 1), (8, 1)], "backward": [(4, 2), (8, 2)]}  # none alike: apply's order
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("phase", "const"),
+                                                grid=grid, need_gpu=False)
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]),
+      ("phase", "backward", [8, 2]),
+      ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  best = out["best"]["chunked"]
+  assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
+  timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][2:4]}
+  assert tuple(best["phase"]["backward"]) == min(timed, key=timed.get), (best, timed)
+  assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD"):
+    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
+  assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"]) == (
+      tuple(applied["forward"]), tuple(applied["backward"])) == (
+      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"])), applied
+  real = pallas_chunked.scan
+  monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: real(f, **kw) * 1.01)
+  one = {"forward": [(4, 1)], "backward": [(4, 1)]}
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
+                                                grid=one, need_gpu=False)
+  assert not any(r["matches_reference"] for r in out["rows"][:2]), "a 1% error passed the check"
+  assert out["best"] == {}, "a tile that does not match the reference was called best"
+  if jax.default_backend() != "gpu":
+    with pytest.raises(common.UsageError, match="needs a GPU"):
+      bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny)
+
+
 def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monkeypatch):
   """A GPU call cut off by its time limit must keep the sections it finished: the file is
   written after every section, not once at the end. A bad section name fails before any runs."""

@@ -1,0 +1,65 @@
+"""The chunked kernel's tiles (`pallas_chunked`), swept on the GPU:
+`python -m launch.bench --sections=chunked_tiles`.
+
+For each kernel kind of `--models` the chunked kernel has (real: mamba, negmamba; phase: aussm),
+k runs under vmap: the forward kernel alone over `GRID["forward"]`, then forward + backward over
+`GRID["backward"]` with the fastest forward fixed, every tile checked against the associative
+scan (values, then gradients); then `pallas_parallel` at its own tiles on the same factors (as
+`parallel_tiles --apply_tiles` left them, if it ran first): the ratio that decides whether
+`scan.AUTO` takes the chunked kernel for that family. The `best` line gives the values for
+`pallas_chunked.FORWARD` and `BACKWARD`; `--apply_tiles` makes them the defaults for the
+sections after it in the same run.
+"""
+from __future__ import annotations
+
+import jax
+
+from launch import common
+from launch.bench_tiles import (_grad, _fwd, _references, _stacked_factors, checked_row,
+                                families_of)
+
+# Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
+# counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.
+GRID = {"forward": [(8, 1), (16, 1), (16, 2), (32, 1), (32, 2)],
+        "backward": [(4, 1), (8, 1), (8, 2), (16, 1), (16, 2)]}
+
+
+def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
+                        need_gpu: bool = True):
+  """Rows per (kind, kernel, tile) and the best pair per kind. `kinds`: a list of kinds or
+  `bench_tiles.kinds_of`'s {kind: family}; kinds without chunked kernels are left out. Off a
+  GPU (need_gpu=False, tests) the kernels run in interpret mode: checks, not timings."""
+  if need_gpu and jax.default_backend() != "gpu":
+    raise common.UsageError("the chunked_tiles section times the Triton kernel and needs a GPU")
+  from ssm_bench.scan import pallas, pallas_chunked, pallas_parallel
+  grid = grid or GRID
+  rows, best = [], {}
+  for kind, family in families_of(kinds).items():
+    if family not in pallas_chunked.FAMILIES:
+      continue
+    f = _stacked_factors(family, sizes, k)
+    want_y, want_g = _references(f)
+    timings = {"forward": {}, "backward": {}}
+    chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **kw))
+
+    def run(kernel, fn, want, tile, **extra):
+      rows.append(checked_row("chunked_tiles", kind, family, kernel, tile, fn, f, want, reps, k,
+                              timings, **extra))
+
+    for tile in grid["forward"]:
+      run("forward", _fwd(chunked(forward=tile)), want_y, tile)
+    best_fwd = min(timings["forward"], key=timings["forward"].get,
+                   default=pallas_chunked.FORWARD[kind])
+    for tile in grid["backward"]:
+      run("backward", _grad(chunked(forward=best_fwd, backward=tile)), want_g, tile,
+          forward_tile=list(best_fwd))
+    run("pallas_parallel", _grad(pallas_parallel.scan), want_g,
+        pallas_parallel.BACKWARD[pallas.KINDS[family]])
+    if timings["backward"]:
+      key = min(timings["backward"], key=timings["backward"].get)
+      best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
+                    "fwd_bwd_ms_per_run": timings["backward"][key],
+                    "pallas_parallel_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
+  return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_chunked.FORWARD,
+                                                     "backward": pallas_chunked.BACKWARD},
+          "rows": rows, "best": {"chunked": best} if best else {}}
