@@ -75,15 +75,15 @@ def bench_train_many(reps, base: TrainConfig, methods, ks=(1, 9, 27), layer_layo
   """Seconds per run for K configs of `base` (learning rates and seeds apart) in one vmapped
   program versus K separate runs, per scan method, with the compiled program's memory; run 0's
   parameters in the group against run 0 alone (`max_rel_diff`), and the group's program run
-  twice on one state (`repeat_bit_identical`). A method that runs the time-parallel kernel is
-  timed once per layer layout in `layer_layouts` (`LAYER_LAYOUTS`; none: as set), keyed
-  "<method>, <layout> layers"; the first group of each later layout is checked against the
+  twice on one state (`repeat_bit_identical`). A method whose kernel reads channels-first
+  factors is timed once per layer layout in `layer_layouts` (`LAYER_LAYOUTS`; none: as set),
+  keyed "<method>, <layout> layers"; the first group of each later layout is checked against the
   first layout's (`vs_first_layout`, the same runs and steps: on CPU the layouts agree to
   3.3e-6 in parameters and exactly in mean losses at the tiny preset, where B and C swapped in
   one layout read 2.0 and 8e-3; TF32 rounding adds its own, most on zero-initialized leaves)."""
   out = {}
   for method in methods:
-    runs_kernel = scan.resolve(method) == "pallas_parallel"
+    runs_kernel = scan.resolve(method) in scan.READS_CHANNELS_FIRST
     first = None
     for name in (layer_layouts if runs_kernel and layer_layouts else (None,)):
       with layer_layout(name):

@@ -16,8 +16,9 @@ from jaxpr_walk import equations
 from ssm_bench import scan
 from ssm_bench.scan import pallas_chunked, pallas_parallel
 from ssm_bench.scan.recurrence_scan import exclusive_recurrence_scan
-from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
-                       output_and_grad, to_factors)
+from launch.bench_train_many import outside_kernels
+from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, channels_first,
+                       factored_inputs, output_and_grad, to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -59,6 +60,34 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
 def test_under_vmap_two_different_runs_stay_apart(family):
   runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=3, n=2)) for s in (1, 2)]
   assert_runs_under_vmap_match_the_sequential_scan(pallas_chunked.scan, runs, family)
+
+
+@pytest.mark.parametrize("family", pallas_chunked.FAMILIES)
+def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_outside(
+    family, monkeypatch):
+  """Factors a layer built channels first, (channels, batch, time), are read as they are (and
+  the layers build them so with `CHANNELS_FIRST_LAYERS`): outside the kernels no array with a
+  time axis (23 steps, 32 padded) is transposed, through `scan.diagonal_scan` too, and two runs
+  under vmap give the batch-major factors' values and gradients bit for bit."""
+  runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=20, n=3))
+          for s in (1, 2)]
+  fn = lambda f: pallas_chunked.scan(f, (8, 1), (4, 1), interpret=True)
+  stack = lambda fs: jax.tree.map(lambda *x: jnp.stack(x), *fs)
+  y, g = jax.vmap(output_and_grad(fn, jnp.cos))(stack(runs))
+  y_cf, g_cf = jax.vmap(output_and_grad(fn, jnp.cos))(stack([channels_first(f) for f in runs]))
+  np.testing.assert_array_equal(jnp.moveaxis(y_cf, 1, -1), y, err_msg=f"{family}: y differs")
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(jax.vmap(
+      lambda g: g.batch_major())(g_cf)), jax.tree.leaves(g)):
+    np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
+                                  " of channels-first factors differs")
+  for name, call in (("pallas_chunked.scan", fn),
+                     ("scan.diagonal_scan", lambda f: scan.diagonal_scan(f, "pallas_chunked"))):
+    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(call(f))))(channels_first(runs[0])).jaxpr
+    moved = [e.invars[0].aval.shape for e in outside_kernels(jaxpr)
+             if e.primitive.name == "transpose" and {23, 32} & set(e.invars[0].aval.shape)]
+    assert not moved, f"{family}, {name}: sequences transposed outside the kernels: {moved}"
+  monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", True)
+  assert scan.channels_first("pallas_chunked", 23), "layers would not build channels first"
 
 
 @pytest.mark.parametrize("family,length", [("constant", 60), ("decay", 300), ("rotation", 256)])

@@ -79,11 +79,15 @@ def _reference_method(method: str) -> str:
                                              else "associative")
 
 
+# The fused methods that read channels-first factors as they are (the others get them moved)
+READS_CHANNELS_FIRST = ("pallas_parallel", "pallas_chunked")
+
+
 def channels_first(method: str, length: int) -> bool:
   """Whether a diagonal layer should build its factors channels first (`Factors`) for this
-  method and length: where the time-parallel kernel runs them and reads that layout
-  (`pallas_parallel.CHANNELS_FIRST_LAYERS`). Elsewhere the layout would only cost transposes."""
-  if resolve(method) != "pallas_parallel":
+  method and length: where a kernel that reads that layout runs them (`READS_CHANNELS_FIRST`)
+  and `pallas_parallel.CHANNELS_FIRST_LAYERS` says to. Elsewhere it would only cost transposes."""
+  if resolve(method) not in READS_CHANNELS_FIRST:
     return False
   from ssm_bench.scan import pallas_parallel
   return pallas_parallel.CHANNELS_FIRST_LAYERS and length <= pallas_parallel.MAX_LENGTH
@@ -93,7 +97,7 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe;
   (d_model, batch, time) for channels-first factors."""
   method = _record(resolve(method))
-  if f.channels_first and method != "pallas_parallel":  # the kernel reads them as they are
+  if f.channels_first and method not in READS_CHANNELS_FIRST:
     return jnp.moveaxis(_diagonal_scan(f.batch_major(), method), -1, 0)
   return _diagonal_scan(f, method)
 

@@ -51,15 +51,25 @@ MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 NAMES = {kind: pallas_parallel.NAMES[kind] for kind in kernels.KINDS}
 
 
-def _specs(kind, bd, N, S, shared_h0):
-  """(the per-(channel, step) spec, the inputs' specs in `kernels.INPUTS` order)."""
-  per_td = pl.BlockSpec((None, bd, S), lambda i, j: (i, j, 0))
+def _specs(kind, bd, N, S, shared_h0, cf):
+  """(the per-(channel, step) spec, the inputs' specs in `kernels.INPUTS` order). Per-step
+  arrays are (batch, channels or states, time), or with `cf` (channels or states, batch, time)
+  as channels-first layers build them; a program's blocks are (channels, time) either way."""
+  per_td = (pl.BlockSpec((bd, None, S), lambda i, j: (j, i, 0)) if cf
+            else pl.BlockSpec((None, bd, S), lambda i, j: (i, j, 0)))
+  per_tn = (pl.BlockSpec((N, None, S), lambda i, j: (0, i, 0)) if cf
+            else pl.BlockSpec((None, N, S), lambda i, j: (i, 0, 0)))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
-  per_tn = pl.BlockSpec((None, N, S), lambda i, j: (i, 0, 0))
   h0 = per_nd if shared_h0 else pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
     return per_td, [per_td, per_td, per_nd, per_tn, per_tn, h0]
   return per_td, [per_td, per_tn, per_tn] + [per_nd] * 4 + [h0] * 2
+
+
+def _dims(ins, cf):
+  """(batch, channels, time, states) of the scan's inputs."""
+  x, h0 = ins[0], ins[-1]
+  return (x.shape[1], x.shape[0]) if cf else x.shape[:2], x.shape[2], h0.shape[-2]
 
 
 def _kernel_inputs(kind, ins):
@@ -80,12 +90,12 @@ def _h0_positions(kind):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, steps, interpret = static
-  (b, D, S), N = ins[0].shape, ins[-1].shape[-2]
-  per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2)
+  kind, neg, (bd, warps), _, steps, interpret, cf = static
+  (b, D), S, N = _dims(ins, cf)
+  per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
   return pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct((b, D, S), jnp.float32), grid=(b, D // bd),
+      kernel, out_shape=jax.ShapeDtypeStruct(ins[0].shape, jnp.float32), grid=(b, D // bd),
       in_specs=in_specs, out_specs=per_td, interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(
           *_kernel_inputs(kind, ins))
@@ -100,16 +110,20 @@ def _fused_fwd(static, *primals):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (bd, warps), steps, interpret = static
-  (b, D, S), N, f32 = ins[0].shape, ins[-1].shape[-2], jnp.float32
-  n_d, shared = D // bd, ins[-1].ndim == 2
-  per_td, in_specs = _specs(kind, bd, N, S, shared)
-  per_td = (jax.ShapeDtypeStruct((b, D, S), f32), per_td)
+  kind, neg, _, (bd, warps), steps, interpret, cf = static
+  (b, D), S, N = _dims(ins, cf)
+  f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
+  per_td, in_specs = _specs(kind, bd, N, S, shared, cf)
+  per_td = (jax.ShapeDtypeStruct(ins[0].shape, f32), per_td)
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  # gradients of rows shared over channels: one partial sum per program (no atomics)
-  per_tn = (jax.ShapeDtypeStruct((b, n_d, N, S), f32),
-            pl.BlockSpec((None, None, N, S), lambda i, j: (i, j, 0, 0)))
+  # gradients of rows shared over channels: one partial sum per program (no atomics), on the
+  # axis `partials`, the rest in the rows' own layout
+  partials = 0 if cf else 1
+  per_tn = ((jax.ShapeDtypeStruct((n_d, N, b, S), f32),
+             pl.BlockSpec((None, N, None, S), lambda i, j: (j, 0, i, 0))) if cf else
+            (jax.ShapeDtypeStruct((b, n_d, N, S), f32),
+             pl.BlockSpec((None, None, N, S), lambda i, j: (i, j, 0, 0))))
   outs = ([per_td, per_td, per_nd, per_tn, per_tn] if kind == "real"
           else [per_td, per_tn] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
@@ -124,9 +138,10 @@ def _fused_bwd(static, res, dy):
   dh0 = tuple(v.sum(0) if shared else v for v in dh0) or (None,) * len(_h0_positions(kind))
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
-    return (dx, ddt, dlam.sum(0), dB.sum(1), dC.sum(1)) + dh0
+    return (dx, ddt, dlam.sum(0), dB.sum(partials), dC.sum(partials)) + dh0
   dx, dphi, *per_nd_grads = g  # d phi, then d Br, d Bi, d Cr, d Ci
-  dtheta = jax.lax.cumsum(dphi.sum(1), axis=2, reverse=True)  # phi_t = theta_0 + ... + theta_t
+  # phi_t = theta_0 + ... + theta_t
+  dtheta = jax.lax.cumsum(dphi.sum(partials), axis=2, reverse=True)
   return (dx, dtheta) + tuple(v.sum(0) for v in per_nd_grads) + dh0
 
 
@@ -136,17 +151,16 @@ _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
          interpret: bool | None = None):
-  """y (b, t, d) of the factored recurrence, fused; same contract as the reference. The
-  constant family goes to `pallas_parallel`, sequences longer than MAX_LENGTH steps to
-  `pallas` (as `pallas_parallel` hands them)."""
+  """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
+  channels-first factors (read as they are) y is (d, b, t). The constant family goes to
+  `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
+  hands them)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
-  if f.channels_first:  # not built for this method (`scan.channels_first`), but accepted
-    return jnp.moveaxis(scan(f.batch_major(), forward, backward, steps, interpret), -1, 0)
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
-  kind = sequential_kernel.KINDS[f.family]
-  b, T, D = f.x.shape
+  kind, cf = sequential_kernel.KINDS[f.family], f.channels_first
+  D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
   S = max(sequential_kernel._pow2(T), steps or STEPS)
   steps = min(steps or STEPS, S)
   sequential_kernel._check_pow2("steps per chunk", steps)
@@ -154,8 +168,9 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], S), D)
   Dp = -(-D // max(fwd[0], bwd[0])) * max(fwd[0], bwd[0])
   f32 = lambda v: v.astype(jnp.float32)
-  per_t = lambda v, width: jnp.pad(jnp.swapaxes(f32(v), 1, 2),
-                                   ((0, 0), (0, width - v.shape[2]), (0, S - T)))
+  per_t = lambda v, width: (  # (batch, width, S), channels first (width, batch, S)
+      jnp.pad(f32(v), ((0, width - v.shape[0]), (0, 0), (0, S - T))) if cf else
+      jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (0, S - T))))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: (per_nd(v) if v.ndim == 2 else  # shared (d, n), or (b, d, n) -> (b, n, Dp)
                   sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp)))
@@ -167,6 +182,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_t(f.x, Dp), per_t(f.theta, N))
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret)
+  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf)
   y = _fused(static, *ins)
-  return jnp.swapaxes(y[:, :D, :T], 1, 2)
+  return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

@@ -58,9 +58,10 @@ LAYOUTS = {False: (False, False), "rows": (False, True), True: (True, True)}
 # times it on a GPU.
 CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
 # Whether the diagonal layers build their factors channels first, (channels, batch, time), when
-# this kernel runs them (`scan.channels_first`): their matmuls then write the time-minor tiles
-# directly and the transposes go without a kernel change (`TIME_MAJOR` moves them into the
-# kernel instead). False until `--sections=train_many --layer_layouts` times it on a GPU.
+# this kernel or `pallas_chunked` runs them (`scan.channels_first`): their matmuls then write
+# the time-minor tiles directly and the transposes go without a kernel change (`TIME_MAJOR`
+# moves them into the kernel instead). False until `--sections=train_many --layer_layouts`
+# times it on a GPU.
 CHANNELS_FIRST_LAYERS = False
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
