@@ -19,7 +19,8 @@ the tiles below, predicted ms per run in the kernels (forward + backward) agains
 `pallas_parallel`'s: real 0.35 against 0.45, phase 0.58 against 1.16. Untimed on a GPU: a
 method of its own, so `launch.bench --methods=pallas_parallel,pallas_chunked` times the two side
 by side. Time is padded to a power of two (at least L) with x = dt = theta = 0 steps (a = 1,
-b = 0). This module is the call: tiles, block specs, the custom VJP.
+b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
+`pallas_parallel`'s. This module is the call: tiles, block specs, the custom VJP.
 """
 from __future__ import annotations
 
