@@ -184,23 +184,25 @@ def warp_instructions_per_run(row: dict, sizes: dict) -> float:
   return programs * warps * (once + sizes["d_state"] * row["loop_instructions"])
 
 
-def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real") -> dict:
+def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real",
+              kernel: str = "pallas_parallel") -> dict:
   """The issue rate (warp-instructions per ms) that best fits measured forward tiles of `kind`
-  (a `parallel_tiles` result's rows) to this section's counts at the same sizes (least
-  squares of ms = work / rate), with the largest relative error of the forward tiles under it
-  and the correlations of counts and times, forward and forward + backward."""
+  (a `parallel_tiles` result's rows; for kernel="pallas_chunked" a `chunked_tiles` result's)
+  to this section's counts of `kernel` at the same sizes (least squares of ms = work / rate),
+  with the largest relative error of the forward tiles under it and the correlations of counts
+  and times, forward and forward + backward."""
   measured = {(r["kernel"], tuple(r["tile"])): r["ms_per_run"] for r in timed_rows
               if r["kind"] == kind and r.get("ms_per_run") and r.get("matches_reference", True)}
   pairs = {"forward": [], "backward": []}
   for r in rows:
     key = (r["which"], tuple(r["tile"]))
-    if (r["kernel"] == "pallas_parallel" and r["kind"] == kind and not r.get("time_major")
+    if (r["kernel"] == kernel and r["kind"] == kind and not r.get("time_major")
         and "instructions" in r and key in measured):
       pairs[r["which"]].append((warp_instructions_per_run(r, sizes), measured[key]))
   work, ms = (np.array(v, float) for v in zip(*pairs["forward"]))
   rate = float(work @ work / (work @ ms))
   corr = lambda p: float(np.corrcoef(*zip(*p))[0, 1]) if len(p) > 1 else None
-  return {"kind": kind, "tiles": len(ms), "warp_instructions_per_ms": rate,
+  return {"kernel": kernel, "kind": kind, "tiles": len(ms), "warp_instructions_per_ms": rate,
           "max_rel_err_forward": float(np.max(np.abs(work / rate - ms) / ms)),
           "corr_forward": corr(pairs["forward"]), "corr_backward": corr(pairs["backward"])}
 

@@ -89,9 +89,14 @@ def test_calibration_recovers_the_issue_rate_that_timed_the_tiles():
       rows.append(row)
       ms = bench_registers.warp_instructions_per_run(row, sizes) / 5e6
       timed.append({"kind": "real", "kernel": which, "tile": tile, "ms_per_run": ms})
+  # the chunked kernel's counts at the same tiles, twice the work: fitted only when asked for
+  rows += [dict(r, kernel="pallas_chunked", loop_instructions=2 * r["loop_instructions"],
+                instructions=2 * r["instructions"]) for r in rows]
   fit = bench_registers.calibrate(rows, timed, sizes)
   assert abs(fit["warp_instructions_per_ms"] - 5e6) < 1, fit
   assert fit["tiles"] == 3 and fit["max_rel_err_forward"] < 1e-9, fit
+  chunked = bench_registers.calibrate(rows, timed, sizes, kernel="pallas_chunked")
+  assert abs(chunked["warp_instructions_per_ms"] - 1e7) < 2, chunked
 
 
 def test_without_triton_the_section_is_one_clear_error(monkeypatch):
