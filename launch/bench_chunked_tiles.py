@@ -4,11 +4,12 @@
 For each kernel kind of `--models` the chunked kernel has (real: mamba, negmamba; phase: aussm),
 k runs under vmap: the forward kernel alone over `GRID["forward"]`, then forward + backward over
 `GRID["backward"]` with the fastest forward fixed, every tile checked against the associative
-scan (values, then gradients); then `pallas_parallel` at its own tiles on the same factors (as
-`parallel_tiles --apply_tiles` left them, if it ran first): the ratio that decides whether
-`scan.AUTO` takes the chunked kernel for that family. The `best` line gives the values for
-`pallas_chunked.FORWARD` and `BACKWARD`; `--apply_tiles` makes them the defaults for the
-sections after it in the same run.
+scan (values, then gradients), and the best pair with 2 to 16 channel blocks per backward
+program (`pallas_chunked.CHANNEL_BLOCKS`); then `pallas_parallel` at its own tiles on the same
+factors (as `parallel_tiles --apply_tiles` left them, if it ran first): the ratio that decides
+whether `scan.AUTO` takes the chunked kernel for that family. The `best` line gives the values
+for `pallas_chunked.FORWARD`, `BACKWARD` and `CHANNEL_BLOCKS`; `--apply_tiles` makes them the
+defaults for the sections after it in the same run.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import jax
 
 from launch import common
 from launch.bench_tiles import (_grad, _fwd, _references, _stacked_factors, checked_row,
-                                families_of)
+                                families_of, sweep_blocks)
 
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
 # counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.
@@ -53,13 +54,21 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
     for tile in grid["backward"]:
       run("backward", _grad(chunked(forward=best_fwd, backward=tile)), want_g, tile,
           forward_tile=list(best_fwd))
-    run("pallas_parallel", _grad(pallas_parallel.scan), want_g,
-        pallas_parallel.BACKWARD[pallas.KINDS[family]])
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
+      per_blocks, blocks = sweep_blocks(
+          lambda n: run(f"backward, {n} blocks", _grad(chunked(
+              forward=best_fwd, backward=key, blocks=n)), want_g, key,
+              forward_tile=list(best_fwd), blocks=n),
+          rows, key, sizes["d_model"], timings["backward"][key])
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
-                    "pallas_parallel_fwd_bwd_ms_per_run": rows[-1].get("ms_per_run")}
+                    "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks}
+    run("pallas_parallel", _grad(pallas_parallel.scan), want_g,
+        pallas_parallel.BACKWARD[pallas.KINDS[family]])
+    if kind in best:
+      best[kind]["pallas_parallel_fwd_bwd_ms_per_run"] = rows[-1].get("ms_per_run")
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_chunked.FORWARD,
-                                                     "backward": pallas_chunked.BACKWARD},
+                                                     "backward": pallas_chunked.BACKWARD,
+                                                     "blocks": pallas_chunked.CHANNEL_BLOCKS},
           "rows": rows, "best": {"chunked": best} if best else {}}

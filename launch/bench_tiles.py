@@ -152,6 +152,22 @@ def checked_row(section, kind, family, kernel, tile, fn, f, want, reps, k, timin
   return row
 
 
+def sweep_blocks(run_blocks, rows, key, d_model: int, fastest: float):
+  """The best backward tile `key` again with 2 to 16 channel blocks per program
+  (`PARALLEL_BLOCKS`: fewer partial sums of the gradients shared over channels), as many as the
+  channels hold; run_blocks(n) appends the timed row. ({n: ms or None}, the fastest count: 1
+  unless one beats `fastest`)."""
+  blocks, per_blocks = 1, {}
+  for n in PARALLEL_BLOCKS:
+    if key[0] * n > d_model:
+      break
+    run_blocks(n)
+    per_blocks[n] = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
+    if per_blocks[n] is not None and per_blocks[n] < fastest:
+      fastest, blocks = per_blocks[n], n
+  return per_blocks, blocks
+
+
 def bench_tiles(reps, sizes: dict, k: int = 27, models=("negmamba", "aussm", "s4d"), grid=None,
                 need_gpu: bool = True):
   """Rows per (kind, kernel, tile) and the best tiles per kind. Off a GPU (need_gpu=False,
@@ -265,18 +281,12 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
         if rows[-1].get("matches_reference"):
           per_layout[value] = rows[-1]["ms_per_run"]
       time_major = min(per_layout, key=per_layout.get)
-      # then, in the fastest layout, several channel blocks per backward program (fewer partial
-      # sums of the shared gradients); only counts that still fit the channels are distinct
-      fastest, blocks, per_blocks = per_layout[time_major], 1, {}
-      for n in PARALLEL_BLOCKS:
-        if key[0] * n > sizes["d_model"]:
-          break
-        run(f"backward, {n} blocks", _grad(parallel(forward=best_fwd, backward=key,
-                                                    time_major=time_major, blocks=n)),
-            want_g, key, forward_tile=list(best_fwd), blocks=n)
-        per_blocks[n] = rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None
-        if per_blocks[n] is not None and per_blocks[n] < fastest:
-          fastest, blocks = per_blocks[n], n
+      # then, in the fastest layout, several channel blocks per backward program
+      per_blocks, blocks = sweep_blocks(
+          lambda n: run(f"backward, {n} blocks", _grad(parallel(
+              forward=best_fwd, backward=key, time_major=time_major, blocks=n)), want_g, key,
+              forward_tile=list(best_fwd), blocks=n),
+          rows, key, sizes["d_model"], per_layout[time_major])
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "fwd_bwd_ms_per_run": timings["backward"][key],
                     "pallas_fwd_bwd_ms_per_run": pallas_ms,
@@ -302,8 +312,10 @@ def apply(result: dict) -> dict:
       for k, p in b.items():
         pallas_chunked.FORWARD[k], pallas_chunked.BACKWARD[k] = (tuple(p["forward"]),
                                                                  tuple(p["backward"]))
-        applied.setdefault("pallas_chunked", {})[k] = {"forward": p["forward"],
-                                                       "backward": p["backward"]}
+        pallas_chunked.CHANNEL_BLOCKS[k] = p.get("blocks", 1)
+        applied.setdefault("pallas_chunked", {})[k] = {
+            "forward": p["forward"], "backward": p["backward"],
+            "blocks": pallas_chunked.CHANNEL_BLOCKS[k]}
       continue
     if kind == "parallel":
       for k, p in b.items():
@@ -341,8 +353,10 @@ def render(result: dict) -> str:
     if kind == "chunked":
       for k, p in b.items():
         lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "
-                     f"BACKWARD {tuple(p['backward'])} ({p['fwd_bwd_ms_per_run']} ms per run, "
-                     f"forward + backward; pallas_parallel "
+                     f"BACKWARD {tuple(p['backward'])}"
+                     + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
+                     + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; blocks "
+                     f"per program {p.get('blocks_fwd_bwd_ms_per_run')}; pallas_parallel "
                      f"{p['pallas_parallel_fwd_bwd_ms_per_run']})")
       continue
     if kind == "parallel":

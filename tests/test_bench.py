@@ -225,21 +225,27 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
   out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("phase", "const"),
                                                 grid=grid, need_gpu=False)
+  timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][1:3]}
+  fastest = min(timed, key=timed.get)  # then 2 blocks of it (4: more than the 8 channels hold)
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
-      ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]), ("phase", "backward", [8, 2]),
+      ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]), ("phase", "backward", [8, 2])
+  ] + [("phase", "backward, 2 blocks", list(fastest))] * (fastest[0] == 4) + [
       ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["chunked"]
   assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
-  timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][1:3]}
-  assert tuple(best["phase"]["backward"]) == min(timed, key=timed.get), (best, timed)
+  assert tuple(best["phase"]["backward"]) == fastest, (best, timed)
+  two = best["phase"]["blocks_fwd_bwd_ms_per_run"].get(2)
+  assert best["phase"]["blocks"] == (2 if two and two < timed[fastest] else 1), best
   assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD"):
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  best["phase"]["blocks"] = 2  # as if the blocks had won: applied too
   applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
-  assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"]) == (
-      tuple(applied["forward"]), tuple(applied["backward"])) == (
-      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"])), applied
+  assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"],
+          pallas_chunked.CHANNEL_BLOCKS["phase"]) == (
+      tuple(applied["forward"]), tuple(applied["backward"]), applied["blocks"]) == (
+      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"]), 2), applied
   real = pallas_chunked.scan
   monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: real(f, **kw) * 1.01)
   one = {"forward": [(4, 1)], "backward": [(4, 1)]}

@@ -61,9 +61,18 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])
-def test_under_vmap_two_different_runs_stay_apart(family):
-  runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=3, n=2)) for s in (1, 2)]
-  assert_runs_under_vmap_match_the_sequential_scan(pallas_chunked.scan, runs, family)
+def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(family):
+  """Two different runs vmapped through the kernels stay apart, and with `blocks` each backward
+  program walks 2 blocks of 4 channels adding the shared gradients' sums (B, C; phi) in place:
+  20 channels (padded to 24) make 3 programs per batch row, not 6."""
+  runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=20, n=3))
+          for s in (1, 2)]
+  fn = lambda f: pallas_chunked.scan(f, (8, 1), (4, 1), blocks=2, interpret=True)
+  assert_runs_under_vmap_match_the_sequential_scan(fn, runs, family)
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(runs[0])
+  grids = [e.params["grid_mapping"].grid for e in equations(jaxpr.jaxpr)
+           if e.primitive.name == "pallas_call"]
+  assert grids == [(2, 3), (2, 3)], f"{family}: grids (forward, backward) {grids}, not 3 programs"
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])  # one per kind

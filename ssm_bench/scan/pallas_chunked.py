@@ -45,6 +45,11 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # Untimed.
 FORWARD = {"real": (16, 1), "phase": (16, 1)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1)}
+# Channel blocks of BACKWARD's width that one backward program walks in turn, adding the
+# shared gradients' partial sums in place (as `pallas_parallel.CHANNEL_BLOCKS`: at (8, 1) and
+# the paper cell 1 block leaves 16 partials of (N, T) per batch row to sum outside, about 0.05
+# ms of a 27-run mamba step per run on an H100). 1 until `--sections=chunked_tiles` times it.
+CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
@@ -91,7 +96,7 @@ def _h0_positions(kind):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, steps, interpret, cf = static
+  kind, neg, (bd, warps), _, steps, interpret, cf, _ = static
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
@@ -111,8 +116,9 @@ def _fused_fwd(static, *primals):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (bd, warps), steps, interpret, cf = static
+  kind, neg, _, (block, warps), steps, interpret, cf, blocks = static
   (b, D), S, N = _dims(ins, cf)
+  bd = block * blocks  # a backward program's channels
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
   per_td, in_specs = _specs(kind, bd, N, S, shared, cf)
   per_td = (jax.ShapeDtypeStruct(ins[0].shape, f32), per_td)
@@ -129,7 +135,8 @@ def _fused_bwd(static, res, dy):
           else [per_td, per_tn] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
-  kernel = functools.partial(kernels.BACKWARD[kind], neg=neg, steps=steps, n_states=N)
+  kernel = functools.partial(kernels.BACKWARD[kind], neg=neg, steps=steps, n_states=N,
+                             blocks=blocks, barrier=not interpret)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [per_td[1]],
       out_specs=[o[1] for o in outs], interpret=interpret,
@@ -151,11 +158,11 @@ _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
-         interpret: bool | None = None):
+         interpret: bool | None = None, blocks: int | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
   channels-first factors (read as they are) y is (d, b, t). The constant family goes to
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
-  hands them)."""
+  hands them). `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
@@ -167,7 +174,10 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   sequential_kernel._check_pow2("steps per chunk", steps)
   fwd = sequential_kernel._tile(forward, pallas_parallel.default_tile(FORWARD[kind], S), D)
   bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], S), D)
-  Dp = -(-D // max(fwd[0], bwd[0])) * max(fwd[0], bwd[0])
+  blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
+  sequential_kernel._check_pow2("channel blocks per program", blocks)
+  blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
+  Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
   f32 = lambda v: v.astype(jnp.float32)
   per_t = lambda v, width: (  # (batch, width, S), channels first (width, batch, S)
       jnp.pad(f32(v), ((0, width - v.shape[0]), (0, 0), (0, S - T))) if cf else
@@ -183,6 +193,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_t(f.x, Dp), per_t(f.theta, N))
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf)
+  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf, blocks)
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

@@ -17,6 +17,7 @@ from jax.experimental import pallas as pl
 
 from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.pallas_parallel_kernels import INPUTS as _PARALLEL_INPUTS
+from ssm_bench.scan.pallas_parallel_kernels import accumulate, walk_blocks
 from ssm_bench.scan.recurrence_scan import ARITH, exclusive_recurrence_scan
 
 KINDS = ("real", "phase")
@@ -30,14 +31,14 @@ def strided(k, chunks, steps):  # step k of every chunk
   return pl.ds(k, chunks, stride=steps)
 
 
-def load(ref, chunks, steps):
-  """A (channels, time) ref's L strided (channels, G) tiles."""
-  return [ref[:, strided(k, chunks, steps)] for k in range(steps)]
+def load(ref, chunks, steps, channels=slice(None)):
+  """A (channels, time) ref's L strided (channels, G) tiles, of a block of its channels."""
+  return [ref[channels, strided(k, chunks, steps)] for k in range(steps)]
 
 
-def store(ref, tiles, chunks, steps):
+def store(ref, tiles, chunks, steps, channels=slice(None)):
   for k, tile in enumerate(tiles):
-    ref[:, strided(k, chunks, steps)] = tile
+    ref[channels, strided(k, chunks, steps)] = tile
 
 
 def first_chunk_sum(v):
@@ -75,15 +76,15 @@ def incoming_adjoint(a, u, product, steps):
   return exclusive_recurrence_scan(product, a[0] * local, axis=1, reverse=True)[1]
 
 
-def _real(refs, n, x, dt, neg, chunks, steps):
+def _real(refs, n, x, dt, neg, chunks, steps, channels=slice(None)):
   """(lam, e, a, b, B rows, C rows, h0) of state n; e = exp(dt lam), a = e or 2 e - 1."""
-  lam = refs["lam"][n, :][:, None]
+  lam = refs["lam"][n, channels][:, None]
   rows = {name: [refs[name][n, strided(k, chunks, steps)][None, :] for k in range(steps)]
           for name in ("B", "C")}
   e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
   a = [2.0 * v - 1.0 for v in e] if neg else e
   b = [x[k] * rows["B"][k] for k in range(steps)]
-  return lam, e, a, b, rows["B"], rows["C"], refs["h0"][n, :][:, None]
+  return lam, e, a, b, rows["B"], rows["C"], refs["h0"][n, channels][:, None]
 
 
 def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, steps, n_states):
@@ -100,16 +101,24 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, st
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
-                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states):
+                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states, blocks, barrier):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
-  chunk, then the gradients; shared rows (dB, dC) are one partial sum per program."""
+  chunk, then the gradients; shared rows (dB, dC) are one partial sum per program, its
+  channels walked in `blocks` blocks (`walk_blocks`)."""
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
+  walk_blocks(lambda channels, adding: _real_block(
+      refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
+      adding, neg=neg, steps=steps, n_states=n_states), x_ref.shape[0], blocks, barrier)
+
+
+def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref,
+                channels, adding, neg, steps, n_states):
   chunks = x_ref.shape[-1] // steps
-  x, dt, dy = (load(ref, chunks, steps) for ref in (x_ref, dt_ref, dy_ref))
+  x, dt, dy = (load(ref, chunks, steps, channels) for ref in (x_ref, dt_ref, dy_ref))
 
   def body(n, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
-    lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, chunks, steps)
+    lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, chunks, steps, channels)
     before, after, product = states(a, b, h0, steps)
     u = [dy[k] * C[k] for k in range(steps)]
     incoming = incoming_adjoint(a, u, product, steps)
@@ -121,16 +130,17 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
       dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
       ddt[k] = ddt[k] + de * lam
       dx[k] = dx[k] + g * B[k]
-      dB_ref[n, strided(k, chunks, steps)] = jnp.sum(g * x[k], axis=0)
-      dC_ref[n, strided(k, chunks, steps)] = jnp.sum(dy[k] * after[k], axis=0)
-    dlam_ref[n, :] = jnp.sum(dlam, axis=1)
+      at = (n, strided(k, chunks, steps))
+      accumulate(dB_ref, at, jnp.sum(g * x[k], axis=0), adding)
+      accumulate(dC_ref, at, jnp.sum(dy[k] * after[k], axis=0), adding)
+    dlam_ref[n, channels] = jnp.sum(dlam, axis=1)
     if dh0_ref:
-      dh0_ref[0][n, :] = first_chunk_sum(incoming)
+      dh0_ref[0][n, channels] = first_chunk_sum(incoming)
     return tuple(dx) + tuple(ddt)
   zeros = jnp.zeros(x[0].shape, jnp.float32)
   out = jax.lax.fori_loop(0, n_states, body, (zeros,) * (2 * steps))
-  store(dx_ref, out[:steps], chunks, steps)
-  store(ddt_ref, out[steps:], chunks, steps)
+  store(dx_ref, out[:steps], chunks, steps, channels)
+  store(ddt_ref, out[steps:], chunks, steps, channels)
 
 
 # ---- the phase kind: rotation, in the rotating frame -----------------------------------------
@@ -150,10 +160,10 @@ def _exclusive_sums(v):
   return tuple(jnp.cumsum(part, axis=1) - part for part in own), own
 
 
-def _phase(refs, n, x, chunks, steps):
+def _phase(refs, n, x, chunks, steps, channels=slice(None)):
   """(P, B, C, h0, v) of state n: P_t = (cos, sin) of phi rows (1, G), B, C, h0 complex
   columns, v_t = conj(P_t) x_t per chunk step."""
-  column = lambda name: refs[name][n, :][:, None]
+  column = lambda name: refs[name][n, channels][:, None]
   row = lambda name, k: refs[name][n, strided(k, chunks, steps)][None, :]
   P = [(row("cos", k), row("sin", k)) for k in range(steps)]
   B, C, h0 = ((column(name + "r"), column(name + "i")) for name in ("B", "C", "h0"))
@@ -193,18 +203,26 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
 
 def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
                    dy_ref, dx_ref, dphi_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
-                   steps, n_states):
+                   steps, n_states, blocks, barrier):
   """h_t and g_t per step (above), then the gradients; phi's is one partial sum over the
-  program's channels per (state, step), B's and C's sums over time."""
+  program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
+  sums over time."""
   del neg
   refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                         h0r_ref, h0i_ref)))
+  walk_blocks(lambda channels, adding: _phase_block(
+      refs, x_ref, dy_ref, dx_ref, dphi_ref, (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
+      channels, adding, steps=steps, n_states=n_states), x_ref.shape[0], blocks, barrier)
+
+
+def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, channels, adding,
+                 steps, n_states):
   chunks = x_ref.shape[-1] // steps
-  x, dy = load(x_ref, chunks, steps), load(dy_ref, chunks, steps)
+  x, dy = load(x_ref, chunks, steps, channels), load(dy_ref, chunks, steps, channels)
 
   def body(n, dx):
     dx = list(dx)
-    P, (br, bi), C, h0, v = _phase(refs, n, x, chunks, steps)
+    P, (br, bi), C, h0, v = _phase(refs, n, x, chunks, steps, channels)
     U = _running(v, steps)
     q = []  # dy_t conj(C P_t)
     for k in range(steps):
@@ -218,17 +236,17 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
       gr, gi = mul(P[k], later)
       hr, hi = mul(P[k], add(h0, mul((br, bi), U[k])))
       dphi = x[k] * (bi * gr - br * gi) - dy[k] * (C[0] * hi + C[1] * hr)
-      dphi_ref[n, strided(k, chunks, steps)] = jnp.sum(dphi, axis=0)
+      accumulate(dphi_ref, (n, strided(k, chunks, steps)), jnp.sum(dphi, axis=0), adding)
       terms = (x[k] * gr, x[k] * gi, dy[k] * hr, -dy[k] * hi)
       sums = terms if sums is None else tuple(s + t for s, t in zip(sums, terms))
       dx[k] = dx[k] + gr * br + gi * bi
-    for ref, s in zip((dBr_ref, dBi_ref, dCr_ref, dCi_ref), sums):
-      ref[n, :] = jnp.sum(s, axis=1)
+    for ref, s in zip(dBC_refs, sums):
+      ref[n, channels] = jnp.sum(s, axis=1)
     for ref, value in zip(dh0_refs, later):  # G~_0
-      ref[n, :] = first_chunk_sum(value)
+      ref[n, channels] = first_chunk_sum(value)
     return tuple(dx)
   out = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
-  store(dx_ref, out, chunks, steps)
+  store(dx_ref, out, chunks, steps, channels)
 
 
 FORWARD = {"real": real_forward, "phase": phase_forward}

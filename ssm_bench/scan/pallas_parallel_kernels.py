@@ -81,10 +81,7 @@ class Rows:
   def put(self, ref, n, value, add=False):
     """Write a (time,) gradient of a per-(step, state) input at state n; `add` (traced: the
     program's blocks after its first) adds it to what the earlier blocks wrote there."""
-    at = (slice(None), n) if self.tn else (n, slice(None))
-    if add is not False:
-      value = value + jnp.where(add, ref[at], 0.0)
-    ref[at] = value
+    accumulate(ref, (slice(None), n) if self.tn else (n, slice(None)), value, add)
 
   def column(self, name, n):
     """A (channels, 1) column of a per-(state, channel) input at state n."""
@@ -151,11 +148,18 @@ def backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_gr
   (`CHANNEL_BLOCKS`)."""
   names = INPUTS[kind]
   r, dy_ref, outs = dict(zip(names, refs)), refs[len(names)], refs[len(names) + 1:]
-  width = dy_ref.shape[-1 if tm[0] else 0] // blocks
   block = functools.partial(_backward_block, r, dy_ref, outs, kind=kind, neg=neg, span=span,
                             n_states=n_states, tm=tm, h0_grad=h0_grad)
+  walk_blocks(block, dy_ref.shape[-1 if tm[0] else 0], blocks, barrier)
+
+
+def walk_blocks(block, channels: int, blocks: int, barrier: bool):
+  """block(channels, add) for each of a program's `blocks` blocks of its `channels`, in turn;
+  `add` (traced) is true after the first: shared gradients add to what earlier blocks wrote
+  (`accumulate`). `barrier`: on the GPU, those writes land before the next block reads them."""
   if blocks == 1:
     return block(slice(None), False)
+  width = channels // blocks
 
   def one(c, carry):
     if barrier:  # the earlier blocks' partial sums are written (by any thread) before reading
@@ -163,6 +167,13 @@ def backward_kernel(*refs, kind, neg, span, n_states, tm, blocks, barrier, h0_gr
     block(pl.ds(c * width, width), c > 0)
     return carry
   jax.lax.fori_loop(0, blocks, one, 0)
+
+
+def accumulate(ref, at, value, add=False):
+  """ref[at] = value, or with `add` (`walk_blocks`) value plus what is there."""
+  if add is not False:
+    value = value + jnp.where(add, ref[at], 0.0)
+  ref[at] = value
 
 
 def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, tm, h0_grad):
