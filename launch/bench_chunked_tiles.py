@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax
 
 from launch import common
-from launch.bench_tiles import (_grad, _fwd, _references, _stacked_factors, checked_row,
-                                families_of, sweep_blocks)
+from launch.bench_tiles import (_grad, _references, _stacked_factors, checked_row, families_of,
+                                sweep_blocks, sweep_pair)
 
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
 # counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.
@@ -47,13 +47,8 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
       rows.append(checked_row("chunked_tiles", kind, family, kernel, tile, fn, f, want, reps, k,
                               timings, **extra))
 
-    for tile in grid["forward"]:
-      run("forward", _fwd(chunked(forward=tile)), want_y, tile)
-    best_fwd = min(timings["forward"], key=timings["forward"].get,
-                   default=pallas_chunked.FORWARD[kind])
-    for tile in grid["backward"]:
-      run("backward", _grad(chunked(forward=best_fwd, backward=tile)), want_g, tile,
-          forward_tile=list(best_fwd))
+    best_fwd = sweep_pair(run, chunked, grid, want_y, want_g, timings,
+                          pallas_chunked.FORWARD[kind])
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
       per_blocks, blocks = sweep_blocks(

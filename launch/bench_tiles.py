@@ -152,6 +152,19 @@ def checked_row(section, kind, family, kernel, tile, fn, f, want, reps, k, timin
   return row
 
 
+def sweep_pair(run, scan_with, grid, want_y, want_g, timings, default_forward):
+  """The forward tiles alone, then forward + backward over the backward tiles with the fastest
+  forward fixed (`run(kernel, fn, want, tile, **extra)` times and checks one; scan_with(**tiles)
+  is the scan at those tiles); returns that forward tile (`default_forward` if none matched)."""
+  for tile in grid["forward"]:
+    run("forward", _fwd(scan_with(forward=tile)), want_y, tile)
+  best_fwd = min(timings["forward"], key=timings["forward"].get, default=default_forward)
+  for tile in grid["backward"]:
+    run("backward", _grad(scan_with(forward=best_fwd, backward=tile)), want_g, tile,
+        forward_tile=list(best_fwd))
+  return best_fwd
+
+
 def sweep_blocks(run_blocks, rows, key, d_model: int, fastest: float):
   """The best backward tile `key` again with 2 to 16 channel blocks per program
   (`PARALLEL_BLOCKS`: fewer partial sums of the gradients shared over channels), as many as the
@@ -259,13 +272,8 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
       rows.append(checked_row("parallel_tiles", kind, family, kernel, tile, fn, f, want, reps,
                               k, timings, **extra))
 
-    for tile in grid["forward"]:
-      run("forward", _fwd(parallel(forward=tile)), want_y, tile)
-    best_fwd = min(timings["forward"], key=timings["forward"].get,
-                   default=pallas_parallel.FORWARD[kind])
-    for tile in grid["backward"]:
-      run("backward", _grad(parallel(forward=best_fwd, backward=tile)), want_g, tile,
-          forward_tile=list(best_fwd))
+    best_fwd = sweep_pair(run, parallel, grid, want_y, want_g, timings,
+                          pallas_parallel.FORWARD[kind])
     # the step-by-step kernel at its own tiles, same factors: what the new layout must beat
     run("pallas (step by step)", _grad(pallas.scan), want_g, pallas.BACKWARD[kind])
     pallas_ms = rows[-1].get("ms_per_run")

@@ -17,7 +17,8 @@ from ssm_bench import scan
 from ssm_bench.scan import pallas_chunked, pallas_parallel
 from ssm_bench.scan.recurrence_scan import exclusive_recurrence_scan
 from launch.bench_train_many import outside_kernels
-from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, channels_first,
+from test_scan import (assert_channels_first_gives_the_same_bits,
+                       assert_runs_under_vmap_match_the_sequential_scan, channels_first,
                        factored_inputs, output_and_grad, to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
@@ -85,14 +86,7 @@ def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_
   runs = [to_factors(family, factored_inputs(family, 23, seed=s, b=2, d=20, n=3))
           for s in (1, 2)]
   fn = lambda f: pallas_chunked.scan(f, (8, 1), (4, 1), interpret=True)
-  stack = lambda fs: jax.tree.map(lambda *x: jnp.stack(x), *fs)
-  y, g = jax.vmap(output_and_grad(fn, jnp.cos))(stack(runs))
-  y_cf, g_cf = jax.vmap(output_and_grad(fn, jnp.cos))(stack([channels_first(f) for f in runs]))
-  np.testing.assert_array_equal(jnp.moveaxis(y_cf, 1, -1), y, err_msg=f"{family}: y differs")
-  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(jax.vmap(
-      lambda g: g.batch_major())(g_cf)), jax.tree.leaves(g)):
-    np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
-                                  " of channels-first factors differs")
+  assert_channels_first_gives_the_same_bits(fn, runs, family)
   for name, call in (("pallas_chunked.scan", fn),
                      ("scan.diagonal_scan", lambda f: scan.diagonal_scan(f, "pallas_chunked"))):
     jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(call(f))))(channels_first(runs[0])).jaxpr

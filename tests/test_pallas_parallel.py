@@ -16,8 +16,9 @@ from jaxpr_walk import equations, outside_kernels
 from ssm_bench import scan
 from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
-from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, channels_first,
-                       factored_inputs, output_and_grad, to_factors)
+from test_scan import (assert_channels_first_gives_the_same_bits,
+                       assert_runs_under_vmap_match_the_sequential_scan, channels_first,
+                       factored_inputs, to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -198,14 +199,7 @@ def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_
           for s in (1, 2)]
   fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(4, 1), blocks=2,
                                       interpret=True, time_major=False)
-  stack = lambda fs: jax.tree.map(lambda *x: jnp.stack(x), *fs)
-  y, g = jax.vmap(output_and_grad(fn, jnp.cos))(stack(runs))
-  y_cf, g_cf = jax.vmap(output_and_grad(fn, jnp.cos))(stack([channels_first(f) for f in runs]))
-  np.testing.assert_array_equal(jnp.moveaxis(y_cf, 1, -1), y, err_msg=f"{family}: y differs")
-  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(jax.vmap(
-      lambda g: g.batch_major())(g_cf)), jax.tree.leaves(g)):
-    np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
-                                  " of channels-first factors differs")
+  assert_channels_first_gives_the_same_bits(fn, runs, family)
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(channels_first(runs[0])).jaxpr
   moved = [e.invars[0].aval.shape for e in outside_kernels(jaxpr)
            if e.primitive.name == "transpose" and {23, 32, 34} & set(e.invars[0].aval.shape)]

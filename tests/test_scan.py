@@ -230,6 +230,19 @@ def channels_first(f):
                              **{k: jnp.moveaxis(v, -1, 0) for k, v in f.steps().items()})
 
 
+def assert_channels_first_gives_the_same_bits(fn, runs, family):
+  """Two runs vmapped through `fn` as batch-major and as channels-first factors: y (as (d, b,
+  t)) and every gradient bit for bit."""
+  stack = lambda fs: jax.tree.map(lambda *x: jnp.stack(x), *fs)
+  y, g = jax.vmap(output_and_grad(fn, jnp.cos))(stack(runs))
+  y_cf, g_cf = jax.vmap(output_and_grad(fn, jnp.cos))(stack([channels_first(f) for f in runs]))
+  np.testing.assert_array_equal(jnp.moveaxis(y_cf, 1, -1), y, err_msg=f"{family}: y differs")
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(jax.vmap(
+      lambda g: g.batch_major())(g_cf)), jax.tree.leaves(g)):
+    np.testing.assert_array_equal(a, b, err_msg=f"{family}: gradient {jax.tree_util.keystr(path)}"
+                                  " of channels-first factors differs")
+
+
 @pytest.mark.parametrize("family", ["decay", "constant"])
 def test_an_h0_shared_by_every_batch_row_gives_what_its_broadcast_gives(family):
   """The layers hand over h0 as (d, n), shared by the batch: every method gives the values and
