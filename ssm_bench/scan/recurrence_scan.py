@@ -28,9 +28,6 @@ from jax import lax
 from jax.extend import core as jex_core
 from jax.interpreters import mlir
 
-recurrence_scan_p = jex_core.Primitive("recurrence_scan")
-recurrence_scan_p.multiple_results = True
-
 
 class Arith:
   """Arithmetic on real tiles or complex (re, im) pairs from three real ops: the combines below
@@ -72,26 +69,35 @@ def _flat(combine, count):
   return flat
 
 
-_combine = _flat(_recurrence_combine, 2)
+def _scan_primitive(name, segments, count, operand_counts, what):
+  """A primitive scanning `count` numbers per position (each one operand, or two for complex
+  ones where `operand_counts` allows) with `segments`' combine: `lax.associative_scan` in
+  interpret mode and off the GPU; the Triton rule (`_register_triton_rules`) reuses the
+  combine. Returns the primitive and its flat combine."""
+  primitive = jex_core.Primitive(name)
+  primitive.multiple_results = True
+  combine = _flat(segments, count)
+
+  def impl(*operands, axis, reverse):
+    return list(lax.associative_scan(lambda x, y: tuple(combine(x, y, ARITH)), operands,
+                                     reverse=reverse, axis=axis))
+
+  def abstract(*operands, axis, reverse):
+    a = operands[0]
+    if len(operands) not in operand_counts or any(o.shape != a.shape or o.dtype != a.dtype
+                                                  for o in operands):
+      raise ValueError(f"{name}: {what} of one shape and dtype, got "
+                       f"{[(o.shape, o.dtype) for o in operands]}")
+    return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
+
+  primitive.def_impl(impl)
+  primitive.def_abstract_eval(abstract)
+  mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
+  return primitive, combine
 
 
-def _impl(*operands, axis, reverse):
-  combine = lambda x, y: tuple(_combine(x, y, ARITH))
-  return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
-
-
-def _abstract(*operands, axis, reverse):
-  a = operands[0]
-  if len(operands) not in (2, 4) or any(o.shape != a.shape or o.dtype != a.dtype
-                                        for o in operands):
-    raise ValueError("recurrence_scan: (a, b) or (a_re, a_im, b_re, b_im) of one shape and "
-                     f"dtype, got {[(o.shape, o.dtype) for o in operands]}")
-  return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
-
-
-recurrence_scan_p.def_impl(_impl)
-recurrence_scan_p.def_abstract_eval(_abstract)
-mlir.register_lowering(recurrence_scan_p, mlir.lower_fun(_impl, multiple_results=True))
+recurrence_scan_p, _combine = _scan_primitive(
+    "recurrence_scan", _recurrence_combine, 2, (2, 4), "(a, b) or (a_re, a_im, b_re, b_im)")
 
 
 def recurrence_scan(a, b, axis: int, reverse: bool = False):
@@ -103,10 +109,6 @@ def recurrence_scan(a, b, axis: int, reverse: bool = False):
   return tuple(recurrence_scan_p.bind(a, b, axis=axis, reverse=reverse))
 
 
-exclusive_scan_p = jex_core.Primitive("exclusive_recurrence_scan")
-exclusive_scan_p.multiple_results = True
-
-
 def _exclusive_segments(x, y, ar):
   """Segments as (A, H, Q, R): h_last = A h_before + H and h_(last-1) = Q h_before + R; a
   one-step segment is (a, b, 1, 0), and joining the earlier x to y gives the joined segment's."""
@@ -114,25 +116,8 @@ def _exclusive_segments(x, y, ar):
   return ar.mul(xa, ya), ar.add(ar.mul(ya, xh), yh), ar.mul(yq, xa), ar.add(ar.mul(yq, xh), yr)
 
 
-_exclusive_combine = _flat(_exclusive_segments, 4)
-
-
-def _exclusive_impl(*operands, axis, reverse):
-  combine = lambda x, y: tuple(_exclusive_combine(x, y, ARITH))
-  return list(lax.associative_scan(combine, operands, reverse=reverse, axis=axis))
-
-
-def _exclusive_abstract(*operands, axis, reverse):
-  a = operands[0]
-  if len(operands) != 4 or any(o.shape != a.shape or o.dtype != a.dtype for o in operands):
-    raise ValueError("exclusive_recurrence_scan: (A, H, Q, R) of one shape and dtype, got "
-                     f"{[(o.shape, o.dtype) for o in operands]}")
-  return [jax.core.ShapedArray(a.shape, a.dtype)] * len(operands)
-
-
-exclusive_scan_p.def_impl(_exclusive_impl)
-exclusive_scan_p.def_abstract_eval(_exclusive_abstract)
-mlir.register_lowering(exclusive_scan_p, mlir.lower_fun(_exclusive_impl, multiple_results=True))
+exclusive_scan_p, _exclusive_combine = _scan_primitive(
+    "exclusive_recurrence_scan", _exclusive_segments, 4, (4,), "(A, H, Q, R)")
 
 
 def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
