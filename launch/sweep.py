@@ -187,6 +187,10 @@ def memory_budget() -> float | None:
   return memory.device_bytes()
 
 
+def _count(n: int, noun: str) -> str:
+  return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def check_workdir(workdir: str):
   try:
     os.makedirs(workdir, exist_ok=True)
@@ -260,7 +264,8 @@ def main(argv):
     if budget:
       verb = "1 program fits" if n_fit == 1 else f"{n_fit} programs fit"
       fitted = f"; {verb} {budget / 2 ** 30:.1f} GiB"
-    print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} compiled groups{fitted}")
+    print(f"{_SWEEP.value}: {_count(n_runs, 'run')} in {_count(n_groups, 'compiled group')}"
+          f"{fitted}")
     sweep = sweeps.SWEEPS[_SWEEP.value]
     if sweep.skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
@@ -290,8 +295,8 @@ def main(argv):
     if jax.default_backend() != "cpu":  # workers are CPU processes
       raise common.UsageError(f"--workers trains on the CPU, and this machine has a "
                               f"{jax.default_backend()}: leave it at 1 (or use --executor=ray)")
-  print(f"{_SWEEP.value}: {n_runs} runs in {n_groups} groups; "
-        f"{n_finished_groups} groups already finished", flush=True)
+  print(f"{_SWEEP.value}: {_count(n_runs, 'run')} in {_count(n_groups, 'group')}; "
+        f"{_count(n_finished_groups, 'group')} already finished", flush=True)
   t0 = time.time()
   sweep = sweeps.SWEEPS[_SWEEP.value]
   whole = whole_sweep(groups, overrides) if sweep.skip else groups
