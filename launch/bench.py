@@ -84,6 +84,10 @@ _APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles, c
                                  "sections after it in this run (e.g. then train_many), so one "
                                  "device call sweeps and times the result; the source's "
                                  "defaults are unchanged.")
+_REHEARSE = flags.DEFINE_bool("rehearse", False, "Run the GPU's sections and scan methods off a "
+                              "GPU, the Triton kernels in interpret mode: a check that a GPU "
+                              "plan's commands run through (bash .ci/gpu_plan --rehearse STEP) "
+                              "before device minutes go to them; its numbers are no timings.")
 TILE_SECTIONS = ("tiles", "parallel_tiles", "chunked_tiles")  # rendered and applied alike
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, registers: only these "
                              "scan methods (default: step times every method the model has "
@@ -99,6 +103,11 @@ def sizes() -> dict:
   return {k: given[k] if given[k] is not None else v for k, v in cell.items()}
 
 
+def as_on_a_gpu() -> bool:
+  """On a GPU, or rehearsing a GPU's commands (--rehearse)."""
+  return jax.default_backend() == "gpu" or (flags.FLAGS.is_parsed() and _REHEARSE.value)
+
+
 def methods_for(model: str) -> tuple:
   """The scan methods a model's layer can use here: rnn has one program; the fused kernel is
   timed only on a GPU (elsewhere it runs in interpret mode, correct but not a timing)."""
@@ -108,7 +117,7 @@ def methods_for(model: str) -> tuple:
     return ("sequential",)
   if spec.scan_family is None:  # only the reference methods apply
     return scan.REFERENCE
-  if jax.default_backend() != "gpu":
+  if not as_on_a_gpu():
     return scan.REFERENCE + ("chunked",)
   from ssm_bench.scan import pallas_chunked  # its own kernels only for its FAMILIES
   return tuple(m for m in scan.METHODS if m != "auto" and (
@@ -365,6 +374,7 @@ def checked_flags() -> tuple[list, dict]:
   if bad_k:
     raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(bad_k)}; "
                             "choose from positive integers")
+  gpu = {"need_gpu": not _REHEARSE.value}  # the Triton kernels' sections
   benches = {"step": lambda: bench_step(names, _REPS.value, methods=_METHODS.value or None),
              "scan": lambda: bench_scan(_REPS.value),
              "train_many": lambda: [bench_train_many.bench_train_many(
@@ -372,11 +382,12 @@ def checked_flags() -> tuple[list, dict]:
                  ks=train_many_ks(), layer_layouts=_LAYER_LAYOUTS.value)
                  if _train_many_methods(n) else _none_here(n) for n in _TM_MODELS.value],
              "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
-             "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names),
+             "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names,
+                                                    **gpu),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(
-                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
+                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names), **gpu),
              "chunked_tiles": lambda: bench_chunked_tiles.bench_chunked_tiles(
-                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names)),
+                 _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names), **gpu),
              "registers": lambda: bench_registers.bench_registers(
                  sizes(), kernels=[m for m in bench_registers.KERNELS
                                    if not _METHODS.value or m in _METHODS.value],
@@ -404,6 +415,8 @@ def main(argv):
   names, benches = checked_flags()
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
          "jax": jax.__version__, "reps": _REPS.value, "sizes": sizes()}
+  if _REHEARSE.value:
+    out["rehearsal"] = "interpret mode off a GPU: checks that the commands run, no timings"
   for section in _SECTIONS.value:
     out[section] = benches[section]()
     if _APPLY_TILES.value and section in TILE_SECTIONS:

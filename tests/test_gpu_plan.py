@@ -13,9 +13,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLAN = os.path.join(ROOT, ".ci", "gpu_plan")
 
 
-def planned(step) -> list[list[str]]:
-  out = subprocess.run(["bash", PLAN, "--dry", str(step)], capture_output=True, text=True,
-                       check=True).stdout
+def planned(step, *options) -> list[list[str]]:
+  out = subprocess.run(["bash", PLAN, "--dry", *options, str(step)], capture_output=True,
+                       text=True, check=True).stdout
   return [shlex.split(line) for line in out.splitlines() if line.strip()]
 
 
@@ -45,3 +45,33 @@ def test_every_planned_command_is_one_the_bench_accepts(step):
 def test_an_unknown_step_is_one_usage_line():
   done = subprocess.run(["bash", PLAN, "9"], capture_output=True, text=True)
   assert done.returncode == 2 and done.stderr.strip().startswith("usage:"), done.stderr
+
+
+def parsed_bench_commands(*options, step):
+  """Each bench command of `gpu_plan [options] STEP --dry`, its flags parsed; yields once per
+  command, the flags reset after."""
+  for argv in planned(step, *options):
+    if argv[2] == "launch.bench":
+      flags.FLAGS.unparse_flags()
+      try:
+        flags.FLAGS(["bench"] + argv[3:])
+        yield argv
+      finally:
+        flags.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("step", [1, 2])
+def test_a_rehearsal_runs_the_gpu_methods_at_a_tiny_cell_here(step):
+  """--rehearse: the step's own commands with flags after them that win (a tiny cell, K = 2,
+  one repetition), and the bench then treats this CPU as a GPU for its methods and kernels."""
+  plain = list(parsed_bench_commands(step=step))
+  assert not bench.as_on_a_gpu(), "without --rehearse the CPU is no GPU"
+  rehearsed = []
+  for argv in parsed_bench_commands("--rehearse", step=step):
+    rehearsed.append(argv)
+    assert bench.as_on_a_gpu() and "pallas_chunked" in bench.methods_for("mamba"), argv
+    assert bench.sizes() == dict(batch=2, length=12, d_model=8, d_state=4), bench.sizes()
+    assert bench.train_many_ks() == [2] and flags.FLAGS.reps == 1, argv
+  own = lambda argv: [a for a in argv if not a.startswith("--out=")]  # its own directory
+  assert [own(a[:a.index("--rehearse")]) for a in rehearsed] == [own(a) for a in plain], (
+      "a rehearsal runs other commands than the step")
