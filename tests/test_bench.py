@@ -305,8 +305,8 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   factors, `--models=mamba` on mamba's (its backward is another kernel), no --models all."""
   from launch import bench_tiles
   asked = []
-  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
-                      lambda reps, sizes, kinds: asked.append(kinds) or {"rows": [], "best": {}})
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds, need_gpu:
+                      asked.append(kinds) or {"rows": [], "best": {}})
   monkeypatch.setattr(bench_tiles, "render", lambda result: "")
   _run_section_per_models("parallel_tiles", ["negmamba,rnn", "mamba", None])
   assert asked[:2] == [{"real": "signed_decay"}, {"real": "decay"}], asked
@@ -343,8 +343,9 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
                                   "prefetch": True, "join": True, "fwd_bwd_ms_per_run": 1.0}},
                 "rows": []}
   seen = []
-  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds: parallel_best)
-  monkeypatch.setattr(bench_tiles, "bench_tiles", lambda reps, sizes, models: tiles_best)
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
+                      lambda reps, sizes, kinds, need_gpu: parallel_best)
+  monkeypatch.setattr(bench_tiles, "bench_tiles", lambda reps, sizes, models, need_gpu: tiles_best)
   monkeypatch.setattr(bench_train_many, "bench_train_many", lambda *a, **kw: seen.append((
       pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
       pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
