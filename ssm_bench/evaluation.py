@@ -39,17 +39,19 @@ def eval_set(task, num_seqs: int, length: int = EVAL_LENGTH, stream: str = "unif
 
 
 def make_correctness_fn(apply_fn, chunk: int):
-  """jit(params, tokens, labels) -> bool (num_seqs, length), in batch chunks of `chunk`.
+  """jit(params, tokens, labels, *args) -> bool (num_seqs, length), in batch chunks of `chunk`;
+  `args` go to apply_fn after the tokens, as traced values (a padded task's class count: one
+  program evaluates every task of a mixed group).
 
   The chunks run under lax.map inside one compiled function, so the state tensor of only one
   chunk is alive at a time and no length or chunk count triggers a second compile.
   """
   @jax.jit
-  def correct(params, tokens, labels):
+  def correct(params, tokens, labels, *args):
     b, t = tokens.shape
     tok = tokens.reshape(b // chunk, chunk, t)
     lab = labels.reshape(b // chunk, chunk, t)
-    out = jax.lax.map(lambda xy: apply_fn(params, xy[0]).argmax(-1) == xy[1], (tok, lab))
+    out = jax.lax.map(lambda xy: apply_fn(params, xy[0], *args).argmax(-1) == xy[1], (tok, lab))
     return out.reshape(b, t)
   return correct
 

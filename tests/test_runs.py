@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+from ssm_bench import evaluation
 from ssm_bench import runs
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
@@ -294,13 +295,20 @@ def test_a_mixed_task_group_equals_each_run_alone():
                                  err_msg=f"{cfg.task}: trained in the group differs from alone")
 
 
-def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_path):
+def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_path, monkeypatch):
+  """...by one evaluation program for the group: a class count compiled in as a constant made
+  one program per task order (2 and 6 here; Table 2's nine tasks have six)."""
+  made, make = [], evaluation.make_correctness_fn
+  monkeypatch.setattr(evaluation, "make_correctness_fn",
+                      lambda *a, **kw: made.append(make(*a, **kw)) or made[-1])
   summaries = runs.train_group(MIXED[:2], [str(tmp_path / "a"), str(tmp_path / "b")])
   assert [s["status"] for s in summaries] == ["done", "done"]
   assert [s["config"]["task"] for s in summaries] == ["C2", "S3"]
   # chance on C2 is 0.5, on S3 1/6: an untrained C2 run predicting among 12 classes would not
   # reach chance, one among its own 2 does
   assert summaries[0]["acc_curve"]["20"] > 0.2, summaries[0]["acc_curve"]["20"]
+  programs = sum(fn._cache_size() for fn in made)
+  assert programs == 1, f"the group's evaluation compiled {programs} programs"
 
 
 def test_summaries_record_the_revision_the_process_started_with(monkeypatch):
