@@ -130,9 +130,10 @@ def fit_groups(groups, budget_bytes: float, report=None):
   return out
 
 
-def eval_chunk(trainer, budget: float | None) -> int:
+def eval_chunk(trainer, budget: float | None, apply_fn=None, args=()) -> int:
   """The largest evaluation chunk <= cfg.eval_chunk dividing eval_seqs whose compiled program
-  fits the budget (the configured chunk when no budget is given)."""
+  fits the budget (the configured chunk when no budget is given): the correctness program of
+  `apply_fn` (default the model's) with `args` after the tokens, as evaluation will run it."""
   from ssm_bench import evaluation
   cfg = trainer.cfg
   chunk = min(cfg.eval_chunk, cfg.eval_seqs)
@@ -142,8 +143,8 @@ def eval_chunk(trainer, budget: float | None) -> int:
   data = jax.ShapeDtypeStruct((cfg.eval_seqs, cfg.eval_length), jax.numpy.int32)
   while chunk > 1:
     if cfg.eval_seqs % chunk == 0:
-      fn = evaluation.make_correctness_fn(trainer.model.apply, chunk)
-      if compiled_bytes(fn.lower(params, data, data)) <= budget * HEADROOM:
+      fn = evaluation.make_correctness_fn(apply_fn or trainer.model.apply, chunk)
+      if compiled_bytes(fn.lower(params, data, data, *args)) <= budget * HEADROOM:
         return chunk
     chunk -= 1
   return 1

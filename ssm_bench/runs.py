@@ -197,29 +197,29 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
   """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
   cfg = cfgs[0]
   t_eval = time.time()
-  # on an accelerator, the largest chunk (<= eval_chunk) that fits; per-sequence results do not
+  # A padded group (all its runs or none: pad_order is part of the shape) predicts each run
+  # among its own task's classes, the count a traced argument of one program: as a constant it
+  # compiled the length-1000 forward once per order (6 programs for Table 2's nine tasks,
+  # 1.5-2.6 s each on the H100 and H200; results/bench/README.md, "Evaluation of a mixed group").
+  masked = bool(cfg.pad_order)
+  apply = trainer.model.apply if not masked else (
+      lambda p, x, order: train.mask_classes(trainer.model.apply(p, x), order))
+  order_of = lambda c: (np.int32(registry.get_task(c.task).num_classes),) if masked else ()
+  # on an accelerator, the largest chunk (<= eval_chunk) that fits, sized on this very program
+  # (the persistent cache then serves its compilation again); per-sequence results do not
   # depend on it
   budget = memory.device_bytes() if jax.default_backend() != "cpu" else None
-  chunk = memory.eval_chunk(trainer, budget)
-  fns, sets = {}, {}
+  program = evaluation.make_correctness_fn(
+      apply, memory.eval_chunk(trainer, budget, apply, order_of(cfg)))
+  sets = {}
 
   def evaluation_of(c):
-    """The run's own task, its evaluation sets and a correctness function that, for a padded
-    group task, predicts among the task's own classes only. The class count is an argument of
-    one compiled program: as a constant it compiled the length-1000 forward once per order (6
-    programs for Table 2's nine tasks, 1.5-2.6 s each on the H100 and H200; results/bench/
-    README.md, "Evaluation of a mixed group")."""
+    """The run's own task, its evaluation sets and its correctness function."""
     task = registry.get_task(c.task)
     if c.task not in sets:
       sets[c.task] = {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
                       for name in task.eval_streams}
-    masked = bool(c.pad_order)
-    if masked not in fns:
-      apply = trainer.model.apply if not masked else (
-          lambda p, x, order: train.mask_classes(trainer.model.apply(p, x), order))
-      fns[masked] = evaluation.make_correctness_fn(apply, chunk)
-    order = (np.int32(task.num_classes),) if masked else ()
-    return task, sets[c.task], lambda p, tokens, labels: fns[masked](p, tokens, labels, *order)
+    return task, sets[c.task], lambda p, tokens, labels: program(p, tokens, labels, *order_of(c))
 
   # what the config's scan_method "auto" ran for this network (the same for the whole group)
   scan_auto = models.scan_auto(trainer.mcfg)

@@ -117,3 +117,27 @@ def test_estimates_are_per_task_size_not_borrowed_from_the_first_task():
   assert large.bytes(1) > small.bytes(1), (
       f"S6 estimated at {large.bytes(1):.0f} bytes, C2 at {small.bytes(1):.0f}: borrowed")
   assert memory._key(TrainConfig(task="C60", **tiny)) == memory._key(TrainConfig(task="A5", **tiny))
+
+
+def test_the_evaluation_chunk_is_sized_on_the_program_evaluation_runs():
+  """With a budget, the chunk's compiled program is measured on the function evaluation will
+  run, its extra arguments traced (a padded group's class count: then it is the same program,
+  which the persistent cache serves again); 1 sequence at a time when nothing fits."""
+  import jax
+  import numpy as np
+  from ssm_bench import train
+  cfg = TrainConfig(**{**PRESETS["tiny"], "task": "S3", "pad_order": 12, "eval_seqs": 16,
+                       "eval_chunk": 8})
+  trainer = train.Trainer(cfg)
+  traced = []
+
+  def masked(p, x, order):
+    traced.append(order)
+    return train.mask_classes(trainer.model.apply(p, x), order)
+  args = (np.int32(6),)
+  assert memory.eval_chunk(trainer, None, masked, args) == 8 and not traced, (
+      "without a budget the configured chunk, nothing compiled")
+  assert memory.eval_chunk(trainer, 1e12, masked, args) == 8
+  assert traced and all(isinstance(o, jax.core.Tracer) for o in traced), (
+      f"sized on another program than evaluation runs: {traced}")
+  assert memory.eval_chunk(trainer, 1.0, masked, args) == 1, "nothing fits: one sequence"
