@@ -24,6 +24,7 @@ ratio to beat.
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import jax
@@ -308,33 +309,29 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
           "rows": rows, "best": {"parallel": best} if best else {}}
 
 
+# The time-parallel kernels' entries in a result's "best": their module, and each setting the
+# sweep chose besides the tiles as (the module's dict it goes into, its default)
+TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", False),
+                                                  "blocks": ("CHANNEL_BLOCKS", 1)}),
+                 "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1)})}
+
+
 def apply(result: dict) -> dict:
-  """Make the best tiles of a `tiles`, `parallel_tiles` or `chunked_tiles` result the kernels' defaults for the
-  rest of this process (`--apply_tiles`: the sections after it time what the sweep found, in
-  the same device call); returns what was set, per module and kind."""
+  """Make the best tiles of a `tiles`, `parallel_tiles` or `chunked_tiles` result the kernels'
+  defaults for the rest of this process (`--apply_tiles`: the sections after it time what the
+  sweep found, in the same device call); returns what was set, per module and kind."""
   from ssm_bench.scan import pallas
   applied = {}
   for kind, b in result["best"].items():
-    if kind == "chunked":
-      from ssm_bench.scan import pallas_chunked
+    if kind in TIME_PARALLEL:
+      name, settings = TIME_PARALLEL[kind]
+      module = importlib.import_module(f"ssm_bench.scan.{name}")
       for k, p in b.items():
-        pallas_chunked.FORWARD[k], pallas_chunked.BACKWARD[k] = (tuple(p["forward"]),
-                                                                 tuple(p["backward"]))
-        pallas_chunked.CHANNEL_BLOCKS[k] = p.get("blocks", 1)
-        applied.setdefault("pallas_chunked", {})[k] = {
-            "forward": p["forward"], "backward": p["backward"],
-            "blocks": pallas_chunked.CHANNEL_BLOCKS[k]}
-      continue
-    if kind == "parallel":
-      for k, p in b.items():
-        pallas_parallel.FORWARD[k], pallas_parallel.BACKWARD[k] = (tuple(p["forward"]),
-                                                                   tuple(p["backward"]))
-        pallas_parallel.TIME_MAJOR[k] = p.get("time_major", False)
-        pallas_parallel.CHANNEL_BLOCKS[k] = p.get("blocks", 1)
-        applied.setdefault("pallas_parallel", {})[k] = {
-            "forward": p["forward"], "backward": p["backward"],
-            "time_major": pallas_parallel.TIME_MAJOR[k],
-            "blocks": pallas_parallel.CHANNEL_BLOCKS[k]}
+        module.FORWARD[k], module.BACKWARD[k] = tuple(p["forward"]), tuple(p["backward"])
+        chosen = applied.setdefault(name, {})[k] = {"forward": p["forward"],
+                                                    "backward": p["backward"]}
+        for field, (attr, default) in settings.items():
+          getattr(module, attr)[k] = chosen[field] = p.get(field, default)
       continue
     pallas.FORWARD[kind], pallas.BACKWARD[kind] = tuple(b["forward"]), tuple(b["backward"])
     pallas.CHUNK[kind], pallas.PREFETCH[kind] = b["chunk"], b["prefetch"]
