@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from launch import bench_chunked_tiles
+from launch import bench_eval_tiles
 from launch import bench_projection
 from launch import bench_registers
 from launch import bench_tiles
@@ -62,7 +63,9 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "kernel's tile sizes; GPU only), 'parallel_tiles' (the same for "
                               "the time-parallel kernel, against pallas, for the kernel kinds "
                               "of --models; GPU only), 'chunked_tiles' (the same for the "
-                              "chunked kernel, against pallas_parallel), 'registers' "
+                              "chunked kernel, against pallas_parallel), 'eval_tiles' (the "
+                              "step-by-step kernel's forward where it runs: evaluation, one "
+                              "run, eval_chunk x eval_length, or --batch x --length), 'registers' "
                               "(each Triton kernel's registers and spills per tile, compiled "
                               "for sm_90 by the triton package; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
@@ -79,7 +82,8 @@ _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per tim
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
 _OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
-_APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "tiles, parallel_tiles, chunked_tiles: "
+_APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "The tile sections (tiles, "
+                                 "parallel_tiles, chunked_tiles, eval_tiles): "
                                  "make the best tiles found the kernel's defaults for the "
                                  "sections after it in this run (e.g. then train_many), so one "
                                  "device call sweeps and times the result; the source's "
@@ -88,7 +92,8 @@ _REHEARSE = flags.DEFINE_bool("rehearse", False, "Run the GPU's sections and sca
                               "GPU, the Triton kernels in interpret mode: a check that a GPU "
                               "plan's commands run through (bash .ci/gpu_plan --rehearse STEP) "
                               "before device minutes go to them; its numbers are no timings.")
-TILE_SECTIONS = ("tiles", "parallel_tiles", "chunked_tiles")  # rendered and applied alike
+# rendered and applied alike
+TILE_SECTIONS = ("tiles", "parallel_tiles", "chunked_tiles", "eval_tiles")
 _METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, registers: only these "
                              "scan methods (default: step times every method the model has "
                              "here, train_many and profile the one auto picks, registers every "
@@ -388,6 +393,9 @@ def checked_flags() -> tuple[list, dict]:
                  _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names), **gpu),
              "chunked_tiles": lambda: bench_chunked_tiles.bench_chunked_tiles(
                  _REPS.value, sizes(), kinds=bench_tiles.kinds_of(names), **gpu),
+             "eval_tiles": lambda: bench_eval_tiles.bench_eval_tiles(
+                 _REPS.value, bench_eval_tiles.regime(sizes(), _BATCH.value, _LENGTH.value),
+                 models=names, **gpu),
              "registers": lambda: bench_registers.bench_registers(
                  sizes(), kernels=[m for m in bench_registers.KERNELS
                                    if not _METHODS.value or m in _METHODS.value],

@@ -317,12 +317,16 @@ TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", F
 
 
 def apply(result: dict) -> dict:
-  """Make the best tiles of a `tiles`, `parallel_tiles` or `chunked_tiles` result the kernels'
-  defaults for the rest of this process (`--apply_tiles`: the sections after it time what the
-  sweep found, in the same device call); returns what was set, per module and kind."""
+  """Make the best tiles of a tile section's result (`TILE_SECTIONS` in launch.bench) the
+  kernels' defaults for the rest of this process (`--apply_tiles`: the sections after it time
+  what the sweep found, in the same device call); returns what was set, per module and kind."""
   from ssm_bench.scan import pallas
+  from launch import bench_eval_tiles  # deferred: it imports this module
   applied = {}
   for kind, b in result["best"].items():
+    if kind == "evaluation":
+      applied.update(bench_eval_tiles.apply(b))
+      continue
     if kind in TIME_PARALLEL:
       name, settings = TIME_PARALLEL[kind]
       module = importlib.import_module(f"ssm_bench.scan.{name}")
@@ -348,13 +352,18 @@ def _of(best: dict) -> str:
 
 
 def render(result: dict) -> str:
-  lines = [f"tiles (ms per run, {result['k']} runs under vmap; tile = channels per program, warps)"]
+  from launch import bench_eval_tiles  # deferred: it imports this module
+  lines = [result.get("regime") or f"tiles (ms per run, {result['k']} runs under vmap; tile = "
+           "channels per program, warps)"]
   for r in result["rows"]:
     what = r.get("ms_per_run", r.get("error"))
     ok = "" if r.get("matches_reference", True) else f"  MISMATCH {r['rel_err']}"
     chunk = "" if r["chunk"] is None else f" chunk {r['chunk']}"
     lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])}{chunk}: {what}{ok}")
   for kind, b in result["best"].items():
+    if kind == "evaluation":
+      lines += bench_eval_tiles.render_best(b)
+      continue
     if kind == "chunked":
       for k, p in b.items():
         lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "

@@ -258,6 +258,55 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
       bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny)
 
 
+def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime(monkeypatch):
+  """One run (no run axis), forward only, evaluation's sizes unless given: every forward tile
+  at the kind's chunk, then the fastest with each chunk, prefetched or not (the pair already
+  timed once); the fastest matching row is best and `--apply_tiles` makes it the default."""
+  from launch import bench_eval_tiles, bench_tiles
+  from ssm_bench.config import TrainConfig
+  from ssm_bench.scan import pallas
+  cfg = TrainConfig()
+  assert bench_eval_tiles.regime(dict(batch=256, length=60, d_model=128, d_state=64)) == dict(
+      batch=cfg.eval_chunk, length=cfg.eval_length, d_model=128, d_state=64,
+      eval_seqs=cfg.eval_seqs), "the eval regime took the training cell's batch or length"
+  tiny = bench_eval_tiles.regime(dict(d_model=8, d_state=4), batch=2, length=12)
+  real, asked = pallas.scan, []
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append((f.x.shape, kw)) or real(f, **kw))
+  grid = {"forward": [(4, 2), (8, 1)]}
+  out = bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny, models=("negmamba",), grid=grid,
+                                          chunks=(4, 8), need_gpu=False)  # interpret mode
+  assert {shape for shape, _ in asked} == {(2, 12, 8)} and not any(
+      "backward" in kw for _, kw in asked), f"not one run's forward at the eval sizes: {asked}"
+  rows = out["rows"]
+  fastest = min(rows[:2], key=lambda r: r["ms_per_run"])["tile"]
+  chunk = pallas.CHUNK["real"]
+  assert [(r["kernel"], r["tile"], r["chunk"]) for r in rows] == [
+      ("forward", [4, 2], chunk), ("forward", [8, 1], chunk)] + [
+      ("forward" + "+prefetch" * p, fastest, c) for c in (4, 8) for p in (False, True)
+      if (c, p) != (chunk, False)], rows
+  assert all(r["matches_reference"] for r in rows), rows
+  assert all(r["ms_per_run_layer"] == round(r["ms_per_run"] * cfg.eval_seqs / 2, 3)
+             for r in rows), "ms per evaluated run is not the calls per run's worth"
+  win = min(rows, key=lambda r: r["ms_per_run"])
+  best = out["best"]["evaluation"]["real"]
+  assert (best["forward"], best["chunk"], best["prefetch"], best["family"]) == (
+      win["tile"], win["chunk"], win["kernel"].endswith("prefetch"), "signed_decay"), best
+  assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles.render(out)
+  for name in ("FORWARD", "CHUNK", "PREFETCH"):
+    monkeypatch.setattr(pallas, name, dict(getattr(pallas, name)))
+  bench_tiles.apply(out)
+  assert (pallas.FORWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"]) == (
+      tuple(win["tile"]), win["chunk"], best["prefetch"]), "the best was not applied"
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * 1.01)
+  out = bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny, models=("aussm",), grid=grid,
+                                          need_gpu=False)
+  assert not any(r["matches_reference"] for r in out["rows"]), "a 1% error passed the check"
+  assert out["best"] == {}, "a tile that does not match the reference was called best"
+  if jax.default_backend() != "gpu":
+    with pytest.raises(common.UsageError, match="needs a GPU"):
+      bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny)
+
+
 def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monkeypatch):
   """A GPU call cut off by its time limit must keep the sections it finished: the file is
   written after every section, not once at the end. A bad section name fails before any runs."""
