@@ -272,25 +272,35 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
   tiny = bench_eval_tiles.regime(dict(d_model=8, d_state=4), batch=2, length=12)
   real, asked = pallas.scan, []
   monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append((f.x.shape, kw)) or real(f, **kw))
+  clock = iter(range(100, 0, -1))  # each configuration timed is faster than the one before
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (None, next(clock) / 1e3,
+                                                                  fn(f), None))
   grid = {"forward": [(4, 2), (8, 1)]}
   out = bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny, models=("negmamba",), grid=grid,
                                           chunks=(4, 8), need_gpu=False)  # interpret mode
-  assert {shape for shape, _ in asked} == {(2, 12, 8)} and not any(
+  assert [shape for shape, _ in asked].count((cfg.eval_seqs, 12, 8)) == 1 and {
+      shape for shape, _ in asked} == {(2, 12, 8), (cfg.eval_seqs, 12, 8)} and not any(
       "backward" in kw for _, kw in asked), f"not one run's forward at the eval sizes: {asked}"
-  rows = out["rows"]
-  fastest = min(rows[:2], key=lambda r: r["ms_per_run"])["tile"]
-  chunk = pallas.CHUNK["real"]
+  rows, whole = out["rows"][:-1], out["rows"][-1]
+  fastest, chunk = [8, 1], pallas.CHUNK["real"]
   assert [(r["kernel"], r["tile"], r["chunk"]) for r in rows] == [
       ("forward", [4, 2], chunk), ("forward", [8, 1], chunk)] + [
       ("forward" + "+prefetch" * p, fastest, c) for c in (4, 8) for p in (False, True)
       if (c, p) != (chunk, False)], rows
-  assert all(r["matches_reference"] for r in rows), rows
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert all(r["ms_per_run_layer"] == round(r["ms_per_run"] * cfg.eval_seqs / 2, 3)
              for r in rows), "ms per evaluated run is not the calls per run's worth"
-  win = min(rows, key=lambda r: r["ms_per_run"])
+  win = rows[-1]  # the last timed, so the fastest
   best = out["best"]["evaluation"]["real"]
   assert (best["forward"], best["chunk"], best["prefetch"], best["family"]) == (
       win["tile"], win["chunk"], win["kernel"].endswith("prefetch"), "signed_decay"), best
+  assert [kw for shape, kw in asked if shape[0] == cfg.eval_seqs] == [dict(
+      forward=tuple(win["tile"]), chunk=win["chunk"], prefetch=best["prefetch"])], asked
+  # the best once more, on the whole evaluation set in one call
+  assert (whole["kernel"].startswith("forward, whole set"), whole["tile"], whole["chunk"],
+          whole["batch"], whole["ms_per_run_layer"], best["whole_set_ms_per_run_layer"]) == (
+      True, win["tile"], win["chunk"], cfg.eval_seqs, whole["ms_per_run"],
+      whole["ms_per_run"]), whole
   assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles.render(out)
   for name in ("FORWARD", "CHUNK", "PREFETCH"):
     monkeypatch.setattr(pallas, name, dict(getattr(pallas, name)))
