@@ -7,6 +7,7 @@ import jax
 from bench_flags import TINY, small_flags  # noqa: F401 (the module's flags)
 from launch import bench
 from launch import bench_projection
+from launch import bench_step
 from launch import bench_train_many
 from launch import common
 from ssm_bench import scan
@@ -18,8 +19,9 @@ def test_step_timings_are_checked_across_scan_methods(monkeypatch):
   """...and each model's default is what its own "auto" runs: the diagonal AUTO for negmamba,
   the delta rule's HOUSEHOLDER_AUTO for deltanet (set to a method not timed here)."""
   monkeypatch.setattr(scan, "HOUSEHOLDER_AUTO", "associative")
-  rows = {r["model"]: r for r in bench.bench_step(["negmamba", "deltanet"], reps=1,
-                                                 methods=("sequential", "chunked"))}
+  rows = {r["model"]: r for r in bench_step.bench_step(
+      ["negmamba", "deltanet"], 1, bench.step_config, bench.methods_for, bench._auto_method,
+      methods=("sequential", "chunked"))}
   for name, row in rows.items():
     assert row["all_match"], f"{name}: scan methods give different gradients: {row['methods']}"
   assert list(rows["negmamba"]["methods"]) == ["sequential", "chunked"]
@@ -36,14 +38,15 @@ def test_on_a_gpu_the_chunked_kernel_is_timed_for_the_families_it_has_kernels_fo
 
 
 def test_scan_section_checks_every_method_against_float64(monkeypatch):
-  out = bench.bench_scan(reps=1)
+  scan_negmamba = lambda: bench_step.bench_scan(1, bench.sizes(), bench.methods_for("negmamba"))
+  out = scan_negmamba()
   assert [m["method"] for m in out["methods"]] == list(bench.methods_for("negmamba"))
   for m in out["methods"]:
     assert m["matches_reference"], m
     assert m["fraction_of_floor"] == pytest.approx(m["floor_ms"] / m["fwd_bwd_ms"], rel=0.05, abs=1e-4)
   real = scan.diagonal_scan
   monkeypatch.setattr(scan, "diagonal_scan", lambda f, m: real(f, m) * 1.01)
-  assert not any(m["matches_reference"] for m in bench.bench_scan(reps=1)["methods"]), (
+  assert not any(m["matches_reference"] for m in scan_negmamba()["methods"]), (
       "the check passes a scan that is off by 1%")
 
 
