@@ -67,7 +67,8 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "(each Triton kernel's registers and spills per tile, compiled "
                               "for sm_90 by the triton package; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
-                              "--profile_k), 'precision' "
+                              "--profile_k), 'eval_profile' (the same for one run's "
+                              "evaluation as a sweep scores it), 'precision' "
                               "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
                               "in one process vs --bench_workers processes).")
 _WORKERS = flags.DEFINE_list("bench_workers", ["1", "2"], "workers: the worker counts to "
@@ -134,6 +135,18 @@ def step_config(model: str, method: str, **kw) -> TrainConfig:
                      steps=1, log_every=1, checkpoint_every=1, curriculum_start=z["length"], **kw)
 
 
+def eval_config(model: str) -> TrainConfig:
+  """The eval_profile section's config: table2_lite's (padded to order 60) at the cell's width
+  and states and evaluation's sizes (`bench_eval_tiles.regime`: --batch sequences per chunk,
+  --length steps, at least the grid's first length)."""
+  z = bench_eval_tiles.regime(sizes(), _BATCH.value, _LENGTH.value)
+  cfg = TrainConfig(task="C2", model=model, **PRESETS["table2_lite"])
+  length = max(z["length"], evaluation.GRID[0])
+  return cfg.replace(d_model=z["d_model"], d_state=z["d_state"], eval_chunk=z["batch"],
+                     eval_length=length, eval_seqs=z["eval_seqs"],
+                     train_length=min(cfg.train_length, length))
+
+
 def train_many_base(model: str) -> TrainConfig:
   """The train_many section's config: the cell's step config, 5-step programs, a short
   curriculum start so the 5 steps train on the cell's length."""
@@ -189,6 +202,8 @@ def render(section: str, result) -> str:
     return bench_tiles.render(result)
   if section == "profile":
     return bench_profile.render(result)
+  if section == "eval_profile":
+    return bench_profile.render_eval(result)
   if section == "registers":
     return bench_registers.render(result)
   if section == "step":
@@ -314,6 +329,8 @@ def checked_flags() -> tuple[list, dict]:
              "profile": lambda: bench_profile.bench_profile(
                  step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value,
                  methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
+             "eval_profile": lambda: bench_profile.bench_eval_profile(eval_config, names,
+                                                                     reps=_REPS.value),
              "workers": lambda: bench_workers.bench_workers(
                  names if flags.FLAGS["models"].present else ["mamba"],
                  [int(n) for n in _WORKERS.value], steps=_WORKERS_STEPS.value),

@@ -242,6 +242,82 @@ def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int =
   return rows
 
 
+def profile_eval(cfg, reps: int) -> dict:
+  """Trace `reps` evaluations of one run as a sweep scores it (`runs.score`: the group's
+  correctness program over every stream, the curves on the host, the declaration check), its
+  parameters as initialized, after one that compiles; and the correctness program alone."""
+  from ssm_bench import runs
+  from tasks import registry
+  trainer = train.Trainer(cfg)
+  params = trainer.init(jax.tree.map(lambda x: x[0], train.hparams([cfg])))["params"]
+  task = registry.get_task(cfg.task)
+  sets = runs.eval_sets(task, cfg)
+  program, extra = runs.evaluation_program(trainer, cfg)
+  correct = lambda p, tokens, labels: program(p, tokens, labels, *extra(cfg))
+  score = lambda: runs.score(trainer, params, task, sets, correct, cfg.train_length)
+  t0 = time.perf_counter()
+  score()
+  first = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  for _ in range(reps):
+    score()
+  wall = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  for _ in range(reps):
+    jax.block_until_ready([correct(params, *s) for s in sets.values()])
+  program_s = time.perf_counter() - t0
+  tokens = next(iter(sets.values()))[0]
+  sources = hlo_sources(program.lower(params, tokens, tokens, *extra(cfg)).compile().as_text())
+  with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
+    with jax.profiler.trace(tmp, create_perfetto_trace=True):
+      for _ in range(reps):
+        score()
+    events, procs = _events(tmp)
+  return {"first_s": round(first, 3), "program_ms_per_run": round(program_s * 1e3 / reps, 3),
+          "streams": list(sets), "eval_seqs": cfg.eval_seqs, "eval_length": cfg.eval_length,
+          "eval_chunk": cfg.eval_chunk, **summarize(events, procs, reps, wall, sources)}
+
+
+def bench_eval_profile(eval_config, models, reps: int = 2) -> list:
+  """Rows per model: where one run's evaluation goes (`profile_eval`); eval_config(model) gives
+  the config (the bench's cell at evaluation's sizes)."""
+  rows = []
+  for model in models:
+    try:
+      rows.append({"model": model, **profile_eval(eval_config(model), reps)})
+    except Exception as e:  # a kernel Triton rejects, out of memory: a result, not a crash
+      rows.append({"model": model, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+  return rows
+
+
+def render_eval(rows) -> str:
+  out = []
+  for r in rows:
+    if "error" in r:
+      out.append(f"{r['model']} evaluation: {r['error']}")
+      continue
+    out.append(f"{r['model']} evaluation of one run ({r['eval_seqs']} x {r['eval_length']}, "
+               f"chunks of at most {r['eval_chunk']}, streams {', '.join(r['streams'])}): wall "
+               f"{r['wall_ms_per_step']:.3f} ms per run, the correctness program alone "
+               f"{r['program_ms_per_run']:.3f}, ops {r['device_ms_per_step']:.3f} "
+               f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f}; the first "
+               f"(compiling) {r['first_s']:.2f} s")
+    out += _kinds_and_top_ops(r)
+  return "\n".join(out)
+
+
+def _kinds_and_top_ops(r) -> list[str]:
+  total = r["device_ms_per_step"] or 1.0
+  out = [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
+         for kind, ms in r["ms_per_step"].items()]
+  if r.get("top_ops"):
+    out.append("  costliest ops outside the scan kernel:")
+    out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
+            + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
+            for o in r["top_ops"]]
+  return out
+
+
 def render(rows) -> str:
   out = []
   for r in rows:
@@ -254,12 +330,5 @@ def render(rows) -> str:
                f"{r['matmul_gflop_per_run_step']:.3f} GFLOP per run-step"
                + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
                   if "matmul_tflops" in r else ""))
-    total = r["device_ms_per_step"] or 1.0
-    out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
-            for kind, ms in r["ms_per_step"].items()]
-    if r.get("top_ops"):
-      out.append("  costliest ops outside the scan kernel:")
-      out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
-              + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
-              for o in r["top_ops"]]
+    out += _kinds_and_top_ops(r)
   return "\n".join(out)

@@ -193,10 +193,9 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
       start)
 
 
-def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s, t0, start):
-  """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
-  cfg = cfgs[0]
-  t_eval = time.time()
+def evaluation_program(trainer, cfg: TrainConfig):
+  """(program, extra): the group's one compiled correctness function, program(params, tokens,
+  labels, *extra(run_cfg)) -> bool (seqs, length), sized to the device (`memory.eval_chunk`)."""
   # A padded group (all its runs or none: pad_order is part of the shape) predicts each run
   # among its own task's classes, the count a traced argument of one program: as a constant it
   # compiled the length-1000 forward once per order (6 programs for Table 2's nine tasks,
@@ -204,28 +203,68 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
   masked = bool(cfg.pad_order)
   apply = trainer.model.apply if not masked else (
       lambda p, x, order: train.mask_classes(trainer.model.apply(p, x), order))
-  order_of = lambda c: (np.int32(registry.get_task(c.task).num_classes),) if masked else ()
+  extra = lambda c: (np.int32(registry.get_task(c.task).num_classes),) if masked else ()
   # on an accelerator, the largest chunk (<= eval_chunk) that fits, sized on this very program
   # (the persistent cache then serves its compilation again); per-sequence results do not
   # depend on it
   budget = memory.device_bytes() if jax.default_backend() != "cpu" else None
-  program = evaluation.make_correctness_fn(
-      apply, memory.eval_chunk(trainer, budget, apply, order_of(cfg)))
-  sets = {}
+  return evaluation.make_correctness_fn(
+      apply, memory.eval_chunk(trainer, budget, apply, extra(cfg))), extra
 
-  def evaluation_of(c):
-    """The run's own task, its evaluation sets and its correctness function."""
-    task = registry.get_task(c.task)
-    if c.task not in sets:
-      sets[c.task] = {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
-                      for name in task.eval_streams}
-    return task, sets[c.task], lambda p, tokens, labels: program(p, tokens, labels, *order_of(c))
 
+def score(trainer, params, task, eval_sets: dict, correct, reached: int) -> dict:
+  """A trained run's evaluation, no side effects: every stream's curves and max_len (the main
+  stream's at the top level, the others under "other_streams") and the declaration check.
+  `params`: the run's own; `correct(params, tokens, labels)` its correctness function;
+  `reached`: the longest training length its curriculum reached."""
+  streams = {}
+  for name, (tokens, labels) in eval_sets.items():
+    correct_ = correct(params, tokens, labels)
+    per_pos, seq = evaluation.curves(correct_)
+    acc = evaluation.on_grid(per_pos, task.acc_window)
+    streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
+                     "seq_acc_curve": evaluation.on_grid(seq),
+                     "full_seq_acc": float(seq[-1]),
+                     # at the longest length the curriculum reached, not at its cap
+                     "acc_at_train_length": float(
+                         per_pos[max(0, reached - task.acc_window):reached].mean()),
+                     "seq_acc_at_train_length": float(seq[reached - 1])}
+    if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
+      streams[name].update(
+          acc_per_position=[round(float(a), 4) for a in per_pos],
+          event_acc=evaluation.event_accuracy(correct_, task.events(tokens, labels)),
+          example=evaluation.example_output(trainer.model.apply, params, tokens, labels))
+  main = streams.pop(task.main_stream)
+  result = {"eval_stream": task.main_stream, **main}
+  if task.acc_window > 1:
+    result["acc_window"] = task.acc_window
+  # the trained layers' transitions on a few evaluation sequences, against their classes
+  result["declaration"] = declaration.check(trainer.model, params,
+                                            eval_sets[task.main_stream][0][:4, :64])
+  if streams:
+    result["other_streams"] = streams
+  return result
+
+
+def eval_sets(task, cfg: TrainConfig) -> dict:
+  """{stream: (tokens, labels)}: the task's fixed evaluation sets at cfg's size and length."""
+  return {name: evaluation.eval_set(task, cfg.eval_seqs, cfg.eval_length, name)
+          for name in task.eval_streams}
+
+
+def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s, t0, start):
+  """Evaluate each run (parameters stay on the device; optimizer state is never fetched)."""
+  cfg = cfgs[0]
+  t_eval = time.time()
+  program, extra = evaluation_program(trainer, cfg)
+  sets = {}  # per task, shared by its runs
   # what the config's scan_method "auto" ran for this network (the same for the whole group)
   scan_auto = models.scan_auto(trainer.mcfg)
   for k, (c, d, w) in enumerate(zip(cfgs, dirs, writers)):
     faults.point("eval")
-    task, eval_sets, correct_fn = evaluation_of(c)
+    task = registry.get_task(c.task)
+    if c.task not in sets:
+      sets[c.task] = eval_sets(task, cfg)
     rows = rundir.read_metrics(d)
     last = rows[-1] if rows else {}
     diverged_at = int(final["diverged_at"][k])
@@ -245,36 +284,11 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
       result = {"status": "diverged", "diverged_at": diverged_at, "max_len": 0,
                 "acc_curve": None, "seq_acc_curve": None, **common}
     else:
-      streams = {}
-      for name, (tokens, labels) in eval_sets.items():
-        correct = correct_fn(_take(params, k), tokens, labels)
-        per_pos, seq = evaluation.curves(correct)
-        acc = evaluation.on_grid(per_pos, task.acc_window)
-        streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
-                         "seq_acc_curve": evaluation.on_grid(seq),
-                         "full_seq_acc": float(seq[-1]),
-                         # at the longest length the curriculum reached, not at its cap
-                         "acc_at_train_length": float(
-                             per_pos[max(0, reached - task.acc_window):reached].mean()),
-                         "seq_acc_at_train_length": float(seq[reached - 1])}
-        if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
-          streams[name].update(
-              acc_per_position=[round(float(a), 4) for a in per_pos],
-              event_acc=evaluation.event_accuracy(correct, task.events(tokens, labels)),
-              example=evaluation.example_output(trainer.model.apply, _take(params, k), tokens,
-                                                labels))
-      main = streams.pop(task.main_stream)
-      result = {"status": "done", "diverged_at": None, "eval_stream": task.main_stream,
-                **main, **common}
-      if task.acc_window > 1:
-        result["acc_window"] = task.acc_window
-      # the trained layers' transitions on a few evaluation sequences, against their classes
-      result["declaration"] = declaration.check(trainer.model, _take(params, k),
-                                                eval_sets[task.main_stream][0][:4, :64])
-      if streams:
-        result["other_streams"] = streams
-      w.curve("eval/acc_vs_length", main["acc_curve"])
-      w.curve("eval/seq_acc_vs_length", main["seq_acc_curve"])
+      correct = lambda p, tokens, labels, c=c: program(p, tokens, labels, *extra(c))
+      scored = score(trainer, _take(params, k), task, sets[c.task], correct, reached)
+      result = {"status": "done", "diverged_at": None, **scored, **common}
+      w.curve("eval/acc_vs_length", result["acc_curve"])
+      w.curve("eval/seq_acc_vs_length", result["seq_acc_curve"])
     lengths = evaluation.grid(c.eval_length)
     result["eval"] = {"num_seqs": c.eval_seqs, "length": c.eval_length,
                       "seed": evaluation.EVAL_SEED, "grid": [lengths[0], lengths[-1]],

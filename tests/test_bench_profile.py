@@ -155,3 +155,39 @@ def test_profile_kinds_take_the_optimizer_scope_and_the_primitive_from_the_progr
                                 "scan kernel (custom call)": 1.0}, out["ms_per_step"]
   details = {o["op"]: o["detail"] for o in out["top_ops"]}
   assert details["fusion.7"] == sources["fusion.7"], f"the op's source is not shown: {details}"
+
+
+def test_eval_profile_traces_one_runs_evaluation_as_a_sweep_scores_it(monkeypatch):
+  """The section times and traces `runs.score` (every stream, the curves, the declaration
+  check) with the group's correctness program, after one call that compiles; its config is
+  table2_lite's at the cell's width and evaluation's sizes."""
+  from launch import bench_profile
+  from ssm_bench import runs
+  from tasks import registry
+  scored, real = [], runs.score
+  monkeypatch.setattr(runs, "score", lambda *a: scored.append(a[4]) or real(*a))
+  programs, real_program = [], runs.evaluation_program
+  monkeypatch.setattr(runs, "evaluation_program",
+                      lambda trainer, c: programs.append(c) or real_program(trainer, c))
+  cfg = TINY.replace(model="negmamba", eval_seqs=8, eval_chunk=4, eval_length=40, pad_order=6)
+  rows = bench_profile.bench_eval_profile(lambda model: cfg.replace(model=model),
+                                          ["negmamba", "rnn"], reps=2)
+  assert programs == [cfg, cfg.replace(model="rnn")], f"not the sweep's program: {programs}"
+  assert [r["model"] for r in rows] == ["negmamba", "rnn"] and len(scored) == 2 * (1 + 2 + 2), (
+      f"not one compiling call, then the timed and the traced ones: {len(scored)} calls")
+  for r in rows:
+    assert "error" not in r, r
+    assert r["device_ms_per_step"] > 0 and r["ms_per_step"], f"an empty profile: {r}"
+    assert (r["eval_seqs"], r["eval_length"], r["eval_chunk"]) == (8, 40, 4), r
+    assert r["streams"] == list(registry.get_task(cfg.task).eval_streams), r
+    assert r["program_ms_per_run"] > 0 and r["first_s"] > 0, r
+  assert "negmamba evaluation of one run (8 x 40" in bench_profile.render_eval(rows)
+  monkeypatch.setattr(bench_profile, "profile_eval", lambda cfg, reps: 1 / 0)
+  assert "ZeroDivisionError" in bench_profile.bench_eval_profile(lambda m: cfg, ["rnn"])[0]["error"]
+  # the bench's config (the module's flags: --batch=4 --length=12 --d_model=8 --d_state=2):
+  # table2_lite's at the cell's width, evaluation's sizes, at least the grid's first length
+  from ssm_bench.config import PRESETS, TrainConfig
+  assert bench.eval_config("mamba") == TrainConfig(
+      task="C2", model="mamba", **PRESETS["table2_lite"]).replace(
+      d_model=8, d_state=2, eval_chunk=4, eval_length=20, train_length=20,
+      eval_seqs=TrainConfig().eval_seqs), bench.eval_config("mamba")
