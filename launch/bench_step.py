@@ -21,7 +21,7 @@ from ssm_bench import scan
 from ssm_bench import train
 
 
-def _reference_grads(trainer, state):
+def reference_grads(trainer, state):
   """Loss gradients of run 0 on one fixed batch (the check behind every step timing)."""
   cfg = trainer.cfg
   params = jax.tree.map(lambda x: x[0], state["params"])
@@ -32,7 +32,7 @@ def _reference_grads(trainer, state):
   return [np.asarray(g, np.float64) for g in jax.tree.leaves(grads)]
 
 
-def _relative_error(got, ref) -> float:
+def relative_error(got, ref) -> float:
   err = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(ref, got)))
   return float(err / max(np.sqrt(sum(np.sum(a ** 2) for a in ref)), 1e-30))
 
@@ -58,9 +58,9 @@ def bench_step(model_names, reps, step_config, methods_for, auto_method, methods
         per_method[method] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
         common.progress(f"step: {name} {method}: {per_method[method]['error']}")
         continue
-      grads = _reference_grads(trainer, state)
+      grads = reference_grads(trainer, state)
       ref = ref or grads
-      err = _relative_error(grads, ref)
+      err = relative_error(grads, ref)
       per_method[method] = {"compile_s": round(compile_s, 3), "grad_rel_err": float(f"{err:.2e}"),
                             "matches_reference": err <= 1e-3, **mem}
       calls[method] = functools.partial(compiled, state, hp)

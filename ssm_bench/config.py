@@ -19,7 +19,12 @@ SCHEDULES = ("constant", "cosine", "cosine_restarts")
 # jax's names for float32 matmul and conv arithmetic; "default" leaves jax's setting, which is
 # the backend's choice unless JAX_DEFAULT_MATMUL_PRECISION is set (true float32 on CPU, TF32 on
 # recent NVIDIA GPUs, one bfloat16 pass on TPU).
-MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16")
+MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16", "tf32x3")
+# ...and the ones jax names by an algorithm: "tf32x3", float32 from three TF32 passes on an NVIDIA
+# GPU's tensor cores (about float32's accuracy at nearer TF32's speed; the precision section of
+# launch.bench times it and checks its gradients against float32's). jax compiles it only for a
+# GPU; elsewhere it computes float32, as "tensorfloat32" does on a CPU.
+MATMUL_ALGORITHMS = {"tf32x3": "TF32_TF32_F32_X3"}
 # The evaluation grid's spacing (and first length): acc(L) is stored at L = 20, 40, ...
 GRID_STEP = 20
 # The traced hyperparameters: runs that differ only in these train together under vmap.

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from ssm_bench import registry
-from ssm_bench.config import ModelConfig
+from ssm_bench.config import MATMUL_ALGORITHMS, ModelConfig
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu, "silu": nn.silu, "tanh": jnp.tanh,
                "identity": lambda x: x}
@@ -60,6 +60,14 @@ ONE_HOT_MAX_VOCAB = 256
 LOOKUP_SCOPE = "embedding_lookup"
 
 
+def jax_precision(precision: str) -> str:
+  """jax's setting for a config's matmul_precision: an algorithm (`MATMUL_ALGORITHMS`) where the
+  backend compiles it (a GPU), float32 elsewhere (its accuracy; a CPU has no TF32)."""
+  if precision not in MATMUL_ALGORITHMS:
+    return precision
+  return MATMUL_ALGORITHMS[precision] if jax.default_backend() == "gpu" else "float32"
+
+
 class Embed(nn.Module):
   """nn.Embed's parameter ("embedding", same init, so the same values from the same key) looked
   up as a one-hot matmul. nn.Embed's gather has a scatter-add for its gradient, whose updates
@@ -100,7 +108,7 @@ class StateTracker(nn.Module):
     # is computed at the config's precision, whatever jit or vmap wraps the call; "default"
     # leaves jax's own setting (JAX_DEFAULT_MATMUL_PRECISION, recorded in each summary).
     with (contextlib.nullcontext() if cfg.matmul_precision == "default"
-          else jax.default_matmul_precision(cfg.matmul_precision)):
+          else jax.default_matmul_precision(jax_precision(cfg.matmul_precision))):
       act = ACTIVATIONS[cfg.activation]
       x = Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
       for i, name in enumerate(cfg.layers):

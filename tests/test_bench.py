@@ -483,8 +483,25 @@ def test_json_output_is_only_json_and_progress_goes_to_stderr():
   assert "step: rnn" in out.stderr, "progress lines are gone, not moved"
 
 
-def test_precision_section_times_float32_against_tf32():
+def test_precision_section_times_float32_and_tf32x3_against_tf32_with_their_gradients(
+    monkeypatch):
+  """Each precision's step timed and its gradients set against float32's: on a CPU all three
+  are float32 (errors 0); with gradients that differ by precision, each is paired with its own."""
+  import numpy as np
   from launch import bench_precision
   rows = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)
-  assert rows[0]["float32_ms"] > 0 and rows[0]["tensorfloat32_ms"] > 0
-  assert rows[0]["float32_over_tf32"] > 0
+  r = rows[0]
+  assert min(r["float32_ms"], r["tensorfloat32_ms"], r["tf32x3_ms"]) > 0, r
+  assert r["float32_over_tf32"] > 0 and r["tf32x3_over_tf32"] > 0, r
+  assert r["grad_rel_err_vs_float32"] == {"tensorfloat32": 0.0, "tf32x3": 0.0}, r
+  off = {"float32": 1.0, "tensorfloat32": 1.1, "tf32x3": 1.01}
+  monkeypatch.setattr(bench_step, "reference_grads", lambda trainer, state: [
+      np.full(4, off[trainer.cfg.matmul_precision])])
+  r = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)[0]
+  assert r["grad_rel_err_vs_float32"] == {"tensorfloat32": 0.1, "tf32x3": 0.01}, r
+  # a precision the device cannot compile is a result beside the others, not a crash
+  monkeypatch.setattr(bench_step, "reference_grads", lambda trainer, state: 1 / 0 if (
+      trainer.cfg.matmul_precision == "tf32x3") else [np.full(4, 1.0)])
+  r = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)[0]
+  assert "ZeroDivisionError" in r["tf32x3_error"] and "tf32x3_ms" not in r, r
+  assert r["float32_over_tf32"] > 0 and r["grad_rel_err_vs_float32"] == {"tensorfloat32": 0.0}

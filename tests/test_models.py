@@ -239,6 +239,29 @@ def test_matmul_precision_reaches_every_matmul_of_the_training_step(precision, j
       f"the embedding lookup (forward and gradient) must be exact at any precision: {lookups}")
 
 
+def test_tf32x3_is_three_tf32_passes_on_a_gpu_and_float32_elsewhere(monkeypatch):
+  """`matmul_precision=tf32x3`: every dot of the step (the exact embedding lookup aside) asks
+  for jax's TF32_TF32_F32_X3 algorithm where a GPU compiles it, and lowers for CUDA with it;
+  off a GPU it is float32 (HIGHEST), which a CPU can compile."""
+  from ssm_bench import train
+  from ssm_bench.config import PRESETS, TrainConfig
+  cfg = TrainConfig(task="C2", model="mamba", **PRESETS["tiny"]).replace(
+      matmul_precision="tf32x3", scan_method="chunked")
+  for backend, want in (("cpu", HIGHEST), ("gpu", jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3)):
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    trainer = train.Trainer(cfg)
+    init, chunk = trainer.compiled(donate=False)
+    hp = train.hparams([cfg])
+    state = init(hp)
+    found = _precisions(jax.make_jaxpr(chunk)(state, hp).jaxpr)
+    assert len(found) >= 8 and {p for _, p in found} == {want}, f"{backend}: {set(found)}"
+    assert {p for _, p in _precisions(jax.make_jaxpr(chunk)(state, hp).jaxpr, lookups=True)} == {
+        HIGHEST}, "the embedding lookup must stay exact"
+  text = chunk.trace(state, hp).lower(lowering_platforms=("cuda",)).as_text()
+  assert text.count("num_primitive_operations = 3") >= len(found), (
+      "the CUDA lowering lost the three-pass algorithm")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_training_step_has_no_scatter_add_whose_updates_collide(name):
   """A scatter-add with more updates than operand elements adds several into one element; XLA's
