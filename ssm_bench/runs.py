@@ -219,8 +219,8 @@ def score(trainer, params, task, eval_sets: dict, correct, reached: int) -> dict
   `reached`: the longest training length its curriculum reached."""
   streams = {}
   for name, (tokens, labels) in eval_sets.items():
-    correct_ = correct(params, tokens, labels)
-    per_pos, seq = evaluation.curves(correct_)
+    hits = correct(params, tokens, labels)
+    per_pos, seq = evaluation.curves(hits)
     acc = evaluation.on_grid(per_pos, task.acc_window)
     streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
                      "seq_acc_curve": evaluation.on_grid(seq),
@@ -232,7 +232,7 @@ def score(trainer, params, task, eval_sets: dict, correct, reached: int) -> dict
     if task.events is not None:  # tasks whose positions differ in kind (offset prediction)
       streams[name].update(
           acc_per_position=[round(float(a), 4) for a in per_pos],
-          event_acc=evaluation.event_accuracy(correct_, task.events(tokens, labels)),
+          event_acc=evaluation.event_accuracy(hits, task.events(tokens, labels)),
           example=evaluation.example_output(trainer.model.apply, params, tokens, labels))
   main = streams.pop(task.main_stream)
   result = {"eval_stream": task.main_stream, **main}
