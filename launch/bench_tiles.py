@@ -355,11 +355,12 @@ def render(result: dict) -> str:
   from launch import bench_eval_tiles  # deferred: it imports this module
   lines = [result.get("regime") or f"tiles (ms per run, {result['k']} runs under vmap; tile = "
            "channels per program, warps)"]
+  width = max((len(r["kernel"]) for r in result["rows"]), default=0)
   for r in result["rows"]:
     what = r.get("ms_per_run", r.get("error"))
     ok = "" if r.get("matches_reference", True) else f"  MISMATCH {r['rel_err']}"
     chunk = "" if r["chunk"] is None else f" chunk {r['chunk']}"
-    lines.append(f"  {r['kind']:5s} {r['kernel']:22s} {tuple(r['tile'])}{chunk}: {what}{ok}")
+    lines.append(f"  {r['kind']:5s} {r['kernel']:{width}s} {tuple(r['tile'])}{chunk}: {what}{ok}")
   for kind, b in result["best"].items():
     if kind == "evaluation":
       lines += bench_eval_tiles.render_best(b)
