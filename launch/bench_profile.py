@@ -291,44 +291,38 @@ def bench_eval_profile(eval_config, models, reps: int = 2) -> list:
 
 
 def render_eval(rows) -> str:
+  return _render(rows, lambda r: f"{r['model']} evaluation", lambda r: (
+      f"one run ({r['eval_seqs']} x {r['eval_length']}, chunks of at most {r['eval_chunk']}, "
+      f"streams {', '.join(r['streams'])}): wall {r['wall_ms_per_step']:.3f} ms per run, the "
+      f"correctness program alone {r['program_ms_per_run']:.3f}, ops "
+      f"{r['device_ms_per_step']:.3f} ({r['source']}), host gap "
+      f"{r['host_gap_ms_per_step']:.3f}; the first (compiling) {r['first_s']:.2f} s"))
+
+
+def _render(rows, name, head) -> str:
+  """Per row `name: head` (or `name: error`), then its time by kind and costliest ops."""
   out = []
   for r in rows:
     if "error" in r:
-      out.append(f"{r['model']} evaluation: {r['error']}")
+      out.append(f"{name(r)}: {r['error']}")
       continue
-    out.append(f"{r['model']} evaluation of one run ({r['eval_seqs']} x {r['eval_length']}, "
-               f"chunks of at most {r['eval_chunk']}, streams {', '.join(r['streams'])}): wall "
-               f"{r['wall_ms_per_step']:.3f} ms per run, the correctness program alone "
-               f"{r['program_ms_per_run']:.3f}, ops {r['device_ms_per_step']:.3f} "
-               f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f}; the first "
-               f"(compiling) {r['first_s']:.2f} s")
-    out += _kinds_and_top_ops(r)
+    out.append(f"{name(r)}: {head(r)}")
+    total = r["device_ms_per_step"] or 1.0
+    out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
+            for kind, ms in r["ms_per_step"].items()]
+    if r.get("top_ops"):
+      out.append("  costliest ops outside the scan kernel:")
+      out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
+              + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
+              for o in r["top_ops"]]
   return "\n".join(out)
-
-
-def _kinds_and_top_ops(r) -> list[str]:
-  total = r["device_ms_per_step"] or 1.0
-  out = [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
-         for kind, ms in r["ms_per_step"].items()]
-  if r.get("top_ops"):
-    out.append("  costliest ops outside the scan kernel:")
-    out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
-            + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
-            for o in r["top_ops"]]
-  return out
 
 
 def render(rows) -> str:
-  out = []
-  for r in rows:
-    if "error" in r:
-      out.append(f"{r['model']} ({r['method']}) K={r['k']}: {r['error']}")
-      continue
-    out.append(f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}: wall "
-               f"{r['wall_ms_per_step']:.3f} ms per step, ops {r['device_ms_per_step']:.3f} ms "
-               f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f} ms; matmuls "
-               f"{r['matmul_gflop_per_run_step']:.3f} GFLOP per run-step"
-               + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls"
-                  if "matmul_tflops" in r else ""))
-    out += _kinds_and_top_ops(r)
-  return "\n".join(out)
+  name = lambda r: f"{r['model']} ({r.get('method', 'auto')}) K={r['k']}"
+  return _render(rows, name, lambda r: (
+      f"wall {r['wall_ms_per_step']:.3f} ms per step, ops {r['device_ms_per_step']:.3f} ms "
+      f"({r['source']}), host gap {r['host_gap_ms_per_step']:.3f} ms; matmuls "
+      f"{r['matmul_gflop_per_run_step']:.3f} GFLOP per run-step"
+      + (f", {r['matmul_tflops']} TFLOP/s in the traced matmuls" if "matmul_tflops" in r
+         else "")))

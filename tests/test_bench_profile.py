@@ -181,7 +181,7 @@ def test_eval_profile_traces_one_runs_evaluation_as_a_sweep_scores_it(monkeypatc
     assert (r["eval_seqs"], r["eval_length"], r["eval_chunk"]) == (8, 40, 4), r
     assert r["streams"] == list(registry.get_task(cfg.task).eval_streams), r
     assert r["program_ms_per_run"] > 0 and r["first_s"] > 0, r
-  assert "negmamba evaluation of one run (8 x 40" in bench_profile.render_eval(rows)
+  assert "negmamba evaluation: one run (8 x 40" in bench_profile.render_eval(rows)
   monkeypatch.setattr(bench_profile, "profile_eval", lambda cfg, reps: 1 / 0)
   assert "ZeroDivisionError" in bench_profile.bench_eval_profile(lambda m: cfg, ["rnn"])[0]["error"]
   # the bench's config (the module's flags: --batch=4 --length=12 --d_model=8 --d_state=2):
