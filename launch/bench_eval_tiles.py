@@ -1,4 +1,5 @@
-"""The step-by-step kernel's tiles where it runs now: `python -m launch.bench --sections=eval_tiles`.
+"""The step-by-step kernel's tiles where it runs now:
+`python -m launch.bench --sections=eval_tiles`.
 
 Since the time-parallel kernels became the GPU's `auto`, training (every protocol's lengths are
 <= `pallas_parallel.MAX_LENGTH`) never runs `pallas.scan`; evaluation does, past that length:
@@ -9,10 +10,11 @@ its time goes; this section sweeps it in evaluation's, per kind of `--models`: t
 (`bench_tiles.GRID["forward"]`) at the kind's chunk, then the fastest tile with each of
 `CHUNKS` steps per unrolled chunk, inputs read ahead (`pallas.PREFETCH`) or not, and the best
 once more on the whole evaluation set in one call (would a bigger `eval_chunk` pay here?). Every
-row is checked against the sequential scan on the same factors (the whole set's first rows). The `best eval` line gives the values
-for `pallas.FORWARD`, `CHUNK` and `PREFETCH` (`--apply_tiles` makes them the defaults for the
-sections after it); the chunk is shared with the backward, which no protocol runs.
-Rows give ms per call and ms per evaluated run and layer (`eval_seqs / eval_chunk` calls).
+row is checked against the sequential scan on the same factors (the whole set's first rows).
+The `best eval` line gives the values for `pallas.FORWARD`, `CHUNK` and `PREFETCH`
+(`--apply_tiles` makes them the defaults for the sections after it); the chunk is shared with
+the backward, which no protocol runs. Rows give ms per call and ms per evaluated run and layer
+(`eval_seqs / eval_chunk` calls).
 """
 from __future__ import annotations
 
