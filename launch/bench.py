@@ -69,7 +69,8 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "(a profiler trace of training steps by kind of op, at "
                               "--profile_k), 'eval_profile' (the same for one run's "
                               "evaluation as a sweep scores it), 'precision' "
-                              "(a step in float32 vs TF32 matmuls) and 'workers' (a CPU sweep "
+                              "(a step in float32 and tf32x3 vs TF32 matmuls, with their "
+                              "gradients) and 'workers' (a CPU sweep "
                               "in one process vs --bench_workers processes).")
 _WORKERS = flags.DEFINE_list("bench_workers", ["1", "2"], "workers: the worker counts to "
                              "time (1: in this process, as a sweep's default).")
