@@ -58,7 +58,7 @@ def bench_eval_tiles(reps, sizes: dict, models=("mamba", "aussm", "s4d"), grid=N
       kernel = "forward" + ("+prefetch" if prefetch else "")
       row = checked_row("eval_tiles", kind, family, kernel, tile, jax.jit(
           lambda f: pallas.scan(f, forward=tile, chunk=chunk, prefetch=prefetch)), f, want,
-          reps, 1, {kernel: {}})
+          reps, 1, {})
       row["chunk"] = chunk
       if row.get("matches_reference"):
         row["ms_per_run_layer"] = round(row["ms_per_run"] * calls, 3)

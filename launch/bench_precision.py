@@ -28,8 +28,8 @@ def bench_precision(step_config, model_names, reps,
       trainer = train.Trainer(cfg)
       init, chunk = trainer.compiled(donate=False)
       hp = train.hparams([cfg])
-      state = init(hp)
-      try:
+      try:  # init traces the network at this precision too
+        state = init(hp)
         compiled, _, _, _ = prepare(chunk, state, hp)
         grads[p] = bench_step.reference_grads(trainer, state)
       except Exception as e:  # an algorithm this device's compiler rejects: a result
@@ -52,4 +52,4 @@ def bench_precision(step_config, model_names, reps,
 
 
 def _short(precision: str) -> str:
-  return {"float32": "float32", "tensorfloat32": "tf32"}.get(precision, precision)
+  return {"tensorfloat32": "tf32"}.get(precision, precision)

@@ -212,13 +212,14 @@ def evaluation_program(trainer, cfg: TrainConfig):
       apply, memory.eval_chunk(trainer, budget, apply, extra(cfg))), extra
 
 
-def score(trainer, params, task, eval_sets: dict, correct, reached: int) -> dict:
+def score(trainer, params, task, sets: dict, correct, reached: int) -> dict:
   """A trained run's evaluation, no side effects: every stream's curves and max_len (the main
   stream's at the top level, the others under "other_streams") and the declaration check.
-  `params`: the run's own; `correct(params, tokens, labels)` its correctness function;
+  `params`: the run's own; `sets`: `eval_sets`'s; `correct(params, tokens, labels)` its
+  correctness function;
   `reached`: the longest training length its curriculum reached."""
   streams = {}
-  for name, (tokens, labels) in eval_sets.items():
+  for name, (tokens, labels) in sets.items():
     hits = correct(params, tokens, labels)
     per_pos, seq = evaluation.curves(hits)
     acc = evaluation.on_grid(per_pos, task.acc_window)
@@ -240,7 +241,7 @@ def score(trainer, params, task, eval_sets: dict, correct, reached: int) -> dict
     result["acc_window"] = task.acc_window
   # the trained layers' transitions on a few evaluation sequences, against their classes
   result["declaration"] = declaration.check(trainer.model, params,
-                                            eval_sets[task.main_stream][0][:4, :64])
+                                            sets[task.main_stream][0][:4, :64])
   if streams:
     result["other_streams"] = streams
   return result
