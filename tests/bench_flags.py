@@ -2,6 +2,7 @@
 from absl import flags
 import pytest
 
+from launch import bench
 from ssm_bench.config import PRESETS, TrainConfig
 
 TINY = TrainConfig(**{**PRESETS["tiny"], "model": "negmamba", "steps": 5, "log_every": 5,
@@ -15,3 +16,20 @@ def small_flags():
   flags.FLAGS(["bench", "--batch=4", "--length=12", "--d_model=8", "--d_state=2", "--reps=1"])
   yield
   flags.FLAGS.unparse_flags()
+
+
+def run_section_per_models(section, models):
+  """`launch.bench --sections=<section> --out=` once per --models value (None: not given)."""
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse(section)
+    for value in models:
+      if value is None:
+        flags.FLAGS["models"].unparse()
+      else:
+        flags.FLAGS["models"].parse(value)
+      bench.main([])
+  finally:
+    flags.FLAGS["out"].unparse()
+    flags.FLAGS["sections"].unparse()
+    flags.FLAGS["models"].unparse()

@@ -1,0 +1,245 @@
+"""The tile sweeps (tiles, parallel_tiles, chunked_tiles, eval_tiles): each tile is checked
+against its reference before it is timed, a tile 1% off is never best, the best is what
+`--apply_tiles` makes the defaults, and off a GPU a sweep says it needs one (interpret mode here;
+the kernels themselves: test_pallas*.py)."""
+from absl import flags
+import pytest
+
+import jax
+
+from bench_flags import run_section_per_models, small_flags  # noqa: F401 (the module's flags)
+from launch import bench
+from launch import bench_train_many
+from launch import common
+
+pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
+
+ONE_TILE = {"forward": [(4, 1)], "backward": [(4, 1)]}
+
+
+def rejects_a_one_percent_error(monkeypatch, module, sweep, rows=None, **kwargs):
+  """The sweep again with `module.scan` 1% off: no row (of its first `rows`) matches and none
+  is best; off a GPU, the sweep without need_gpu=False refuses to run."""
+  real = module.scan
+  monkeypatch.setattr(module, "scan", lambda f, **kw: real(f, **kw) * 1.01)
+  out = sweep(reps=1, need_gpu=False, **kwargs)
+  assert not any(r["matches_reference"] for r in out["rows"][:rows]), "a 1% error passed the check"
+  assert out["best"] == {}, "a tile that does not match the reference was called best"
+  if jax.default_backend() != "gpu":
+    with pytest.raises(common.UsageError, match="needs a GPU"):
+      sweep(reps=1, sizes=kwargs["sizes"])
+
+
+def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monkeypatch):
+  from launch import bench_tiles
+  from ssm_bench.scan import pallas
+  grid = {"forward": [(4, 2), (8, 1)], "backward": [(4, 1)], "chunk": (8,)}
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  real, asked = pallas.scan, []
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append(kw) or real(f, **kw))
+  out = bench_tiles.bench_tiles(reps=1, sizes=tiny, k=2, models=("mamba", "negmamba", "s4d", "rnn"),
+                                grid=grid, need_gpu=False)  # interpret mode
+  asked_for = lambda want: any(want(kw) for kw in asked)
+  assert (asked_for(lambda kw: kw.get("join")) and asked_for(lambda kw: kw.get("prefetch") and
+          "backward" in kw) and asked_for(lambda kw: kw.get("prefetch") and "backward" not in kw)
+          ), f"joined or prefetched kernels were not asked for: {asked}"
+  fastest_fwd = lambda kind: min((r for r in out["rows"] if r["kind"] == kind
+                                  and r["kernel"] == "forward"), key=lambda r: r["ms_per_run"])
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      ("real", "forward", [4, 2]), ("real", "forward", [8, 1]), ("real", "backward", [4, 1]),
+      ("real", "backward+join", [4, 1]),  # the real kind's best, reductions joined
+      # the best forward tile and the best backward, inputs prefetched
+      ("real", "forward+prefetch", fastest_fwd("real")["tile"]),
+      ("real", "backward+join+prefetch" if out["best"]["real"]["join"] else "backward+prefetch",
+       [4, 1]),
+      ("const", "forward", [4, 2]), ("const", "forward", [8, 1]), ("const", "backward", [4, 1]),
+      ("const", "forward+prefetch", fastest_fwd("const")["tile"]),
+      ("const", "backward+prefetch", [4, 1])]
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]
+  assert {k: type(b["prefetch"]) for k, b in out["best"].items()} == {"real": bool, "const": bool}
+  text = bench_tiles.render(out)
+  assert "best real (decay): FORWARD" in text and "PREFETCH" in text, text
+  rejects_a_one_percent_error(monkeypatch, pallas, bench_tiles.bench_tiles, sizes=tiny, k=2,
+                              models=("aussm",), grid=grid)
+
+
+def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monkeypatch):
+  """One kind per pass (the kernels themselves: test_pallas_parallel.py): the phase kind's
+  sweep, then the real kind's with a 1% error that no tile may pass."""
+  from launch import bench_tiles
+  from ssm_bench.scan import pallas, pallas_parallel
+  grid = {"forward": [(4, 1), (8, 1)], "backward": [(4, 1)]}
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  out = bench_tiles.bench_parallel_tiles(reps=1, sizes=tiny, k=2, kinds=("phase",), grid=grid,
+                                         need_gpu=False)
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
+      ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"])),
+      ("phase", "backward, rows time-major", [4, 1]), ("phase", "backward, time-major", [4, 1]),
+      ("phase", "backward, 2 blocks", [4, 1])], (
+          out["rows"])  # 4 blocks of 4 channels: more than the 8 there are, not timed
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  best = out["best"]["parallel"]
+  assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
+  assert best["phase"]["pallas_fwd_bwd_ms_per_run"] > 0, best
+  per_layout = {False: best["phase"]["fwd_bwd_ms_per_run"],
+                "rows": best["phase"]["rows_time_major_fwd_bwd_ms_per_run"],
+                True: best["phase"]["time_major_fwd_bwd_ms_per_run"]}
+  assert all(ms > 0 for ms in per_layout.values()), f"a layout was not timed: {per_layout}"
+  assert best["phase"]["time_major"] == min(per_layout, key=per_layout.get), best
+  two_blocks = best["phase"]["blocks_fwd_bwd_ms_per_run"][2]
+  assert best["phase"]["blocks"] == (2 if two_blocks < min(per_layout.values()) else 1), best
+  assert out["rows"][-1]["blocks"] == 2, "the blocks row did not run with 2 blocks"
+  assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
+  rejects_a_one_percent_error(monkeypatch, pallas_parallel, bench_tiles.bench_parallel_tiles,
+                              rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
+
+
+def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside_it(monkeypatch):
+  """The phase kind's sweep (the const kind has no chunked kernel: skipped), its best applied
+  to pallas_chunked's defaults; then the real kind with a 1% error that no tile may pass."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked, pallas_parallel
+  grid = {"forward": [(8, 1)], "backward": [(4, 2), (8, 2)]}  # none alike: apply's order
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("phase", "const"),
+                                                grid=grid, need_gpu=False)
+  timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][1:3]}
+  fastest = min(timed, key=timed.get)  # then 2 blocks of it (4: more than the 8 channels hold)
+  assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
+      ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]), ("phase", "backward", [8, 2])
+  ] + [("phase", "backward, 2 blocks", list(fastest))] * (fastest[0] == 4) + [
+      ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  best = out["best"]["chunked"]
+  assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
+  assert tuple(best["phase"]["backward"]) == fastest, (best, timed)
+  two = best["phase"]["blocks_fwd_bwd_ms_per_run"].get(2)
+  assert best["phase"]["blocks"] == (2 if two and two < timed[fastest] else 1), best
+  assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
+    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  best["phase"]["blocks"] = 2  # as if the blocks had won: applied too
+  applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
+  assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"],
+          pallas_chunked.CHANNEL_BLOCKS["phase"]) == (
+      tuple(applied["forward"]), tuple(applied["backward"]), applied["blocks"]) == (
+      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"]), 2), applied
+  rejects_a_one_percent_error(monkeypatch, pallas_chunked, bench_chunked_tiles.bench_chunked_tiles,
+                              rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
+
+
+def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime(monkeypatch):
+  """One run (no run axis), forward only, evaluation's sizes unless given: every forward tile
+  at the kind's chunk, then the fastest with each chunk, prefetched or not (the pair already
+  timed once); the fastest matching row is best and `--apply_tiles` makes it the default."""
+  from launch import bench_eval_tiles, bench_tiles
+  from ssm_bench.config import TrainConfig
+  from ssm_bench.scan import pallas
+  cfg = TrainConfig()
+  assert bench_eval_tiles.regime(dict(batch=256, length=60, d_model=128, d_state=64)) == dict(
+      batch=cfg.eval_chunk, length=cfg.eval_length, d_model=128, d_state=64,
+      eval_seqs=cfg.eval_seqs), "the eval regime took the training cell's batch or length"
+  tiny = bench_eval_tiles.regime(dict(d_model=8, d_state=4), batch=2, length=12)
+  real, asked = pallas.scan, []
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append((f.x.shape, kw)) or real(f, **kw))
+  clock = iter(range(100, 0, -1))  # each configuration timed is faster than the one before
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (None, next(clock) / 1e3,
+                                                                  fn(f), None))
+  grid = {"forward": [(4, 2), (8, 1)]}
+  out = bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny, models=("negmamba",), grid=grid,
+                                          chunks=(4, 8), need_gpu=False)  # interpret mode
+  assert [shape for shape, _ in asked].count((cfg.eval_seqs, 12, 8)) == 1 and {
+      shape for shape, _ in asked} == {(2, 12, 8), (cfg.eval_seqs, 12, 8)} and not any(
+      "backward" in kw for _, kw in asked), f"not one run's forward at the eval sizes: {asked}"
+  rows, whole = out["rows"][:-1], out["rows"][-1]
+  fastest, chunk = [8, 1], pallas.CHUNK["real"]
+  assert [(r["kernel"], r["tile"], r["chunk"]) for r in rows] == [
+      ("forward", [4, 2], chunk), ("forward", [8, 1], chunk)] + [
+      ("forward" + "+prefetch" * p, fastest, c) for c in (4, 8) for p in (False, True)
+      if (c, p) != (chunk, False)], rows
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  assert all(r["ms_per_run_layer"] == round(r["ms_per_run"] * cfg.eval_seqs / 2, 3)
+             for r in rows), "ms per evaluated run is not the calls per run's worth"
+  win = rows[-1]  # the last timed, so the fastest
+  best = out["best"]["evaluation"]["real"]
+  assert (best["forward"], best["chunk"], best["prefetch"], best["family"]) == (
+      win["tile"], win["chunk"], win["kernel"].endswith("prefetch"), "signed_decay"), best
+  assert [kw for shape, kw in asked if shape[0] == cfg.eval_seqs] == [dict(
+      forward=tuple(win["tile"]), chunk=win["chunk"], prefetch=best["prefetch"])], asked
+  # the best once more, on the whole evaluation set in one call
+  assert (whole["kernel"].startswith("forward, whole set"), whole["tile"], whole["chunk"],
+          whole["batch"], whole["ms_per_run_layer"], best["whole_set_ms_per_run_layer"]) == (
+      True, win["tile"], win["chunk"], cfg.eval_seqs, whole["ms_per_run"],
+      whole["ms_per_run"]), whole
+  assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles.render(out)
+  for name in ("FORWARD", "CHUNK", "PREFETCH"):
+    monkeypatch.setattr(pallas, name, dict(getattr(pallas, name)))
+  bench_tiles.apply(out)
+  assert (pallas.FORWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"]) == (
+      tuple(win["tile"]), win["chunk"], best["prefetch"]), "the best was not applied"
+  rejects_a_one_percent_error(monkeypatch, pallas, bench_eval_tiles.bench_eval_tiles,
+                              sizes=tiny, models=("aussm",), grid=grid)
+
+
+def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
+  """One kind per GPU call: `--models=negmamba` sweeps the real kind only, on negmamba's
+  factors, `--models=mamba` on mamba's (its backward is another kernel), no --models all."""
+  from launch import bench_tiles
+  asked = []
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds, need_gpu:
+                      asked.append(kinds) or {"rows": [], "best": {}})
+  monkeypatch.setattr(bench_tiles, "render", lambda result: "")
+  run_section_per_models("parallel_tiles", ["negmamba,rnn", "mamba", None])
+  assert asked[:2] == [{"real": "signed_decay"}, {"real": "decay"}], asked
+  assert list(asked[2]) == ["real", "phase", "const"], asked
+
+
+def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(monkeypatch):
+  """`--apply_tiles`: a section after a tile sweep (here train_many) runs with the tiles the
+  sweep found, both kernels; without the flag the defaults stay."""
+  from launch import bench_tiles
+  from ssm_bench.scan import pallas, pallas_parallel
+  for module, names in ((pallas, ("FORWARD", "BACKWARD", "CHUNK", "PREFETCH")),
+                        (pallas_parallel, ("FORWARD", "BACKWARD", "TIME_MAJOR",
+                                           "CHANNEL_BLOCKS"))):
+    for name in names:  # apply() writes into copies that monkeypatch puts back afterwards
+      monkeypatch.setattr(module, name, dict(getattr(module, name)))
+  monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
+  parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8],
+                                                  "time_major": True, "blocks": 4}}},
+                   "rows": []}
+  tiles_best = {"best": {"real": {"forward": [32, 8], "backward": [8, 2], "chunk": 4,
+                                  "prefetch": True, "join": True, "fwd_bwd_ms_per_run": 1.0}},
+                "rows": []}
+  seen = []
+  monkeypatch.setattr(bench_tiles, "bench_parallel_tiles",
+                      lambda reps, sizes, kinds, need_gpu: parallel_best)
+  monkeypatch.setattr(bench_tiles, "bench_tiles", lambda reps, sizes, models, need_gpu: tiles_best)
+  monkeypatch.setattr(bench_train_many, "bench_train_many", lambda *a, **kw: seen.append((
+      pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"], pallas.FORWARD["real"],
+      pallas.BACKWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"],
+      pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
+      pallas_parallel.TIME_MAJOR["real"], pallas_parallel.CHANNEL_BLOCKS["real"])) or {})
+  monkeypatch.setattr(bench, "render", lambda section, result: "")
+  defaults = (pallas_parallel.FORWARD["real"], pallas_parallel.BACKWARD["real"],
+              pallas.FORWARD["real"], pallas.BACKWARD["real"], pallas.CHUNK["real"],
+              pallas.PREFETCH["real"], pallas.JOIN_REDUCTIONS, pallas_parallel.FORWARD["phase"],
+              pallas_parallel.TIME_MAJOR["real"], pallas_parallel.CHANNEL_BLOCKS["real"])
+  try:
+    flags.FLAGS["out"].parse("")
+    flags.FLAGS["sections"].parse("parallel_tiles,tiles,train_many")
+    flags.FLAGS["train_many_models"].parse("negmamba")
+    flags.FLAGS["methods"].parse("sequential")  # one this backend times (train_many skips others)
+    bench.main([])  # without the flag
+    flags.FLAGS["apply_tiles"].parse("true")
+    bench.main([])
+  finally:
+    for name in ("out", "sections", "train_many_models", "methods", "apply_tiles"):
+      flags.FLAGS[name].unparse()
+  assert seen[0] == defaults, f"tiles were applied without --apply_tiles: {seen[0]}"
+  assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-3], True, 4), (
+      f"train_many did not run with the swept tiles: {seen[1]}")
+  assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
+  assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})
