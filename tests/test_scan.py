@@ -351,6 +351,17 @@ def test_chunked_gives_the_reference_at_any_chunk_size_including_padded_ones(fam
                                  err_msg=f"{family}, chunk {chunk}: d/d{name} differs")
 
 
+@pytest.mark.parametrize("family", ["decay", "signed_decay"])
+def test_chunked_real_families_backward_keeps_vmapped_runs_apart(family):
+  """The real families' written-out backward (`chunked._real`) under vmap, as a sweep's group
+  trains it: two different runs, with shared and per-row h0, each get their own gradients."""
+  from ssm_bench.scan import chunked
+  runs = [to_factors(family, factored_inputs(family, 9, seed=s, b=2, d=3, n=2)) for s in (1, 2)]
+  shared = [dataclasses.replace(f, h0=f.h0[0]) for f in runs]
+  for group in (runs, shared):
+    assert_runs_under_vmap_match_the_sequential_scan(lambda f: chunked.scan(f, 4), group, family)
+
+
 def assert_runs_under_vmap_match_the_sequential_scan(fused, runs, family):
   """Different runs stacked and vmapped through `fused`: each run's values and gradients equal
   the sequential scan's for that run (an index map that mixed the runs, or read run 0 for
