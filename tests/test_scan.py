@@ -325,7 +325,7 @@ def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_else
   f = to_factors("rotation", factored_inputs("rotation", 48))
   def saved_chunks():
     jaxpr = jax.make_jaxpr(lambda f: chunked.scan(f))(f).jaxpr
-    return [e.params["length"] for e in jaxpr.eqns if e.primitive.name == "scan"]
+    return [e.params["length"] for e in equations(jaxpr) if e.primitive.name == "scan"]
   monkeypatch.setattr(chunked.jax, "default_backend", lambda: "cpu")
   assert saved_chunks() == [48 // chunked.CPU_CHUNK["rotation"]]
   for backend in ("gpu", "tpu"):
@@ -351,10 +351,10 @@ def test_chunked_gives_the_reference_at_any_chunk_size_including_padded_ones(fam
                                  err_msg=f"{family}, chunk {chunk}: d/d{name} differs")
 
 
-@pytest.mark.parametrize("family", ["decay", "signed_decay"])
-def test_chunked_real_families_backward_keeps_vmapped_runs_apart(family):
-  """The real families' written-out backward (`chunked._real`) under vmap, as a sweep's group
-  trains it: two different runs, with shared and per-row h0, each get their own gradients."""
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_chunked_written_out_backward_keeps_vmapped_runs_apart(family):
+  """Chunked's written-out backwards (`chunked._real`, `_pairs`) under vmap, as a sweep's group
+  trains them: two different runs, with shared and per-row h0, each get their own gradients."""
   from ssm_bench.scan import chunked
   runs = [to_factors(family, factored_inputs(family, 9, seed=s, b=2, d=3, n=2)) for s in (1, 2)]
   shared = [dataclasses.replace(f, h0=f.h0[0]) for f in runs]

@@ -1,9 +1,14 @@
 """Chunked scan in plain JAX, for every backend: memory O(b (t/L) d n) instead of O(b t d n).
 
-A `lax.scan` over time chunks of L steps carries the state; each chunk's body is
-`jax.checkpoint`ed and computes y inside the chunk, so the backward pass keeps only the states at
-chunk boundaries and recomputes the L states of one chunk at a time. Even at L = 1 (the complex
-families' chunk) it holds only the states, never a_t or b_t for the whole sequence.
+A `lax.scan` over time chunks of L steps carries the state and saves it at each chunk's start;
+the backward (a custom VJP, written out per family) walks the chunks in reverse, recomputes one
+chunk's L states from its saved start, runs the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} through
+them and forms the gradients as sums of products. It never holds a_t or b_t for the whole
+sequence. Reason for writing the backward out: autodiff of the checkpointed chunk spent 3.6-6x
+the forward's time in the backward on CPU, where chunked is `auto` (BUILD_NOTES, "Scan core").
+The real families (decay, signed decay) scan real states; the complex ones (rotation, constant)
+real (re, im) pairs, with cos and sin of theta (or the constant's parts) taken outside, so
+autodiff carries their gradients to theta or a and gives the complex inputs JAX's cotangents.
 """
 from __future__ import annotations
 
@@ -14,11 +19,9 @@ import jax.numpy as jnp
 
 from ssm_bench.scan import factors as F
 
-# Steps per chunk on CPU, per family: the fastest scan (forward + backward, chunks 1-8) on a
-# 2-core CPU, whole training steps then timed against sequential (BUILD_NOTES, "Scan core"). The
-# complex families run fastest one step per chunk: XLA's CPU code for an unrolled complex chunk
-# was 2-7x slower.
-CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 1, "constant": 1}
+# Steps per chunk on CPU, per family: the fastest whole training steps on a 2-core CPU
+# (BUILD_NOTES, "Scan core"; chunks 1-8 timed with each backward as it then was).
+CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 4, "constant": 4}
 # Elsewhere chunked is the memory-light method, not the default: a boundary state every 16 steps.
 CHUNK = 16
 
@@ -50,33 +53,15 @@ def scan(f: F.Factors, chunk: int | None = None):
   length = f.length
   chunk = min(chunk or default_chunk(f.family), length)
   f = pad_time(f, chunk)
-  if f.family in REAL:
+  if f.family in ("decay", "signed_decay"):
     return _real(f.family == "signed_decay", chunk, f.x, f.dt, f.lam, f.B, f.C, f.h0)[:, :length]
-  steps = {k: _chunks(v, chunk) for k, v in f.steps().items()}
-
-  @jax.checkpoint
-  def body(h, window):
-    a, b, C = F.materialize(f.with_steps(**window))
-    a = jnp.broadcast_to(a, b.shape)
-    C = jnp.broadcast_to(C, b.shape)
-    ys = []
-    for k in range(chunk):  # unrolled: XLA fuses the L elementwise steps of one chunk
-      h = a[:, k] * h + b[:, k]
-      ys.append(F.readout(h, C[:, k]))
-    return h, jnp.stack(ys, 1)
-
-  h0 = f.batched_h0().astype(jnp.complex64 if f.is_complex else f.x.dtype)
-  _, ys = jax.lax.scan(body, h0, steps)
-  return _unchunk(ys)[:, :length]
+  ar, ai = ((jnp.cos(f.theta), jnp.sin(f.theta)) if f.family == "rotation"
+            else (f.a.real, f.a.imag))
+  parts = lambda z: (jnp.real(z), jnp.imag(z))
+  return _pairs(chunk, f.x, ar, ai, *parts(f.B), *parts(f.C), *parts(f.h0))[:, :length]
 
 
-# ---- the real families, with their backward written out ----------------------------------------
-# Autodiff of the checkpointed chunk above spent 3.6-5x the forward's time in the backward on
-# CPU; the adjoint written out (recompute the chunk from its saved start, then g_t = dy_t C_t +
-# a_{t+1} g_{t+1} and the gradients as sums of products, never a dot over 4 states) made whole
-# mamba training steps 1.2-1.6x faster (BUILD_NOTES, "Scan core"). Memory as above: the states
-# at chunk starts.
-REAL = ("decay", "signed_decay")
+# ---- the real families: decay, signed decay -----------------------------------------------------
 
 
 def _decay(dt, lam, neg):
@@ -140,3 +125,83 @@ def _real_bwd(neg, chunk, res, dy):
 
 
 _real.defvjp(_real_fwd, _real_bwd)
+
+
+# ---- the complex families in real pairs: rotation, constant -----------------------------------
+# a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta) or
+# constant (d, n) (S4D's); B, C (d, n); h as (hr, hi).
+
+
+def _pair_states(h, x, ar, ai, Br, Bi):
+  """The chunk's states [h_start, h_1 .. h_L] as (re, im) and each step's (ar, ai), broadcast
+  against (b, d, n)."""
+  hs, trans = [h], []
+  for k in range(x.shape[1]):
+    a = (ar[:, k, None, :], ai[:, k, None, :]) if ar.ndim == 3 else (ar, ai)
+    (hr, hi), xk = hs[-1], x[:, k, :, None]
+    hs.append((a[0] * hr - a[1] * hi + xk * Br, a[1] * hr + a[0] * hi + xk * Bi))
+    trans.append(a)
+  return hs, trans
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _pairs(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
+  return _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i)[0]
+
+
+def _per_step_windows(chunk, x, ar, ai, *more):
+  per_step = (ar, ai) if ar.ndim == 3 else ()
+  return tuple(_chunks(v, chunk) for v in (x,) + per_step + more)
+
+
+def _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
+  def body(h, window):
+    x, *a = window
+    hs, _ = _pair_states(h, x, *(a or (ar, ai)), Br, Bi)
+    ys = [jnp.sum(Cr * hr - Ci * hi, -1) for hr, hi in hs[1:]]
+    return hs[-1], (jnp.stack(ys, 1), h)
+
+  shape = x.shape[:1] + h0r.shape[-2:]
+  h = tuple(jnp.broadcast_to(v, shape).astype(x.dtype) for v in (h0r, h0i))
+  _, (ys, starts) = jax.lax.scan(body, h, _per_step_windows(chunk, x, ar, ai))
+  return _unchunk(ys), (x, ar, ai, Br, Bi, Cr, Ci, h0r, starts)
+
+
+def _pairs_bwd(chunk, res, dy):
+  x, ar, ai, Br, Bi, Cr, Ci, h0r, starts = res
+  per_step = ar.ndim == 3
+
+  def body(carry, window):
+    (inr, ini), acc = carry  # R(a_{t+1})^T g_{t+1} past the chunk's end; summed gradients
+    x, *a, dy, start = window
+    hs, trans = _pair_states(start, x, *(a or (ar, ai)), Br, Bi)
+    dx, dar, dai = [None] * chunk, [None] * chunk, [None] * chunk
+    for k in reversed(range(chunk)):
+      (tr, ti), (pr, pi), (hr, hi) = trans[k], hs[k], hs[k + 1]
+      dyk, xk = dy[:, k, :, None], x[:, k, :, None]
+      gr, gi = dyk * Cr + inr, ini - dyk * Ci
+      dx[k] = jnp.sum(gr * Br + gi * Bi, -1)
+      acc = {"Br": acc["Br"] + jnp.sum(gr * xk, 0), "Bi": acc["Bi"] + jnp.sum(gi * xk, 0),
+             "Cr": acc["Cr"] + jnp.sum(dyk * hr, 0), "Ci": acc["Ci"] - jnp.sum(dyk * hi, 0),
+             "ar": acc["ar"], "ai": acc["ai"]}
+      da = (gr * pr + gi * pi, gi * pr - gr * pi)  # dL/d(ar, ai), (b, d, n)
+      if per_step:  # shared over channels
+        dar[k], dai[k] = (jnp.sum(v, 1) for v in da)
+      else:
+        acc["ar"], acc["ai"] = acc["ar"] + jnp.sum(da[0], 0), acc["ai"] + jnp.sum(da[1], 0)
+      inr, ini = tr * gr + ti * gi, tr * gi - ti * gr
+    outs = (jnp.stack(dx, 1),) + ((jnp.stack(dar, 1), jnp.stack(dai, 1)) if per_step else ())
+    return ((inr, ini), acc), outs
+
+  zeros = jnp.zeros_like(Br)
+  acc = {name: zeros for name in ("Br", "Bi", "Cr", "Ci", "ar", "ai")}
+  carry = ((jnp.zeros_like(starts[0][0]),) * 2, acc)
+  windows = _per_step_windows(chunk, x, ar, ai, dy) + (starts,)
+  ((dh0r, dh0i), acc), outs = jax.lax.scan(body, carry, windows, reverse=True)
+  dx, *da = (_unchunk(v) for v in outs)
+  da = da or (acc["ar"], acc["ai"])
+  dh0 = tuple(v if h0r.ndim == 3 else v.sum(0) for v in (dh0r, dh0i))
+  return (dx, *da, acc["Br"], acc["Bi"], acc["Cr"], acc["Ci"], *dh0)
+
+
+_pairs.defvjp(_pairs_fwd, _pairs_bwd)
