@@ -171,7 +171,7 @@ def _smoke(base: TrainConfig, seeds) -> list[TrainConfig]:
 
 def smoke(base: TrainConfig) -> list[TrainConfig]:
   """The main job: the C2 row at depth 1 for mamba, negmamba, aussm and rnn on the CPU preset,
-  about ten minutes on 2 CPU cores; it reproduces the paper's C2 contrast."""
+  about 5 minutes on 2 CPU cores; it reproduces the paper's C2 contrast."""
   return _smoke(base, SMOKE_SEEDS.get)
 
 
