@@ -181,20 +181,19 @@ def _pairs_bwd(chunk, res, dy):
       dyk, xk = dy[:, k, :, None], x[:, k, :, None]
       gr, gi = dyk * Cr + inr, ini - dyk * Ci
       dx[k] = jnp.sum(gr * Br + gi * Bi, -1)
-      acc = {"Br": acc["Br"] + jnp.sum(gr * xk, 0), "Bi": acc["Bi"] + jnp.sum(gi * xk, 0),
-             "Cr": acc["Cr"] + jnp.sum(dyk * hr, 0), "Ci": acc["Ci"] - jnp.sum(dyk * hi, 0),
-             "ar": acc["ar"], "ai": acc["ai"]}
+      acc["Br"], acc["Bi"] = acc["Br"] + jnp.sum(gr * xk, 0), acc["Bi"] + jnp.sum(gi * xk, 0)
+      acc["Cr"], acc["Ci"] = acc["Cr"] + jnp.sum(dyk * hr, 0), acc["Ci"] - jnp.sum(dyk * hi, 0)
       da = (gr * pr + gi * pi, gi * pr - gr * pi)  # dL/d(ar, ai), (b, d, n)
       if per_step:  # shared over channels
         dar[k], dai[k] = (jnp.sum(v, 1) for v in da)
-      else:
+      else:  # constant
         acc["ar"], acc["ai"] = acc["ar"] + jnp.sum(da[0], 0), acc["ai"] + jnp.sum(da[1], 0)
       inr, ini = tr * gr + ti * gi, tr * gi - ti * gr
     outs = (jnp.stack(dx, 1),) + ((jnp.stack(dar, 1), jnp.stack(dai, 1)) if per_step else ())
     return ((inr, ini), acc), outs
 
-  zeros = jnp.zeros_like(Br)
-  acc = {name: zeros for name in ("Br", "Bi", "Cr", "Ci", "ar", "ai")}
+  acc = {name: jnp.zeros_like(Br) for name in ("Br", "Bi", "Cr", "Ci")
+         + (() if per_step else ("ar", "ai"))}
   carry = ((jnp.zeros_like(starts[0][0]),) * 2, acc)
   windows = _per_step_windows(chunk, x, ar, ai, dy) + (starts,)
   ((dh0r, dh0i), acc), outs = jax.lax.scan(body, carry, windows, reverse=True)
