@@ -216,8 +216,7 @@ def score(trainer, params, task, sets: dict, correct, reached: int) -> dict:
   """A trained run's evaluation, no side effects: every stream's curves and max_len (the main
   stream's at the top level, the others under "other_streams") and the declaration check.
   `params`: the run's own; `sets`: `eval_sets`'s; `correct(params, tokens, labels)` its
-  correctness function;
-  `reached`: the longest training length its curriculum reached."""
+  correctness function; `reached`: the longest training length its curriculum reached."""
   streams = {}
   for name, (tokens, labels) in sets.items():
     hits = correct(params, tokens, labels)

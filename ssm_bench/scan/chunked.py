@@ -64,17 +64,11 @@ def scan(f: F.Factors, chunk: int | None = None):
 # ---- the real families: decay, signed decay -----------------------------------------------------
 
 
-def _decay(dt, lam, neg):
-  """`factors.transition` of the real families, (b, d, n), and its derivative in dt lam."""
-  e = jnp.exp(dt[..., None] * lam)
-  return (2.0 * e - 1.0, 2.0 * e) if neg else (e, e)
-
-
 def _real_states(h, x, dt, lam, B, neg):
   """The chunk's states [h_start, h_1 .. h_L] and each step's (a_t, da_t / d(dt lam))."""
   hs, slopes = [h], []
   for k in range(x.shape[1]):
-    a, slope = _decay(dt[:, k], lam, neg)
+    a, slope = F.decay(dt[:, k], lam, neg, slope=True)
     hs.append(a * hs[-1] + x[:, k, :, None] * B[:, k, None, :])
     slopes.append((a, slope))
   return hs, slopes

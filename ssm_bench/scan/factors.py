@@ -94,11 +94,18 @@ class Factors:
                                **{k: jnp.moveaxis(v, 0, -1) for k, v in self.steps().items()})
 
 
+def decay(dt, lam, signed: bool, slope: bool = False):
+  """The real families' a = exp(dt lam), or 2 exp(dt lam) - 1 for signed decay (dt[..., d]);
+  with `slope`, (a, da / d(dt lam)) (a written-out backward's)."""
+  e = jnp.exp(dt[..., None] * lam)
+  a = 2.0 * e - 1.0 if signed else e
+  return (a, 2.0 * e if signed else e) if slope else a
+
+
 def transition(f: Factors):
   """a_t broadcastable to (b, t, d, n)."""
   if f.family in ("decay", "signed_decay"):
-    a = jnp.exp(f.dt[..., None] * f.lam)
-    return 2.0 * a - 1.0 if f.family == "signed_decay" else a
+    return decay(f.dt, f.lam, f.family == "signed_decay")
   if f.family == "rotation":
     return jnp.exp(1j * f.theta)[..., None, :]
   return f.a

@@ -75,12 +75,12 @@ def _names(kind: str) -> tuple:
   return ("x",) + trans + ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
 
 
-def _kernel_inputs(kind: str, ins: tuple) -> tuple:
-  """The kernels' inputs from the custom VJP's: the phase kind reads cos and sin of theta,
-  computed by XLA once per (step, state), as the time-parallel kernels do: in the kernel,
-  libdevice's cos and sin with their range reduction were 90% of the forward's static PTX
-  (6318 -> 653 instructions at evaluation's sizes; BUILD_NOTES, "Scan core"). Contract and
-  gradient stay in theta."""
+def cos_sin_inputs(kind: str, ins: tuple) -> tuple:
+  """The kernels' inputs from the custom VJP's (x, theta, ...): the phase kind reads cos and sin
+  of theta, computed by XLA once per (step, state), in this kernel and the time-parallel one.
+  In the kernels, libdevice's cos and sin with their range reduction were 40-50% of the
+  time-parallel phase kernels' instructions and 90% of this forward's (6318 -> 653 at
+  evaluation's sizes; BUILD_NOTES, "Scan core"). Contract and gradient stay in theta."""
   if kind != "phase":
     return ins
   x, theta, *rest = ins
@@ -311,7 +311,7 @@ def _forward(static, *ins, save_states: bool = True):
   res = pl.pallas_call(kernel, out_shape=[o[0] for o in outs], grid=(b, D // bd),
                        in_specs=[_spec(n, T, bd, N) for n in names],
                        out_specs=[o[1] for o in outs], interpret=interpret,
-                       **_compiler_params(interpret, warps))(*_kernel_inputs(kind, ins))
+                       **_compiler_params(interpret, warps))(*cos_sin_inputs(kind, ins))
   return res[0], tuple(res[1:])
 
 
@@ -355,7 +355,7 @@ def _fused_bwd(static, res, dy):
                      in_specs=[_spec(n, T, bd, N) for n in names]
                      + [pl.BlockSpec((None, T, bd), lambda i, j: (i, 0, j))] + hb_specs,
                      out_specs=[o[1] for o in outs], interpret=interpret,
-                     **_compiler_params(interpret, warps))(*_kernel_inputs(kind, ins), dy, *hb)
+                     **_compiler_params(interpret, warps))(*cos_sin_inputs(kind, ins), dy, *hb)
   if kind == "real":
     dx, ddt, dlam, dB, dC, dh0 = g
     return dx, ddt, dlam.sum(0), dB.sum(2), dC.sum(2), dh0

@@ -66,7 +66,7 @@ CHANNELS_FIRST_LAYERS = False
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
-# The scan's inputs per kind, in order (`_kernel_inputs` maps them to `kernels.INPUTS`)
+# The scan's inputs per kind, in order (`pallas.cos_sin_inputs` maps them to `kernels.INPUTS`)
 NAMES = {**kernels.INPUTS, "phase": ("x", "theta") + kernels.INPUTS["phase"][3:]}
 
 
@@ -120,17 +120,6 @@ def _in_specs(kind, bd, N, rows, tm, cf, shared_h0):
   return [per_td] + transition + [per_nd] * 4 + [h0] * 2
 
 
-def _kernel_inputs(kind, ins):
-  """The kernels' inputs (`kernels.INPUTS`) from the scan's (`NAMES`): the phase kind's theta as
-  its cos and sin, computed by XLA once per (step, state) rather than by libdevice in the
-  kernels once per state and view, where their branches were 40-50% of the phase kernels'
-  instructions."""
-  if kind != "phase":
-    return ins
-  x, theta, *rest = ins
-  return (x, jnp.cos(theta), jnp.sin(theta), *rest)
-
-
 def _dims(shape, tm, cf):
   """(batch, channels, rows) of a stored per-(step, channel) array."""
   return (shape[1], shape[0], shape[2]) if cf else _layout(shape, tm[0])
@@ -156,7 +145,8 @@ def _fused(static, *ins):
       kernel, out_shape=jax.ShapeDtypeStruct(_td_shape(b, D, span, tm[0], cf), jnp.float32),
       grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)),
       out_specs=_per_td(bd, span, tm[0], cf), interpret=interpret,
-      **sequential_kernel._compiler_params(interpret, warps))(*_kernel_inputs(kind, ins))
+      **sequential_kernel._compiler_params(interpret, warps))(
+          *sequential_kernel.cos_sin_inputs(kind, ins))
 
 
 def _fused_fwd(static, *primals):
@@ -198,7 +188,7 @@ def _fused_bwd(static, res, dy):
       in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)) + [per_td[1]],
       out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(
-          *_kernel_inputs(kind, ins), dy)
+          *sequential_kernel.cos_sin_inputs(kind, ins), dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)
