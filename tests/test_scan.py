@@ -5,6 +5,7 @@ every family) against the factored recurrence in float64 and its finite-differen
 """
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -174,17 +175,21 @@ def test_auto_picks_the_measured_method_and_unknown_method_fails():
 
 # ---- the factored entry point -----------------------------------------------------------------
 
-def factored_inputs(family, length, seed=0, b=2, d=3, n=2):
-  """float64 NumPy factors; negmamba gets transitions through 0 and near -1."""
+def factored_inputs(family, length, seed=0, b=2, d=3, n=2, layouts=None):
+  """float64 NumPy factors; negmamba gets transitions through 0 and near -1. `layouts`: B's
+  and C's ("step" (b, t, n) or "const" (d, n)) where not the built-in layers' pairing."""
   rng = np.random.default_rng(seed)
   cplx = lambda *s: rng.normal(size=s) + 1j * rng.normal(size=s)
-  out = {"x": rng.normal(size=(b, length, d))}
-  if family in ("decay", "signed_decay"):
-    out.update(B=rng.normal(size=(b, length, n)), C=rng.normal(size=(b, length, n)),
-               h0=rng.normal(size=(b, d, n)), dt=rng.uniform(0.01, 3.0, (b, length, d)),
+  real = family in ("decay", "signed_decay")
+  layouts = layouts or (("step", "step") if real else ("const", "const"))
+  bc = lambda layout: (rng.normal if real else lambda size: cplx(*size))(
+      size=(b, length, n) if layout == "step" else (d, n))
+  out = {"x": rng.normal(size=(b, length, d)), "B": bc(layouts[0]), "C": bc(layouts[1])}
+  if real:
+    out.update(h0=rng.normal(size=(b, d, n)), dt=rng.uniform(0.01, 3.0, (b, length, d)),
                lam=-rng.uniform(0.2, 2.0, (d, n)))
   else:
-    out.update(B=cplx(d, n), C=cplx(d, n), h0=cplx(b, d, n))
+    out["h0"] = cplx(b, d, n)
     if family == "rotation":
       out["theta"] = rng.uniform(-np.pi, np.pi, (b, length, n))
     else:
@@ -195,17 +200,16 @@ def factored_inputs(family, length, seed=0, b=2, d=3, n=2):
 def numpy_factored(family, p):
   """y_t[d] = Re sum_n C h_t of the factored recurrence, float64 loop over time."""
   x, h = p["x"], p["h0"].astype(complex)
+  at = lambda v, t: v[:, t, None, :] if v.ndim == 3 else v
   ys = []
   for t in range(x.shape[1]):
     if family in ("decay", "signed_decay"):
       a = np.exp(p["dt"][:, t, :, None] * p["lam"])
       a = 2 * a - 1 if family == "signed_decay" else a
-      bt, ct = p["B"][:, t, None, :], p["C"][:, t, None, :]
     else:
       a = np.exp(1j * p["theta"][:, t])[:, None, :] if family == "rotation" else p["a"]
-      bt, ct = p["B"], p["C"]
-    h = a * h + x[:, t, :, None] * bt
-    ys.append(np.real(np.sum(ct * h, -1)))
+    h = a * h + x[:, t, :, None] * at(p["B"], t)
+    ys.append(np.real(np.sum(at(p["C"], t) * h, -1)))
   return np.stack(ys, 1)
 
 
@@ -298,15 +302,19 @@ def test_channels_first_factors_give_every_method_the_same_numbers(family, monke
                                                              ("pallas_chunked", 1000))])
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_diagonal_scan_matches_float64_loop(method, family, length):
-  p = factored_inputs(family, length)
+  assert_matches_float64_loop(lambda f: scan.diagonal_scan(f, method), family,
+                              factored_inputs(family, length), f"{method}/{family}, length {length}")
+
+
+def assert_matches_float64_loop(fn, family, p, what):
+  """fn(factors) against the float64 loop: values, and each factor's gradient of sum(w y) along
+  a random direction against central finite differences."""
   w = np.random.default_rng(9).normal(size=p["x"].shape)
   want = numpy_factored(family, p)
-  f = to_factors(family, p)
-
-  w32 = jnp.asarray(w, jnp.float32)  # the gradient of sum(w * y)
-  got, grads = output_and_grad(lambda f: scan.diagonal_scan(f, method), lambda y: w32)(f)
+  w32 = jnp.asarray(w, jnp.float32)
+  got, grads = output_and_grad(fn, lambda y: w32)(to_factors(family, p))
   np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4 * np.abs(want).max(),
-                             err_msg=f"{method}/{family}: forward differs")
+                             err_msg=f"{what}: forward differs")
   rng = np.random.default_rng(3)
   loss = lambda q: float(np.sum(w * numpy_factored(family, q)))
   for name, value in p.items():  # directional derivative along a random direction, per factor
@@ -315,7 +323,60 @@ def test_diagonal_scan_matches_float64_loop(method, family, length):
     fd = (loss({**p, name: value + eps * v}) - loss({**p, name: value - eps * v})) / (2 * eps)
     ad = float(np.real(np.sum(np.asarray(getattr(grads, name), np.complex128) * v)))
     assert abs(ad - fd) <= 1e-3 * max(1.0, abs(fd)), (
-        f"{method}/{family}, length {length}: d/d{name} is {ad:.6g}, finite differences {fd:.6g}")
+        f"{what}: d/d{name} is {ad:.6g}, finite differences {fd:.6g}")
+
+
+# A researcher's layer may pair any family with B and C per step or constant; the built-in
+# layers use one pairing per family (real: per step, complex: constant), which the kernels read.
+OTHER_LAYOUTS = [(family, layouts) for family in scan.FAMILIES
+                 for layouts in itertools.product(("step", "const"), repeat=2)
+                 if layouts != (("step", "step") if family in ("decay", "signed_decay")
+                                else ("const", "const"))]
+
+
+@pytest.mark.parametrize("family,layouts", OTHER_LAYOUTS)
+def test_every_family_takes_b_and_c_per_step_or_constant(family, layouts):
+  """Chunked (the CPU's auto) gives the float64 loop's values and gradients at chunks that do
+  and do not divide the length, and every fused method hands such factors to it: what
+  `recording` shows and what the call returns."""
+  from ssm_bench.scan import chunked
+  p = factored_inputs(family, 7, seed=6, b=2, d=3, n=4, layouts=layouts)
+  for chunk in (1, 3, 4):
+    assert_matches_float64_loop(lambda f: chunked.scan(f, chunk), family, p,
+                                f"{family}, B/C {layouts}, chunk {chunk}")
+  f = to_factors(family, p)
+  want = scan.diagonal_scan(f, "chunked")
+  for method in scan.FUSED:
+    with scan.recording() as used:
+      got = scan.diagonal_scan(f, method)
+    assert used == ["chunked"], f"{family}, B/C {layouts}: {method} ran {used}, not chunked"
+    np.testing.assert_array_equal(got, want, err_msg=f"{family}, B/C {layouts}: {method} differs")
+
+
+@pytest.mark.parametrize("family", scan.FAMILIES)
+def test_the_fused_methods_keep_the_built_in_layouts(family):
+  """The hand-over to chunked is for other layouts only: the built-in pairing stays fused."""
+  f = to_factors(family, factored_inputs(family, 7))
+  for method in scan.FUSED:
+    with scan.recording() as used:
+      jax.eval_shape(lambda f: scan.diagonal_scan(f, method), f)
+    assert used == [method], f"{family}: {method} ran {used}"
+
+
+@pytest.mark.parametrize("change,problem", [
+    (dict(B=jnp.zeros((2, 7, 5))), "decay factors: B has shape (2, 7, 5); expected (2, 7, 2) or (3, 2)"),
+    (dict(C=jnp.zeros((3, 5))), "C has shape (3, 5); expected (2, 7, 2) or (3, 2)"),
+    (dict(lam=None), "lam is missing; expected (3, 2)"),
+    (dict(dt=jnp.zeros((2, 7))), "dt has shape (2, 7); expected (2, 7, 3)"),
+    (dict(h0=jnp.zeros((4, 3, 2))), "h0 has shape (4, 3, 2); expected (3, 2) or (2, 3, 2)"),
+    (dict(B=jnp.zeros((2, 7, 2), jnp.complex64)), "B is complex; the real families"),
+    (dict(x=jnp.zeros((2, 7))), "x has shape (2, 7); expected (batch, time, d)"),
+])
+def test_factors_that_do_not_fit_fail_in_one_line_naming_the_expected_shape(change, problem):
+  f = dataclasses.replace(to_factors("decay", factored_inputs("decay", 7)), **change)
+  with pytest.raises(ValueError) as e:
+    scan.diagonal_scan(f, "chunked")
+  assert problem in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):

@@ -79,6 +79,8 @@ def _reference_method(method: str) -> str:
                                              else "associative")
 
 
+# The Pallas kernels: each reads B and C in the built-in layers' layout (`Factors.kernel_layout`)
+FUSED = ("pallas", "pallas_parallel", "pallas_chunked")
 # The fused methods that read channels-first factors as they are (the others get them moved)
 READS_CHANNELS_FIRST = ("pallas_parallel", "pallas_chunked")
 
@@ -95,8 +97,13 @@ def channels_first(method: str, length: int) -> bool:
 
 def diagonal_scan(f: Factors, method: str = "auto"):
   """y (batch, time, d_model) = Re sum_n C_t h_t for the recurrence the factors describe;
-  (d_model, batch, time) for channels-first factors."""
-  method = _record(resolve(method))
+  (d_model, batch, time) for channels-first factors. Factors whose B and C are not in the
+  kernels' layout run chunked wherever a fused method was asked for (`recording` shows it)."""
+  f.check()
+  method = resolve(method)
+  if method in FUSED and not f.kernel_layout:
+    method = "chunked"  # the kernels read B and C as the built-in layers build them
+  method = _record(method)
   if f.channels_first and method not in READS_CHANNELS_FIRST:
     return jnp.moveaxis(_diagonal_scan(f.batch_major(), method), -1, 0)
   return _diagonal_scan(f, method)

@@ -61,6 +61,39 @@ def scan(f: F.Factors, chunk: int | None = None):
   return _pairs(chunk, f.x, ar, ai, *parts(f.B), *parts(f.C), *parts(f.h0))[:, :length]
 
 
+# B and C are each per step, (b, t, n) shared over channels, or constant, (d, n) (factors.py):
+# the per-step ones travel in the chunk windows, the constants are closed over.
+
+
+def _at(v, k):
+  """B's or C's value at step k of a chunk, broadcastable to the state (b, d, n)."""
+  return v[:, k, None, :] if v.ndim == 3 else v
+
+
+def _windows(chunk, **arrays):
+  """The chunk windows (t / L, b, L, ...) of the arrays with a time axis (`lax.scan`'s xs)."""
+  return {k: _chunks(v, chunk) for k, v in arrays.items() if v.ndim == 3}
+
+
+def _add_grad(steps, acc, name, k, g):
+  """Step k's gradient g (b, d, n) for B or C (or a part): a per-step one is summed over the
+  channels, into the chunk's outputs; a constant's over the batch, into the running sum."""
+  if name in acc:
+    acc[name] = acc[name] + jnp.sum(g, 0)
+  else:
+    steps[name][k] = jnp.sum(g, 1)
+
+
+def _grads_out(acc, stacked, names):
+  """Each of `names`' gradient: its summed constant, or its per-step outputs unchunked."""
+  return tuple(acc[k] if k in acc else _unchunk(stacked[k]) for k in names)
+
+
+def _constants(names, arrays):
+  """A zero running sum for each of the (d, n) constants among `arrays`."""
+  return {k: jnp.zeros_like(v) for k, v in zip(names, arrays) if v.ndim == 2}
+
+
 # ---- the real families: decay, signed decay -----------------------------------------------------
 
 
@@ -69,7 +102,7 @@ def _real_states(h, x, dt, lam, B, neg):
   hs, slopes = [h], []
   for k in range(x.shape[1]):
     a, slope = F.decay(dt[:, k], lam, neg, slope=True)
-    hs.append(a * hs[-1] + x[:, k, :, None] * B[:, k, None, :])
+    hs.append(a * hs[-1] + x[:, k, :, None] * _at(B, k))
     slopes.append((a, slope))
   return hs, slopes
 
@@ -80,41 +113,41 @@ def _real(neg, chunk, x, dt, lam, B, C, h0):
 
 
 def _real_fwd(neg, chunk, x, dt, lam, B, C, h0):
-  def body(h, window):
-    x, dt, B, C = window
-    hs, _ = _real_states(h, x, dt, lam, B, neg)
-    ys = [jnp.sum(hk * C[:, k, None, :], -1) for k, hk in enumerate(hs[1:])]
+  def body(h, w):
+    Bw, Cw = w.get("B", B), w.get("C", C)
+    hs, _ = _real_states(h, w["x"], w["dt"], lam, Bw, neg)
+    ys = [jnp.sum(hk * _at(Cw, k), -1) for k, hk in enumerate(hs[1:])]
     return hs[-1], (jnp.stack(ys, 1), h)
 
   h = jnp.broadcast_to(h0, x.shape[:1] + h0.shape[-2:]).astype(x.dtype)
-  _, (ys, starts) = jax.lax.scan(body, h, tuple(_chunks(v, chunk) for v in (x, dt, B, C)))
+  _, (ys, starts) = jax.lax.scan(body, h, _windows(chunk, x=x, dt=dt, B=B, C=C))
   return _unchunk(ys), (x, dt, lam, B, C, h0, starts)
 
 
 def _real_bwd(neg, chunk, res, dy):
   x, dt, lam, B, C, h0, starts = res
 
-  def body(carry, window):
-    incoming, dlam = carry  # a_{t+1} g_{t+1} past the chunk's last step; dL/dlam so far
-    x, dt, B, C, dy, start = window
-    hs, slopes = _real_states(start, x, dt, lam, B, neg)
-    grads = {name: [None] * chunk for name in ("x", "dt", "B", "C")}
+  def body(carry, w):
+    incoming, acc = carry  # a_{t+1} g_{t+1} past the chunk's last step; dlam and constants' sums
+    (x, dt, dy), Bw, Cw = (w[k] for k in ("x", "dt", "dy")), w.get("B", B), w.get("C", C)
+    hs, slopes = _real_states(w["start"], x, dt, lam, Bw, neg)
+    steps = {name: [None] * chunk for name in ("x", "dt", "B", "C") if name not in acc}
     for k in reversed(range(chunk)):
       a, slope = slopes[k]
-      g = dy[:, k, :, None] * C[:, k, None, :] + incoming
+      g = dy[:, k, :, None] * _at(Cw, k) + incoming
       de = g * hs[k] * slope  # dL/d(dt lam)
-      grads["x"][k] = jnp.sum(g * B[:, k, None, :], -1)
-      grads["dt"][k] = jnp.sum(de * lam, -1)
-      grads["B"][k] = jnp.sum(g * x[:, k, :, None], 1)
-      grads["C"][k] = jnp.sum(dy[:, k, :, None] * hs[k + 1], 1)
-      dlam = dlam + jnp.sum(de * dt[:, k, :, None], 0)
+      steps["x"][k] = jnp.sum(g * _at(Bw, k), -1)
+      steps["dt"][k] = jnp.sum(de * lam, -1)
+      _add_grad(steps, acc, "B", k, g * x[:, k, :, None])
+      _add_grad(steps, acc, "C", k, dy[:, k, :, None] * hs[k + 1])
+      acc["lam"] = acc["lam"] + jnp.sum(de * dt[:, k, :, None], 0)
       incoming = a * g
-    return (incoming, dlam), tuple(jnp.stack(v, 1) for v in grads.values())
+    return (incoming, acc), {name: jnp.stack(v, 1) for name, v in steps.items()}
 
-  carry = (jnp.zeros_like(starts[0]), jnp.zeros_like(lam))
-  windows = tuple(_chunks(v, chunk) for v in (x, dt, B, C, dy)) + (starts,)
-  (dh0, dlam), grads = jax.lax.scan(body, carry, windows, reverse=True)
-  dx, ddt, dB, dC = (_unchunk(v) for v in grads)
+  acc = {"lam": jnp.zeros_like(lam), **_constants("BC", (B, C))}
+  windows = {**_windows(chunk, x=x, dt=dt, B=B, C=C, dy=dy), "start": starts}
+  (dh0, acc), stacked = jax.lax.scan(body, (jnp.zeros_like(starts[0]), acc), windows, reverse=True)
+  dx, ddt, dlam, dB, dC = _grads_out(acc, stacked, ("x", "dt", "lam", "B", "C"))
   return dx, ddt, dlam, dB, dC, (dh0 if h0.ndim == 3 else dh0.sum(0)).astype(h0.dtype)
 
 
@@ -123,7 +156,8 @@ _real.defvjp(_real_fwd, _real_bwd)
 
 # ---- the complex families in real pairs: rotation, constant -----------------------------------
 # a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta) or
-# constant (d, n) (S4D's); B, C (d, n); h as (hr, hi).
+# constant (d, n) (S4D's); B and C as (re, im) parts; h as (hr, hi).
+_PARTS = ("Br", "Bi", "Cr", "Ci")
 
 
 def _pair_states(h, x, ar, ai, Br, Bi):
@@ -133,7 +167,8 @@ def _pair_states(h, x, ar, ai, Br, Bi):
   for k in range(x.shape[1]):
     a = (ar[:, k, None, :], ai[:, k, None, :]) if ar.ndim == 3 else (ar, ai)
     (hr, hi), xk = hs[-1], x[:, k, :, None]
-    hs.append((a[0] * hr - a[1] * hi + xk * Br, a[1] * hr + a[0] * hi + xk * Bi))
+    br, bi = _at(Br, k), _at(Bi, k)
+    hs.append((a[0] * hr - a[1] * hi + xk * br, a[1] * hr + a[0] * hi + xk * bi))
     trans.append(a)
   return hs, trans
 
@@ -143,21 +178,25 @@ def _pairs(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
   return _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i)[0]
 
 
-def _per_step_windows(chunk, x, ar, ai, *more):
-  per_step = (ar, ai) if ar.ndim == 3 else ()
-  return tuple(_chunks(v, chunk) for v in (x,) + per_step + more)
+def _pair_windows(chunk, x, ar, ai, parts, **more):
+  """The per-step arrays' windows: x, a's parts when per step (rotation), B's and C's when
+  per step, and `more`."""
+  per_step = dict(ar=ar, ai=ai) if ar.ndim == 3 else {}
+  return _windows(chunk, x=x, **per_step, **dict(zip(_PARTS, parts)), **more)
 
 
 def _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
-  def body(h, window):
-    x, *a = window
-    hs, _ = _pair_states(h, x, *(a or (ar, ai)), Br, Bi)
-    ys = [jnp.sum(Cr * hr - Ci * hi, -1) for hr, hi in hs[1:]]
+  parts = (Br, Bi, Cr, Ci)
+
+  def body(h, w):
+    br, bi, cr, ci = (w.get(k, v) for k, v in zip(_PARTS, parts))
+    hs, _ = _pair_states(h, w["x"], w.get("ar", ar), w.get("ai", ai), br, bi)
+    ys = [jnp.sum(_at(cr, k) * hr - _at(ci, k) * hi, -1) for k, (hr, hi) in enumerate(hs[1:])]
     return hs[-1], (jnp.stack(ys, 1), h)
 
   shape = x.shape[:1] + h0r.shape[-2:]
   h = tuple(jnp.broadcast_to(v, shape).astype(x.dtype) for v in (h0r, h0i))
-  _, (ys, starts) = jax.lax.scan(body, h, _per_step_windows(chunk, x, ar, ai))
+  _, (ys, starts) = jax.lax.scan(body, h, _pair_windows(chunk, x, ar, ai, parts))
   return _unchunk(ys), (x, ar, ai, Br, Bi, Cr, Ci, h0r, starts)
 
 
@@ -165,36 +204,36 @@ def _pairs_bwd(chunk, res, dy):
   x, ar, ai, Br, Bi, Cr, Ci, h0r, starts = res
   per_step = ar.ndim == 3
 
-  def body(carry, window):
-    (inr, ini), acc = carry  # R(a_{t+1})^T g_{t+1} past the chunk's end; summed gradients
-    x, *a, dy, start = window
-    hs, trans = _pair_states(start, x, *(a or (ar, ai)), Br, Bi)
-    dx, dar, dai = [None] * chunk, [None] * chunk, [None] * chunk
+  def body(carry, w):
+    (inr, ini), acc = carry  # R(a_{t+1})^T g_{t+1} past the chunk's end; constants' sums
+    x, dy = w["x"], w["dy"]
+    br, bi, cr, ci = (w.get(k, v) for k, v in zip(_PARTS, (Br, Bi, Cr, Ci)))
+    hs, trans = _pair_states(w["start"], x, w.get("ar", ar), w.get("ai", ai), br, bi)
+    steps = {name: [None] * chunk for name in ("x", "ar", "ai") + _PARTS if name not in acc}
     for k in reversed(range(chunk)):
       (tr, ti), (pr, pi), (hr, hi) = trans[k], hs[k], hs[k + 1]
       dyk, xk = dy[:, k, :, None], x[:, k, :, None]
-      gr, gi = dyk * Cr + inr, ini - dyk * Ci
-      dx[k] = jnp.sum(gr * Br + gi * Bi, -1)
-      acc["Br"], acc["Bi"] = acc["Br"] + jnp.sum(gr * xk, 0), acc["Bi"] + jnp.sum(gi * xk, 0)
-      acc["Cr"], acc["Ci"] = acc["Cr"] + jnp.sum(dyk * hr, 0), acc["Ci"] - jnp.sum(dyk * hi, 0)
+      gr, gi = dyk * _at(cr, k) + inr, ini - dyk * _at(ci, k)
+      steps["x"][k] = jnp.sum(gr * _at(br, k) + gi * _at(bi, k), -1)
+      for name, g in (("Br", gr * xk), ("Bi", gi * xk), ("Cr", dyk * hr), ("Ci", -(dyk * hi))):
+        _add_grad(steps, acc, name, k, g)
       da = (gr * pr + gi * pi, gi * pr - gr * pi)  # dL/d(ar, ai), (b, d, n)
       if per_step:  # shared over channels
-        dar[k], dai[k] = (jnp.sum(v, 1) for v in da)
+        steps["ar"][k], steps["ai"][k] = (jnp.sum(v, 1) for v in da)
       else:  # constant
         acc["ar"], acc["ai"] = acc["ar"] + jnp.sum(da[0], 0), acc["ai"] + jnp.sum(da[1], 0)
       inr, ini = tr * gr + ti * gi, tr * gi - ti * gr
-    outs = (jnp.stack(dx, 1),) + ((jnp.stack(dar, 1), jnp.stack(dai, 1)) if per_step else ())
-    return ((inr, ini), acc), outs
+    return ((inr, ini), acc), {name: jnp.stack(v, 1) for name, v in steps.items()}
 
-  acc = {name: jnp.zeros_like(Br) for name in ("Br", "Bi", "Cr", "Ci")
-         + (() if per_step else ("ar", "ai"))}
+  acc = _constants(_PARTS, (Br, Bi, Cr, Ci))
+  if not per_step:
+    acc.update(ar=jnp.zeros_like(ar), ai=jnp.zeros_like(ai))
+  windows = {**_pair_windows(chunk, x, ar, ai, (Br, Bi, Cr, Ci), dy=dy), "start": starts}
   carry = ((jnp.zeros_like(starts[0][0]),) * 2, acc)
-  windows = _per_step_windows(chunk, x, ar, ai, dy) + (starts,)
-  ((dh0r, dh0i), acc), outs = jax.lax.scan(body, carry, windows, reverse=True)
-  dx, *da = (_unchunk(v) for v in outs)
-  da = da or (acc["ar"], acc["ai"])
+  ((dh0r, dh0i), acc), stacked = jax.lax.scan(body, carry, windows, reverse=True)
+  grads = _grads_out(acc, stacked, ("x", "ar", "ai") + _PARTS)
   dh0 = tuple(v if h0r.ndim == 3 else v.sum(0) for v in (dh0r, dh0i))
-  return (dx, *da, acc["Br"], acc["Bi"], acc["Cr"], acc["Ci"], *dh0)
+  return (*grads, *dh0)
 
 
 _pairs.defvjp(_pairs_fwd, _pairs_bwd)

@@ -4,6 +4,11 @@
                                         + x_t[d] B[d, n]          (or B constant per (d, n))
     y_t[d]    = Re sum_n C_t[n] h_t[d, n]                        (C likewise)
 
+B and C each take either form, whatever the family (a researcher's layer may pair any of them);
+the fused kernels read the built-in layers' pairing only (`kernel_layout`: per step for the
+real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
+The real families' B, C and h0 are real.
+
 with the transition a_t given by the layer's family:
 
     decay         exp(dt_t[d] lam[d, n])          dt (b, t, d), lam (d, n) real < 0
@@ -36,9 +41,10 @@ _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when pres
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Factors:
-  """One layer's factors. Per-step arrays are (batch, time, ...); B and C are (batch, time, n)
-  when they vary per step (the decay families) or (d, n) complex constants. `channels_first`:
-  the per-step arrays are (..., batch, time) instead, channels or states first."""
+  """One layer's factors. Per-step arrays are (batch, time, ...); B and C are each (batch, time,
+  n) when they vary per step (the built-in decay layers') or (d, n) constants (the complex
+  ones'). `channels_first`: the per-step arrays are (..., batch, time) instead, channels or
+  states first. `check()` says in one line what does not fit."""
   family: str = dataclasses.field(metadata=dict(static=True))
   x: jax.Array  # (b, t, d) real
   B: jax.Array
@@ -59,8 +65,37 @@ class Factors:
     return self.family in COMPLEX
 
   @property
-  def per_step_bc(self) -> bool:
-    return self.B.ndim == 3
+  def kernel_layout(self) -> bool:
+    """B and C as the fused kernels read them: per step for the real families, constant for
+    the complex ones (every built-in layer's)."""
+    return all((v.ndim == 3) != self.is_complex for v in (self.B, self.C))
+
+  def check(self):
+    """A one-line ValueError naming the expected shape for a factor that does not fit x and
+    h0 (`diagonal_scan` calls it where it traces, so a plugin layer's mistake reads as one)."""
+    if self.x.ndim != 3:
+      raise ValueError(f"{self.family} factors: x has shape {self.x.shape}; expected "
+                       f"{'(d, batch, time)' if self.channels_first else '(batch, time, d)'}")
+    d = self.x.shape[0 if self.channels_first else -1]
+    n = self.h0.shape[-1]
+    per_step = lambda m: ((m, self.batch, self.length) if self.channels_first
+                          else (self.batch, self.length, m))
+    needs = {"h0": [(d, n), (self.batch, d, n)], "B": [per_step(n), (d, n)],
+             "C": [per_step(n), (d, n)]}
+    needs.update({"decay": {"dt": [per_step(d)], "lam": [(d, n)]},
+                  "signed_decay": {"dt": [per_step(d)], "lam": [(d, n)]},
+                  "rotation": {"theta": [per_step(n)]},
+                  "constant": {"a": [(d, n)]}}[self.family])
+    for name, shapes in needs.items():
+      v = getattr(self, name)
+      if v is None or v.shape not in shapes:
+        got = "is missing" if v is None else f"has shape {v.shape}"
+        raise ValueError(f"{self.family} factors: {name} {got}; expected "
+                         + " or ".join(map(str, shapes)) + f" (x {self.x.shape}, n = {n} "
+                         "from h0's last axis)")
+      if not self.is_complex and jnp.iscomplexobj(v):
+        raise ValueError(f"{self.family} factors: {name} is complex; the real families' "
+                         "factors are real (a complex state is the rotation or constant family)")
 
   @property
   def batch(self) -> int:
@@ -78,10 +113,8 @@ class Factors:
 
   def steps(self) -> dict:
     """The per-step arrays, by name (time on axis 1; channels first: the last axis)."""
-    out = {k: getattr(self, k) for k in _PER_STEP if getattr(self, k) is not None}
-    if not self.per_step_bc:
-      out.pop("B"), out.pop("C")
-    return out
+    return {k: getattr(self, k) for k in _PER_STEP if getattr(self, k) is not None
+            and (k not in ("B", "C") or getattr(self, k).ndim == 3)}
 
   def with_steps(self, **steps) -> "Factors":
     return dataclasses.replace(self, **steps)
@@ -113,8 +146,7 @@ def transition(f: Factors):
 
 def materialize(f: Factors):
   """(a_t, b_t, C broadcastable to the state) over f's time window: O(b t d n) memory."""
-  B = f.B[..., None, :] if f.per_step_bc else f.B
-  C = f.C[..., None, :] if f.per_step_bc else f.C
+  B, C = (v[..., None, :] if v.ndim == 3 else v for v in (f.B, f.C))
   return transition(f), f.x[..., None] * B, C
 
 
