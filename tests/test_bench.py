@@ -51,7 +51,7 @@ def test_scan_section_checks_every_method_against_float64(monkeypatch):
 
 
 def test_train_many_matches_separate_runs():
-  # one method: every method's equality with the reference is tested in tests/test_scan.py
+  # one method: every method's equality with the reference is tested in tests/test_diagonal_scan.py
   out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(1, 4))
   for method, rows in out["methods"].items():
     assert [r["K"] for r in rows] == [1, 4], method

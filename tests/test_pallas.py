@@ -1,7 +1,7 @@
 """The step-by-step fused kernel (`pallas`): its tiles, joined reductions and prefetch, the
 padding of time, runs under vmap, what its forward saves, and its lowering for CUDA.
 
-Its agreement with the float64 loop, every family, is in test_scan.py (the method is in
+Its agreement with the float64 loop, every family, is in test_diagonal_scan.py (the method is in
 scan.METHODS); the kernels run in interpret mode here.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from jaxpr_walk import equations
 from ssm_bench import scan
-from test_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
+from test_diagonal_scan import (assert_runs_under_vmap_match_the_sequential_scan, factored_inputs,
                        to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)

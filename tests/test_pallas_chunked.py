@@ -1,8 +1,8 @@
 """The chunked fused kernel (`pallas_chunked`) and its exclusive scan primitive.
 
 Its agreement with the float64 loop at lengths 7 and 1000 (the latter handed on), every family,
-is in test_scan.py (the method is in scan.METHODS); here: the primitive, lengths whose time axis
-holds several chunks (up to 255 steps: 32 chunks of 8), h0 shared or per row with its gradient,
+is in test_diagonal_scan.py (the method is in scan.METHODS); here: the primitive, lengths whose
+time axis holds several chunks (up to 255 steps: 32 chunks of 8), h0 shared or per row with its gradient,
 chunk sizes, runs under vmap, what it hands on, and the lowering for CUDA.
 """
 import dataclasses
@@ -17,7 +17,7 @@ from ssm_bench import scan
 from ssm_bench.scan import pallas_chunked, pallas_parallel
 from ssm_bench.scan.recurrence_scan import exclusive_recurrence_scan
 from launch.bench_train_many import outside_kernels
-from test_scan import (assert_channels_first_gives_the_same_bits,
+from test_diagonal_scan import (assert_channels_first_gives_the_same_bits,
                        assert_runs_under_vmap_match_the_sequential_scan, channels_first,
                        factored_inputs, output_and_grad, to_factors)
 

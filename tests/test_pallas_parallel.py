@@ -1,7 +1,7 @@
 """The time-parallel fused kernel (`pallas_parallel`) and its scan primitive.
 
-Its agreement with the float64 loop at a short length, every family, is in test_scan.py (the
-method is in scan.METHODS); here: the primitive, several channel blocks and runs under vmap,
+Its agreement with the float64 loop at a short length, every family, is in
+test_diagonal_scan.py (the method is in scan.METHODS); here: the primitive, several channel blocks and runs under vmap,
 lengths that pad the tile, which inputs it hands to the sequential kernel, and the lowering.
 """
 
@@ -16,7 +16,7 @@ from jaxpr_walk import equations, outside_kernels
 from ssm_bench import scan
 from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
-from test_scan import (assert_channels_first_gives_the_same_bits,
+from test_diagonal_scan import (assert_channels_first_gives_the_same_bits,
                        assert_runs_under_vmap_match_the_sequential_scan, channels_first,
                        factored_inputs, to_factors)
 
