@@ -1,5 +1,6 @@
 """Test your own layer: the registry, plugins from outside the package through every entry point,
 bad plugin input, theory for unknown classes, and the declaration check on a layer that lies."""
+import dataclasses
 import json
 import os
 import re
@@ -7,6 +8,7 @@ import subprocess
 import sys
 
 import jax
+import numpy as np
 import pytest
 
 from ssm_bench import declaration
@@ -244,6 +246,28 @@ def test_example_layer_through_every_entry_point(tmp_path):
   p = run("launch.tables", f"--runs={work}", f"--out={tmp_path}/tables")
   assert p.returncode == 0, p.stderr[-2000:]
   assert "rotation" in open(tmp_path / "tables" / "profile.md").read()
+
+
+@pytest.mark.parametrize("auto", ["chunked", "pallas_parallel"])  # the CPU's, the GPU's
+def test_a_plugin_diagonal_layer_with_per_step_b_and_c_runs_the_suites_scan(monkeypatch, auto):
+  """examples/selective_aussm.py hands diagonal_scan rotation factors with per-step B and C:
+  `auto` runs them on the chunked scan (the GPU's kernel hands them over) with the sequential
+  scan's values and gradients, and that is what a run's summary records (`scan_auto`)."""
+  from ssm_bench import scan
+  plugins.load("examples.selective_aussm")
+  monkeypatch.setitem(scan.AUTO, jax.default_backend(), auto)
+  cfg = ModelConfig(layers=("selective_aussm",), d_model=8, d_state=4, vocab_size=3)
+  assert models.scan_auto(cfg) == "chunked", models.scan_auto(cfg)
+  tokens = declaration.random_tokens(3, 2, 11)
+  params = models.StateTracker(cfg).init(jax.random.PRNGKey(0), tokens)
+  def value_and_grad(method):
+    net = models.StateTracker(dataclasses.replace(cfg, scan_method=method))
+    return jax.value_and_grad(lambda p: jax.numpy.sum(jax.numpy.sin(net.apply(p, tokens))))(params)
+  (got, got_g), (want, want_g) = value_and_grad("auto"), value_and_grad("sequential")
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got_g), jax.tree.leaves(want_g)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6,
+                               err_msg=f"gradient {jax.tree_util.keystr(path)} differs")
 
 
 def test_a_plugins_state_width_sets_the_width_its_card_predicts_at():
