@@ -215,6 +215,7 @@ def test_the_fused_methods_keep_the_built_in_layouts(family):
     (dict(h0=jnp.zeros((4, 3, 2))), "h0 has shape (4, 3, 2); expected (3, 2) or (2, 3, 2)"),
     (dict(B=jnp.zeros((2, 7, 2), jnp.complex64)), "B is complex; the real families"),
     (dict(x=jnp.zeros((2, 7))), "x has shape (2, 7); expected (batch, time, d)"),
+    (dict(x=jnp.zeros((2, 7, 3), jnp.complex64)), "x is complex; x is real"),
 ])
 def test_factors_that_do_not_fit_fail_in_one_line_naming_the_expected_shape(change, problem):
   f = dataclasses.replace(to_factors("decay", factored_inputs("decay", 7)), **change)

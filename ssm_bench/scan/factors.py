@@ -76,6 +76,9 @@ class Factors:
     if self.x.ndim != 3:
       raise ValueError(f"{self.family} factors: x has shape {self.x.shape}; expected "
                        f"{'(d, batch, time)' if self.channels_first else '(batch, time, d)'}")
+    if jnp.iscomplexobj(self.x):
+      raise ValueError(f"{self.family} factors: x is complex; x is real (a complex input "
+                       "vector goes in B)")
     d = self.x.shape[0 if self.channels_first else -1]
     n = self.h0.shape[-1]
     per_step = lambda m: ((m, self.batch, self.length) if self.channels_first
