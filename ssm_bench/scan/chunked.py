@@ -144,7 +144,7 @@ def _real_bwd(neg, chunk, res, dy):
       incoming = a * g
     return (incoming, acc), {name: jnp.stack(v, 1) for name, v in steps.items()}
 
-  acc = {"lam": jnp.zeros_like(lam), **_constants("BC", (B, C))}
+  acc = {"lam": jnp.zeros_like(lam), **_constants(("B", "C"), (B, C))}
   windows = {**_windows(chunk, x=x, dt=dt, B=B, C=C, dy=dy), "start": starts}
   (dh0, acc), stacked = jax.lax.scan(body, (jnp.zeros_like(starts[0]), acc), windows, reverse=True)
   dx, ddt, dlam, dB, dC = _grads_out(acc, stacked, ("x", "dt", "lam", "B", "C"))

@@ -4,11 +4,6 @@
                                         + x_t[d] B[d, n]          (or B constant per (d, n))
     y_t[d]    = Re sum_n C_t[n] h_t[d, n]                        (C likewise)
 
-B and C each take either form, whatever the family (a researcher's layer may pair any of them);
-the fused kernels read the built-in layers' pairing only (`kernel_layout`: per step for the
-real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
-The real families' B, C and h0 are real.
-
 with the transition a_t given by the layer's family:
 
     decay         exp(dt_t[d] lam[d, n])          dt (b, t, d), lam (d, n) real < 0
@@ -16,10 +11,15 @@ with the transition a_t given by the layer's family:
     constant      a[d, n]                         constant complex (exp(dt lam) precomputed)
     rotation      exp(i theta_t[n])               theta (b, t, n): unit modulus, shared over d
 
+B and C each take either form, whatever the family (a researcher's layer may pair any of them);
+the fused kernels read the built-in layers' pairing only (`kernel_layout`: per step for the
+real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
+x is real in every family; the real families' B, C and h0 are real too.
+
 A layer names its family in its registry record (`scan_family`); the layers are not named here.
 
 `Factors` holds them; `materialize` builds a_t and the input term for a window of steps, which is
-what the reference and the chunked methods scan (the fused kernel never builds them).
+what the reference methods scan (chunked and the fused kernels never build them).
 
 A layer may hand its per-step arrays channels first, (channels, batch, time), where
 `scan.channels_first` says the method reads that layout (the time-parallel kernel's tiles): its
