@@ -262,7 +262,8 @@ def test_a_plugin_diagonal_layer_with_per_step_b_and_c_runs_the_suites_scan(monk
   params = models.StateTracker(cfg).init(jax.random.PRNGKey(0), tokens)
   def value_and_grad(method):
     net = models.StateTracker(dataclasses.replace(cfg, scan_method=method))
-    return jax.value_and_grad(lambda p: jax.numpy.sum(jax.numpy.sin(net.apply(p, tokens))))(params)
+    return jax.jit(jax.value_and_grad(
+        lambda p: jax.numpy.sum(jax.numpy.sin(net.apply(p, tokens)))))(params)
   (got, got_g), (want, want_g) = value_and_grad("auto"), value_and_grad("sequential")
   np.testing.assert_allclose(got, want, rtol=1e-5)
   for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got_g), jax.tree.leaves(want_g)):
