@@ -76,7 +76,7 @@ def _windows(chunk, **arrays):
 
 
 def _add_grad(steps, acc, name, k, g):
-  """Step k's gradient g (b, d, n) for B or C (or a part): a per-step one is summed over the
+  """Step k's gradient g (b, d, n) for B or C (or a part of them or of a): a per-step one is summed over the
   channels, into the chunk's outputs; a constant's over the batch, into the running sum."""
   if name in acc:
     acc[name] = acc[name] + jnp.sum(g, 0)
@@ -156,8 +156,9 @@ _real.defvjp(_real_fwd, _real_bwd)
 
 # ---- the complex families in real pairs: rotation, constant -----------------------------------
 # a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta) or
-# constant (d, n) (S4D's); B and C as (re, im) parts; h as (hr, hi).
-_PARTS = ("Br", "Bi", "Cr", "Ci")
+# constant (d, n) (S4D's), as B and C may be: all six parts take either form (`_at`, `_add_grad`);
+# h as (hr, hi).
+_PARTS = ("ar", "ai", "Br", "Bi", "Cr", "Ci")
 
 
 def _pair_states(h, x, ar, ai, Br, Bi):
@@ -165,7 +166,7 @@ def _pair_states(h, x, ar, ai, Br, Bi):
   against (b, d, n)."""
   hs, trans = [h], []
   for k in range(x.shape[1]):
-    a = (ar[:, k, None, :], ai[:, k, None, :]) if ar.ndim == 3 else (ar, ai)
+    a = (_at(ar, k), _at(ai, k))
     (hr, hi), xk = hs[-1], x[:, k, :, None]
     br, bi = _at(Br, k), _at(Bi, k)
     hs.append((a[0] * hr - a[1] * hi + xk * br, a[1] * hr + a[0] * hi + xk * bi))
@@ -178,60 +179,47 @@ def _pairs(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
   return _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i)[0]
 
 
-def _pair_windows(chunk, x, ar, ai, parts, **more):
-  """The per-step arrays' windows: x, a's parts when per step (rotation), B's and C's when
-  per step, and `more`."""
-  per_step = dict(ar=ar, ai=ai) if ar.ndim == 3 else {}
-  return _windows(chunk, x=x, **per_step, **dict(zip(_PARTS, parts)), **more)
-
-
 def _pairs_fwd(chunk, x, ar, ai, Br, Bi, Cr, Ci, h0r, h0i):
-  parts = (Br, Bi, Cr, Ci)
+  parts = dict(zip(_PARTS, (ar, ai, Br, Bi, Cr, Ci)))
 
   def body(h, w):
-    br, bi, cr, ci = (w.get(k, v) for k, v in zip(_PARTS, parts))
-    hs, _ = _pair_states(h, w["x"], w.get("ar", ar), w.get("ai", ai), br, bi)
+    ar, ai, br, bi, cr, ci = (w.get(k, v) for k, v in parts.items())
+    hs, _ = _pair_states(h, w["x"], ar, ai, br, bi)
     ys = [jnp.sum(_at(cr, k) * hr - _at(ci, k) * hi, -1) for k, (hr, hi) in enumerate(hs[1:])]
     return hs[-1], (jnp.stack(ys, 1), h)
 
   shape = x.shape[:1] + h0r.shape[-2:]
   h = tuple(jnp.broadcast_to(v, shape).astype(x.dtype) for v in (h0r, h0i))
-  _, (ys, starts) = jax.lax.scan(body, h, _pair_windows(chunk, x, ar, ai, parts))
+  _, (ys, starts) = jax.lax.scan(body, h, _windows(chunk, x=x, **parts))
   return _unchunk(ys), (x, ar, ai, Br, Bi, Cr, Ci, h0r, starts)
 
 
 def _pairs_bwd(chunk, res, dy):
-  x, ar, ai, Br, Bi, Cr, Ci, h0r, starts = res
-  per_step = ar.ndim == 3
+  x, *values, h0r, starts = res
+  parts = dict(zip(_PARTS, values))
 
   def body(carry, w):
     (inr, ini), acc = carry  # R(a_{t+1})^T g_{t+1} past the chunk's end; constants' sums
     x, dy = w["x"], w["dy"]
-    br, bi, cr, ci = (w.get(k, v) for k, v in zip(_PARTS, (Br, Bi, Cr, Ci)))
-    hs, trans = _pair_states(w["start"], x, w.get("ar", ar), w.get("ai", ai), br, bi)
-    steps = {name: [None] * chunk for name in ("x", "ar", "ai") + _PARTS if name not in acc}
+    ar, ai, br, bi, cr, ci = (w.get(k, v) for k, v in parts.items())
+    hs, trans = _pair_states(w["start"], x, ar, ai, br, bi)
+    steps = {name: [None] * chunk for name in ("x",) + _PARTS if name not in acc}
     for k in reversed(range(chunk)):
       (tr, ti), (pr, pi), (hr, hi) = trans[k], hs[k], hs[k + 1]
       dyk, xk = dy[:, k, :, None], x[:, k, :, None]
       gr, gi = dyk * _at(cr, k) + inr, ini - dyk * _at(ci, k)
       steps["x"][k] = jnp.sum(gr * _at(br, k) + gi * _at(bi, k), -1)
-      for name, g in (("Br", gr * xk), ("Bi", gi * xk), ("Cr", dyk * hr), ("Ci", -(dyk * hi))):
+      for name, g in (("Br", gr * xk), ("Bi", gi * xk), ("Cr", dyk * hr), ("Ci", -(dyk * hi)),
+                      ("ar", gr * pr + gi * pi), ("ai", gi * pr - gr * pi)):  # dL/d(ar, ai)
         _add_grad(steps, acc, name, k, g)
-      da = (gr * pr + gi * pi, gi * pr - gr * pi)  # dL/d(ar, ai), (b, d, n)
-      if per_step:  # shared over channels
-        steps["ar"][k], steps["ai"][k] = (jnp.sum(v, 1) for v in da)
-      else:  # constant
-        acc["ar"], acc["ai"] = acc["ar"] + jnp.sum(da[0], 0), acc["ai"] + jnp.sum(da[1], 0)
       inr, ini = tr * gr + ti * gi, tr * gi - ti * gr
     return ((inr, ini), acc), {name: jnp.stack(v, 1) for name, v in steps.items()}
 
-  acc = _constants(_PARTS, (Br, Bi, Cr, Ci))
-  if not per_step:
-    acc.update(ar=jnp.zeros_like(ar), ai=jnp.zeros_like(ai))
-  windows = {**_pair_windows(chunk, x, ar, ai, (Br, Bi, Cr, Ci), dy=dy), "start": starts}
+  acc = _constants(_PARTS, values)
+  windows = {**_windows(chunk, x=x, dy=dy, **parts), "start": starts}
   carry = ((jnp.zeros_like(starts[0][0]),) * 2, acc)
   ((dh0r, dh0i), acc), stacked = jax.lax.scan(body, carry, windows, reverse=True)
-  grads = _grads_out(acc, stacked, ("x", "ar", "ai") + _PARTS)
+  grads = _grads_out(acc, stacked, ("x",) + _PARTS)
   dh0 = tuple(v if h0r.ndim == 3 else v.sum(0) for v in (dh0r, dh0i))
   return (*grads, *dh0)
 
