@@ -16,8 +16,8 @@ from __future__ import annotations
 import jax
 
 from launch import common
-from launch.bench_tiles import (_grad, _references, _stacked_factors, checked_row, families_of,
-                                sweep_blocks, sweep_pair)
+from launch.bench_tiles import (_grad, _references, _stacked_factors, check_channels_first,
+                                checked_row, families_of, sweep_blocks, sweep_pair)
 
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
 # counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.
@@ -56,8 +56,10 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
               forward=best_fwd, backward=key, blocks=n)), want_g, key,
               forward_tile=list(best_fwd), blocks=n),
           rows, key, sizes["d_model"], timings["backward"][key])
+      cf = check_channels_first(run, rows, chunked(forward=best_fwd, backward=key,
+                                                   blocks=blocks), want_g, key, best_fwd)
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
-                    "fwd_bwd_ms_per_run": timings["backward"][key],
+                    "fwd_bwd_ms_per_run": timings["backward"][key], **cf,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks}
     run("pallas_parallel", _grad(pallas_parallel.scan), want_g,
         pallas_parallel.BACKWARD[pallas.KINDS[family]])

@@ -166,6 +166,19 @@ def sweep_pair(run, scan_with, grid, want_y, want_g, timings, default_forward):
   return best_fwd
 
 
+def check_channels_first(run, rows, scan_at_best, want_g, key, best_fwd) -> dict:
+  """The best pair once more on channels-first factors, as the layers build them when
+  `CHANNELS_FIRST_LAYERS` is on (the sweep itself reads batch-major ones), checked against the
+  same reference (values through the gradient of sin y, then gradients); its time includes the
+  transposes in and out and is not compared. On an H200 the two layer layouts trained the same
+  runs 2.5e-2 apart at one swept tile and 2.3e-7 at the committed ones: this says whether the
+  kernel or rounding was the cause. The fields for the kind's `best`."""
+  moved = lambda f: jnp.moveaxis(scan_at_best(f.to_channels_first()), 0, -1)
+  run("backward, channels first", _grad(moved), want_g, key, forward_tile=list(best_fwd))
+  return {"channels_first_rel_err": rows[-1].get("rel_err"),
+          "channels_first_matches": bool(rows[-1].get("matches_reference"))}
+
+
 def sweep_blocks(run_blocks, rows, key, d_model: int, fastest: float):
   """The best backward tile `key` again with 2 to 16 channel blocks per program
   (`PARALLEL_BLOCKS`: fewer partial sums of the gradients shared over channels), as many as the
@@ -296,8 +309,10 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
               forward=best_fwd, backward=key, time_major=time_major, blocks=n)), want_g, key,
               forward_tile=list(best_fwd), blocks=n),
           rows, key, sizes["d_model"], per_layout[time_major])
+      cf = check_channels_first(run, rows, parallel(forward=best_fwd, backward=key,
+                                                    blocks=blocks), want_g, key, best_fwd)
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
-                    "fwd_bwd_ms_per_run": timings["backward"][key],
+                    "fwd_bwd_ms_per_run": timings["backward"][key], **cf,
                     "pallas_fwd_bwd_ms_per_run": pallas_ms,
                     "rows_time_major_fwd_bwd_ms_per_run": per_layout.get("rows"),
                     "time_major_fwd_bwd_ms_per_run": per_layout.get(True),
@@ -331,6 +346,9 @@ def apply(result: dict) -> dict:
       name, settings = TIME_PARALLEL[kind]
       module = importlib.import_module(f"ssm_bench.scan.{name}")
       for k, p in b.items():
+        if not p.get("channels_first_matches", True):  # wrong as the layers read it: kept out
+          applied.setdefault(name, {})[k] = "not applied: wrong on channels-first factors"
+          continue
         module.FORWARD[k], module.BACKWARD[k] = tuple(p["forward"]), tuple(p["backward"])
         chosen = applied.setdefault(name, {})[k] = {"forward": p["forward"],
                                                     "backward": p["backward"]}
@@ -349,6 +367,14 @@ def apply(result: dict) -> dict:
 def _of(best: dict) -> str:
   """The family a best tile was timed on (results before 2026-11-26 do not say)."""
   return f" ({best['family']})" if "family" in best else ""
+
+
+def _cf(best: dict) -> str:
+  """The best pair on channels-first factors (results before 2026-11-27 were not checked)."""
+  if "channels_first_matches" not in best:
+    return ""
+  return (f"; channels first {best['channels_first_rel_err']}" if best["channels_first_matches"]
+          else f"; WRONG on channels-first factors ({best['channels_first_rel_err']}): not applied")
 
 
 def render(result: dict) -> str:
@@ -372,7 +398,7 @@ def render(result: dict) -> str:
                      + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
                      + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; blocks "
                      f"per program {p.get('blocks_fwd_bwd_ms_per_run')}; pallas_parallel "
-                     f"{p['pallas_parallel_fwd_bwd_ms_per_run']})")
+                     f"{p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
       continue
     if kind == "parallel":
       for k, p in b.items():
@@ -384,7 +410,7 @@ def render(result: dict) -> str:
                      f"time-major {p.get('rows_time_major_fwd_bwd_ms_per_run')}; time-major "
                      f"{p.get('time_major_fwd_bwd_ms_per_run')}; blocks per program "
                      f"{p.get('blocks_fwd_bwd_ms_per_run')}; "
-                     f"pallas {p['pallas_fwd_bwd_ms_per_run']})")
+                     f"pallas {p['pallas_fwd_bwd_ms_per_run']}{_cf(p)})")
       continue
     lines.append(f"  best {kind}{_of(b)}: FORWARD {tuple(b['forward'])}, "
                  f"BACKWARD {tuple(b['backward'])}, CHUNK {b['chunk']}"

@@ -128,13 +128,16 @@ def _time_groups(reps, cfg0: TrainConfig, ks):
     repeat = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(res["params"]),
                                                       jax.tree.leaves(again["params"])))
     per_run = run_s / k / cfg0.log_every
-    alone = alone or res  # K = 1 comes first: run 0 trained alone
+    if k == 1:  # run 0 trained alone; without K = 1 no group is checked against it
+      alone = res
     first = first or (res["params"], np.asarray(metrics["loss"]))
-    same, diff, worst_leaf = run0_difference(alone["params"], res["params"])
+    same, diff, worst_leaf = (run0_difference(alone["params"], res["params"]) if alone
+                              else (None, None, None))
     single = single or per_run
     rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
                  "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                 "matches_separate": bool(same), "max_rel_diff": float(f"{diff:.2e}"),
+                 "matches_separate": same if same is None else bool(same),
+                 "max_rel_diff": diff if diff is None else float(f"{diff:.2e}"),
                  "max_rel_diff_leaf": worst_leaf, "repeat_bit_identical": repeat,
                  "transposes_per_run_step": count, "transposed_MB_per_run_step": round(mb, 2),
                  **mem})
@@ -194,7 +197,9 @@ def render(result: list) -> str:
                      f"{vs['loss_max_rel_diff']:.1e}")
       lines.append(f"  {m}, run 0 in the group against alone (max relative difference) and the "
                    "group run twice: " + ", ".join(
-                       f"K={r['K']} {r['max_rel_diff']:.1e}"
+                       f"K={r['K']} " + ("(run 0 not trained alone: K = 1 not timed)"
+                                         if r["max_rel_diff"] is None else
+                                         f"{r['max_rel_diff']:.1e}")
                        + (f" ({r['max_rel_diff_leaf']})" if r["max_rel_diff"] else "")
                        + ("" if r["repeat_bit_identical"] else " NOT bit-identical twice")
                        for r in rows if "error" not in r))

@@ -63,6 +63,15 @@ def test_train_many_matches_separate_runs():
   assert "K=4" in bench.render("train_many", [out]) and "twice" in bench.render("train_many", [out])
 
 
+def test_train_many_without_a_group_of_one_does_not_claim_run_0_matches_itself_alone():
+  """Without K = 1 no run was trained alone: the rows say so rather than compare a group with
+  itself (which printed 0.0 for every 27-run group of the fifth GPU session)."""
+  out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(2,))
+  (row,) = out["methods"]["chunked"]
+  assert row["max_rel_diff"] is None and row["matches_separate"] is None, row
+  assert "not trained alone" in bench.render("train_many", [out])
+
+
 def test_train_many_times_each_layer_layout_where_the_kernel_runs_and_counts_its_transposes():
   """`--layer_layouts`: the time-parallel kernel's method is timed once per layout, keyed by
   it (a method that never runs the kernel once), and each row counts what one run-step

@@ -77,8 +77,8 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
       ("phase", "forward", [4, 1]), ("phase", "forward", [8, 1]), ("phase", "backward", [4, 1]),
       ("phase", "pallas (step by step)", list(pallas.BACKWARD["phase"])),
       ("phase", "backward, rows time-major", [4, 1]), ("phase", "backward, time-major", [4, 1]),
-      ("phase", "backward, 2 blocks", [4, 1])], (
-          out["rows"])  # 4 blocks of 4 channels: more than the 8 there are, not timed
+      ("phase", "backward, 2 blocks", [4, 1]),  # 4 blocks of 4 channels: more than 8
+      ("phase", "backward, channels first", [4, 1])], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["parallel"]
   assert set(best) == {"phase"} and best["phase"]["backward"] == [4, 1], best
@@ -90,7 +90,8 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert best["phase"]["time_major"] == min(per_layout, key=per_layout.get), best
   two_blocks = best["phase"]["blocks_fwd_bwd_ms_per_run"][2]
   assert best["phase"]["blocks"] == (2 if two_blocks < min(per_layout.values()) else 1), best
-  assert out["rows"][-1]["blocks"] == 2, "the blocks row did not run with 2 blocks"
+  assert out["rows"][-2]["blocks"] == 2, "the blocks row did not run with 2 blocks"
+  assert best["phase"]["channels_first_matches"], best
   assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
   rejects_a_one_percent_error(monkeypatch, pallas_parallel, bench_tiles.bench_parallel_tiles,
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
@@ -110,6 +111,7 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]), ("phase", "backward", [8, 2])
   ] + [("phase", "backward, 2 blocks", list(fastest))] * (fastest[0] == 4) + [
+      ("phase", "backward, channels first", list(fastest)),
       ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["chunked"]
@@ -128,6 +130,30 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
       tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"]), 2), applied
   rejects_a_one_percent_error(monkeypatch, pallas_chunked, bench_chunked_tiles.bench_chunked_tiles,
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
+
+
+def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_applied(monkeypatch):
+  """The sweeps read batch-major factors; the layers hand channels-first ones to the kernels
+  (`CHANNELS_FIRST_LAYERS`). A kernel 1% off on those alone passes every batch-major row, and
+  the best pair's channels-first check must catch it: reported, and kept out of the defaults."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  real = pallas_chunked.scan
+  monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: real(f, **kw) * (
+      1.01 if f.channels_first else 1.0))
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
+                                                grid=ONE_TILE, need_gpu=False)
+  checked = {r["kernel"]: r["matches_reference"] for r in out["rows"]}
+  assert checked["forward"] and checked["backward"] and not checked["backward, channels first"], (
+      f"the channels-first check did not catch a kernel wrong on those factors alone: {checked}")
+  best = out["best"]["chunked"]["real"]
+  assert best["channels_first_matches"] is False, best
+  assert "WRONG on channels-first factors" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
+    monkeypatch.setattr(pallas_chunked, name, {"real": (99, 9), "phase": (99, 9)})
+  assert "not applied" in bench_tiles.apply(out)["pallas_chunked"]["real"]
+  assert pallas_chunked.FORWARD["real"] == (99, 9), "a pair wrong as the layers read it was applied"
 
 
 def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime(monkeypatch):

@@ -69,10 +69,7 @@ def to_factors(family, p):
 
 
 def channels_first(f):
-  """The same factors with (channels, batch, time) per-step arrays, as a channels-first layer
-  builds them."""
-  return dataclasses.replace(f, channels_first=True,
-                             **{k: jnp.moveaxis(v, -1, 0) for k, v in f.steps().items()})
+  return f.to_channels_first()
 
 
 def assert_channels_first_gives_the_same_bits(fn, runs, family):

@@ -30,11 +30,13 @@ from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel", "pallas_chunked")
-# Measured by launch.bench (BUILD_NOTES, "Scan core"): the fastest method per backend. On CPU
+# Measured by launch.bench (results/bench/README.md): the fastest method per backend. On CPU
 # chunked, with its per-family chunk sizes, beat sequential in every whole step timed; on an
-# H100 the time-parallel kernel beat the step-by-step one (27-run mamba step 1.09 vs 1.23 ms per
-# run, aussm 1.52 vs 2.28); it hands sequences over its MAX_LENGTH to `pallas` itself.
-AUTO = {"cpu": "chunked", "gpu": "pallas_parallel", "tpu": "associative"}
+# H200 the chunked kernel beat the time-parallel one in 27-run steps with channels-first layers
+# (mamba 0.695 vs 0.771 ms per run, negmamba 0.717 vs 0.844, aussm 0.847 vs 1.143), which beat
+# the step-by-step one on an H100. It hands the constant family to `pallas_parallel`, and
+# sequences over MAX_LENGTH go on to `pallas`.
+AUTO = {"cpu": "chunked", "gpu": "pallas_chunked", "tpu": "associative"}
 # The delta rule's `auto` on every backend (TPU untimed): its rank-1 form beat the dense
 # associative scan on CPU and on an H100 (a deltanet step 7.30 vs 10.56 ms, deltaproduct 7.80 vs
 # 14.13, half the memory).

@@ -122,6 +122,14 @@ class Factors:
   def with_steps(self, **steps) -> "Factors":
     return dataclasses.replace(self, **steps)
 
+  def to_channels_first(self) -> "Factors":
+    """The same factors with (channels, batch, time) per-step arrays, as a channels-first layer
+    builds them (`scan.channels_first`); the inverse of `batch_major`."""
+    if self.channels_first:
+      return self
+    return dataclasses.replace(self, channels_first=True,
+                               **{k: jnp.moveaxis(v, -1, 0) for k, v in self.steps().items()})
+
   def batch_major(self) -> "Factors":
     """The same factors with (batch, time, ...) per-step arrays (a copy when channels first)."""
     if not self.channels_first:

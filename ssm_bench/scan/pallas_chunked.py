@@ -94,6 +94,12 @@ def _h0_positions(kind):
   return [i for i, name in enumerate(NAMES[kind]) if name.startswith("h0")]
 
 
+def _name(kind, kernel):
+  """The kernel's name in a GPU trace: the kernel function's own name ("real_backward") says
+  nothing of the scan, and `launch.bench --sections=profile` finds scan kernels by "pallas"."""
+  return f"pallas_chunked_{kind}_{kernel}"
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
   kind, neg, (bd, warps), _, steps, interpret, cf, _ = static
@@ -102,7 +108,7 @@ def _fused(static, *ins):
   kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
   return pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(ins[0].shape, jnp.float32), grid=(b, D // bd),
-      in_specs=in_specs, out_specs=per_td, interpret=interpret,
+      in_specs=in_specs, out_specs=per_td, interpret=interpret, name=_name(kind, "forward"),
       **sequential_kernel._compiler_params(interpret, warps))(
           *_kernel_inputs(kind, ins))
 
@@ -139,7 +145,7 @@ def _fused_bwd(static, res, dy):
                              blocks=blocks, barrier=not interpret)
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [per_td[1]],
-      out_specs=[o[1] for o in outs], interpret=interpret,
+      out_specs=[o[1] for o in outs], interpret=interpret, name=_name(kind, "backward"),
       **sequential_kernel._compiler_params(interpret, warps))(
           *_kernel_inputs(kind, ins), dy)
   g, dh0 = g[:len(g) - n_h0], g[len(g) - n_h0:]

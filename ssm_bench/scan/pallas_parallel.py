@@ -32,12 +32,14 @@ from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan import pallas_parallel_kernels as kernels
 
 # (channels per program, warps) of each kernel, per kernel kind (`pallas.KINDS`), for a time
-# axis of up to TILE_SPAN rows (63 steps: the paper trains at 60). real and phase: the fastest
-# forward + backward of `launch.bench --sections=parallel_tiles` on an H100 at the paper cell,
-# 27 runs (real on mamba's decay family 0.635 ms per run, phase 1.137; results/bench/README.md).
-# const: a guess (16 channels, the step-by-step kernel's best real tile), untimed.
-FORWARD = {"real": (8, 2), "phase": (16, 2), "const": (16, 4)}
-BACKWARD = {"real": (8, 1), "phase": (16, 2), "const": (16, 4)}
+# axis of up to TILE_SPAN rows (63 steps: the paper trains at 60). The fastest forward +
+# backward of `launch.bench --sections=parallel_tiles` at the paper cell, 27 runs: real on an
+# H100 (mamba's decay family 0.635 ms per run; on an H200 the sweep's (8, 1) / (4, 1) was 0.587
+# against these tiles' 0.590, kept), phase on an H200 (0.970 ms; its aussm step 1.143 -> 1.042;
+# results/bench/README.md, "H200, fifth session"). const: a guess (16 channels, the
+# step-by-step kernel's best real tile), untimed.
+FORWARD = {"real": (8, 2), "phase": (32, 4), "const": (16, 4)}
+BACKWARD = {"real": (8, 1), "phase": (8, 1), "const": (16, 4)}
 # Which per-step arrays reach the kernels in the layers' own (batch, time, channels) layout, a
 # `LAYOUTS` key: time-minor ones are transposed by XLA outside (27.6% of a 27-run mamba step on
 # an H100), time-major ones read as they are. False until `--sections=parallel_tiles` times all
@@ -60,9 +62,10 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
 # Whether the diagonal layers build their factors channels first, (channels, batch, time), when
 # this kernel or `pallas_chunked` runs them (`scan.channels_first`): their matmuls then write
 # the time-minor tiles directly and the transposes go without a kernel change (`TIME_MAJOR`
-# moves them into the kernel instead). False until `--sections=train_many --layer_layouts`
-# times it on a GPU.
-CHANNELS_FIRST_LAYERS = False
+# moves them into the kernel instead). On an H200 (`--sections=train_many --layer_layouts`,
+# 27-run steps) they were faster with both kernels for every model timed: mamba 0.807 -> 0.695
+# ms per run-step with `pallas_chunked`, aussm 0.941 -> 0.847.
+CHANNELS_FIRST_LAYERS = True
 TILE_SPAN = 64
 MAX_LENGTH = 255  # steps; the tile's time axis is the next power of two of length + 1
 
