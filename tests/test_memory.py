@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from ssm_bench import memory
+from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
 
 GiB = 2 ** 30
@@ -105,7 +106,7 @@ def test_dry_run_lists_the_estimate_and_the_split():
   assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
   last = out.stdout.strip().splitlines()[-1]
   assert last.startswith("table2: 27 runs in 1 compiled group; "), last
-  assert "to plan for a GPU add --config.scan_method=pallas_parallel" in out.stdout, (
+  assert f"to plan for a GPU add --config.scan_method={scan.AUTO['gpu']}" in out.stdout, (
       "the dry run does not say which scan method its estimates are for")
 
 

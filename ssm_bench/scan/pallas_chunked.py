@@ -16,10 +16,11 @@ in the rotating frame its recurrence is a running sum, and the scan across chunk
 
 Counted for sm_90 at the paper cell (Triton 3.9.0, `launch.bench --sections=registers`), with
 the tiles below, predicted ms per run in the kernels (forward + backward) against
-`pallas_parallel`'s: real 0.35 against 0.45, phase 0.58 against 1.16. Untimed on a GPU: a
-method of its own, so `launch.bench --methods=pallas_parallel,pallas_chunked` times the two side
-by side. Time is padded to a power of two (at least L) with x = dt = theta = 0 steps (a = 1,
-b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
+`pallas_parallel`'s: real 0.35 against 0.45, phase 0.58 against 1.16. Timed on an H200 (the
+scan alone, 27 runs, each kernel at the sweep's best tiles): real 0.495 against 0.587, phase
+0.696 against 0.970; the GPU's `auto`. `launch.bench --methods=pallas_parallel,pallas_chunked`
+times the two side by side. Time is padded to a power of two (at least L) with x = dt = theta
+= 0 steps (a = 1, b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
 `pallas_parallel`'s. This module is the call: tiles, block specs, the custom VJP.
 """
 from __future__ import annotations
@@ -42,13 +43,14 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # real forward 0.093 ms per run, backward 0.255, against pallas_parallel's timed tiles at 0.117
 # and 0.333; phase (raw ..._chunked_phase.json) 0.143 and 0.439 against 0.283 and 0.874 (its
 # forward at (32, 1) counts 0.119 but takes 255 registers, an occupancy the count cannot see).
-# Untimed.
+# On an H200 the sweep's best differed little (real (8, 1) / (8, 1) 0.495 ms per run, phase
+# (8, 1) / (4, 1) 0.696 against 0.711) and no whole step got faster with them: kept.
 FORWARD = {"real": (16, 1), "phase": (16, 1)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1)}
 # Channel blocks of BACKWARD's width that one backward program walks in turn, adding the
 # shared gradients' partial sums in place (as `pallas_parallel.CHANNEL_BLOCKS`: at (8, 1) and
 # the paper cell 1 block leaves 16 partials of (N, T) per batch row to sum outside, about 0.05
-# ms of a 27-run mamba step per run on an H100). 1 until `--sections=chunked_tiles` times it.
+# ms of a 27-run mamba step per run on an H100). 2-16 blocks lost on an H200 (0.70-0.79 ms against 0.50).
 CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program

@@ -42,8 +42,9 @@ FORWARD = {"real": (8, 2), "phase": (32, 4), "const": (16, 4)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1), "const": (16, 4)}
 # Which per-step arrays reach the kernels in the layers' own (batch, time, channels) layout, a
 # `LAYOUTS` key: time-minor ones are transposed by XLA outside (27.6% of a 27-run mamba step on
-# an H100), time-major ones read as they are. False until `--sections=parallel_tiles` times all
-# three on a GPU.
+# an H100), time-major ones read as they are. Timed on an H200 (`--sections=parallel_tiles`):
+# both time-major layouts lost (real 3.3-3.5 ms per run against 0.59, phase 1.5-2.0 against
+# 0.97), so False; channels-first layers removed the transposes instead.
 TIME_MAJOR = {"real": False, "phase": False, "const": False}
 # (channel tiles, per-state rows) time-major: nothing (False); the rows alone ("rows": B, C,
 # theta and their gradients, strided row reads and writes, no instruction more); everything
@@ -56,8 +57,8 @@ LAYOUTS = {False: (False, False), "rows": (False, True), True: (True, True)}
 # read again (its sum, with a transpose, was the costliest op outside the kernel in an H100
 # profile: 1.32 ms of a 27-run step of 29.3). With k blocks a program adds its blocks' sums in
 # place (a barrier between blocks; no atomics, so the order is fixed and runs stay
-# deterministic): k times fewer partials, same registers. 1 until `--sections=parallel_tiles`
-# times it on a GPU.
+# deterministic): k times fewer partials, same registers. 2-16 blocks lost on an H200 (real
+# 0.72-0.74 ms per run against 0.59, phase 1.04-1.08 against 0.97): 1.
 CHANNEL_BLOCKS = {"real": 1, "phase": 1, "const": 1}
 # Whether the diagonal layers build their factors channels first, (channels, batch, time), when
 # this kernel or `pallas_chunked` runs them (`scan.channels_first`): their matmuls then write
