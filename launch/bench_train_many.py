@@ -136,8 +136,8 @@ def _time_groups(reps, cfg0: TrainConfig, ks):
     single = single or per_run
     rows.append({"K": k, "ms_per_run_step": round(per_run * 1e3, 3),
                  "compile_s": round(compile_s, 2), "vs_alone": round(per_run / single, 3),
-                 "matches_separate": same if same is None else bool(same),
-                 "max_rel_diff": diff if diff is None else float(f"{diff:.2e}"),
+                 "matches_separate": same,
+                 "max_rel_diff": None if diff is None else float(f"{diff:.2e}"),
                  "max_rel_diff_leaf": worst_leaf, "repeat_bit_identical": repeat,
                  "transposes_per_run_step": count, "transposed_MB_per_run_step": round(mb, 2),
                  **mem})
