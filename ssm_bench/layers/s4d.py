@@ -21,7 +21,7 @@ class S4D(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    cf = scan.channels_first(cfg.scan_method, v.shape[1], "constant")  # (d, b, t) inside: `Factors`
     u = common.dense(v, d, "in_u", cf)
     log_dt = self.param("log_dt", common.uniform_init(math.log(cfg.dt_min), math.log(cfg.dt_max)), (d,))
     log_neg_re = self.param("lambda_log_neg_re", nn.initializers.constant(math.log(0.5)), (d, n))

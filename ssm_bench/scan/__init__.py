@@ -12,7 +12,8 @@
   `householder_scan` the delta rule's (a product of rank-1 corrections of I per step, sequential
   as rank-1 updates). Fused methods map to the reference here.
 
-`auto` picks, per backend, the method `launch.bench` measured fastest (BUILD_NOTES);
+`auto` picks, per backend (and factor family where they differ: `AUTO_BY_FAMILY`), the method
+`launch.bench` measured fastest (BUILD_NOTES);
 `recording()` tells which method each call resolved to (what a model's `auto` ran).
 """
 from __future__ import annotations
@@ -34,9 +35,12 @@ METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel", "pall
 # chunked, with its per-family chunk sizes, beat sequential in every whole step timed; on an
 # H200 the chunked kernel beat the time-parallel one in 27-run steps with channels-first layers
 # (mamba 0.695 vs 0.771 ms per run, negmamba 0.717 vs 0.844, aussm 0.847 vs 1.143), which beat
-# the step-by-step one on an H100. It hands the constant family to `pallas_parallel`, and
-# sequences over MAX_LENGTH go on to `pallas`.
+# the step-by-step one on an H100. Sequences over MAX_LENGTH go on to `pallas`.
 AUTO = {"cpu": "chunked", "gpu": "pallas_chunked", "tpu": "associative"}
+# Families whose fastest method on a backend is not AUTO's. The constant family (s4d) has no
+# chunked kernel: `pallas_chunked` hands it to `pallas_parallel`, and on an H200 s4d's 27-run
+# step took 1.149 ms per run there against 0.650 with the step-by-step kernel.
+AUTO_BY_FAMILY = {"gpu": {"constant": "pallas"}}
 # The delta rule's `auto` on every backend (TPU untimed): its rank-1 form beat the dense
 # associative scan on CPU and on an H100 (a deltanet step 7.30 vs 10.56 ms, deltaproduct 7.80 vs
 # 14.13, half the memory).
@@ -65,14 +69,16 @@ def _record(method: str) -> str:
   return method
 
 
-def default_method() -> str:
-  return AUTO.get(jax.default_backend(), "associative")
+def default_method(family: str | None = None) -> str:
+  """This backend's `auto`; for a factor family, that family's (`AUTO_BY_FAMILY`)."""
+  backend = jax.default_backend()
+  return AUTO_BY_FAMILY.get(backend, {}).get(family) or AUTO.get(backend, "associative")
 
 
-def resolve(method: str) -> str:
+def resolve(method: str, family: str | None = None) -> str:
   if method not in METHODS:
     raise ValueError(f"unknown scan method {method!r}; choose one of {', '.join(METHODS)}")
-  return default_method() if method == "auto" else method
+  return default_method(family) if method == "auto" else method
 
 
 def _reference_method(method: str) -> str:
@@ -87,11 +93,12 @@ FUSED = ("pallas", "pallas_parallel", "pallas_chunked")
 READS_CHANNELS_FIRST = ("pallas_parallel", "pallas_chunked")
 
 
-def channels_first(method: str, length: int) -> bool:
+def channels_first(method: str, length: int, family: str | None = None) -> bool:
   """Whether a diagonal layer should build its factors channels first (`Factors`) for this
-  method and length: where a kernel that reads that layout runs them (`READS_CHANNELS_FIRST`)
-  and `pallas_parallel.CHANNELS_FIRST_LAYERS` says to. Elsewhere it would only cost transposes."""
-  if resolve(method) not in READS_CHANNELS_FIRST:
+  method, length and factor family: where a kernel that reads that layout runs them
+  (`READS_CHANNELS_FIRST`) and `pallas_parallel.CHANNELS_FIRST_LAYERS` says to. Elsewhere it
+  would only cost transposes."""
+  if resolve(method, family) not in READS_CHANNELS_FIRST:
     return False
   from ssm_bench.scan import pallas_parallel
   return pallas_parallel.CHANNELS_FIRST_LAYERS and length <= pallas_parallel.MAX_LENGTH
@@ -102,7 +109,7 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   (d_model, batch, time) for channels-first factors. Factors whose B and C are not in the
   kernels' layout run chunked wherever a fused method was asked for (`recording` shows it)."""
   f.check()
-  method = resolve(method)
+  method = resolve(method, f.family)
   if method in FUSED and not f.kernel_layout:
     method = "chunked"  # the kernels read B and C as the built-in layers build them
   method = _record(method)

@@ -43,9 +43,10 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # real forward 0.093 ms per run, backward 0.255, against pallas_parallel's timed tiles at 0.117
 # and 0.333; phase (raw ..._chunked_phase.json) 0.143 and 0.439 against 0.283 and 0.874 (its
 # forward at (32, 1) counts 0.119 but takes 255 registers, an occupancy the count cannot see).
-# On an H200 the sweep's best differed little (real (8, 1) / (8, 1) 0.495 ms per run, phase
-# (8, 1) / (4, 1) 0.696 against 0.711) and no whole step got faster with them: kept.
-FORWARD = {"real": (16, 1), "phase": (16, 1)}
+# On an H200 the sweeps' best: real (8, 1) / (8, 1), 0.494 ms per run (forward 0.150 against
+# (16, 1)'s 0.183; the same pair checked on channels-first factors, 2.3e-6), taken; phase
+# (8, 1) / (4, 1) 0.696 against 0.711, and no whole step got faster with it: kept.
+FORWARD = {"real": (8, 1), "phase": (16, 1)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1)}
 # Channel blocks of BACKWARD's width that one backward program walks in turn, adding the
 # shared gradients' partial sums in place (as `pallas_parallel.CHANNEL_BLOCKS`: at (8, 1) and

@@ -36,10 +36,11 @@ from ssm_bench.scan import pallas_parallel_kernels as kernels
 # backward of `launch.bench --sections=parallel_tiles` at the paper cell, 27 runs: real on an
 # H100 (mamba's decay family 0.635 ms per run; on an H200 the sweep's (8, 1) / (4, 1) was 0.587
 # against these tiles' 0.590, kept), phase on an H200 (0.970 ms; its aussm step 1.143 -> 1.042;
-# results/bench/README.md, "H200, fifth session"). const: a guess (16 channels, the
-# step-by-step kernel's best real tile), untimed.
-FORWARD = {"real": (8, 2), "phase": (32, 4), "const": (16, 4)}
-BACKWARD = {"real": (8, 1), "phase": (8, 1), "const": (16, 4)}
+# results/bench/README.md, "H200, fifth session"), const on an H200 (s4d, 1.114 ms per run
+# against the earlier guess (16, 4)'s 1.209; the step-by-step kernel took 0.556, so s4d's GPU
+# `auto` is that one: `scan.AUTO_BY_FAMILY`; "H200, sixth session").
+FORWARD = {"real": (8, 2), "phase": (32, 4), "const": (8, 1)}
+BACKWARD = {"real": (8, 1), "phase": (8, 1), "const": (4, 1)}
 # Which per-step arrays reach the kernels in the layers' own (batch, time, channels) layout, a
 # `LAYOUTS` key: time-minor ones are transposed by XLA outside (27.6% of a 27-run mamba step on
 # an H100), time-major ones read as they are. Timed on an H200 (`--sections=parallel_tiles`):
