@@ -19,9 +19,9 @@ from ssm_bench import runs
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
-# 2 shape groups x 2 runs, 20 chunks of 10 steps, a checkpoint every 2 chunks.
-SWEEP = ["--sweep=tiny", "--config.steps=200", "--config.checkpoint_every=20", "--quiet"]
-STEPS = list(range(10, 201, 10))
+# 2 shape groups x 2 runs, 10 chunks of 10 steps, a checkpoint every 2 chunks.
+SWEEP = ["--sweep=tiny", "--config.steps=100", "--config.checkpoint_every=20", "--quiet"]
+STEPS = list(range(10, 101, 10))
 # Ordered so that each kill lands before the sweep can finish: early points first, then points
 # that keep a little progress (a checkpoint, a summary), then the second group's.
 FAULTS = ["after:1.0", "group_start:1", "chunk:1", "metrics:2", "checkpoint_save:1",

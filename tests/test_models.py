@@ -1,5 +1,6 @@
 """Each model builds, runs, trains one step, and its transitions lie where the theory says."""
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -28,16 +29,24 @@ def build(layers, method="sequential", **kw):
   return model, params, tokens
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_model_forward_is_finite_and_one_step_changes_params(name):
+@functools.lru_cache(maxsize=None)
+def loss_and_grad_program(name):
+  """(params, the lowered program of a two-layer `name` model's loss, logits and gradients,
+  that program compiled at the tests' level): built once for the two tests below."""
   model, params, tokens = build((name, name))
 
   def loss(p):
     logits = model.apply(p, tokens)
     return optax.softmax_cross_entropy_with_integer_labels(logits, tokens).mean(), logits
 
-  # logits and gradients from one compiled program, as training runs it (eager: slower)
-  grads, logits = jax.jit(jax.grad(loss, has_aux=True))(params)
+  lowered = jax.jit(jax.value_and_grad(loss, has_aux=True)).lower(params)
+  return params, lowered, lowered.compile()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_forward_is_finite_and_one_step_changes_params(name):
+  params, _, program = loss_and_grad_program(name)
+  (_, logits), grads = program(params)  # one compiled program, as training runs it
   assert logits.shape == (3, 12, 6) and bool(jnp.isfinite(logits).all()), f"{name}: bad logits"
   opt = optax.adamw(1e-3)
   step = lambda g, p: optax.apply_updates(p, opt.update(g, opt.init(p), p)[0])
@@ -52,14 +61,7 @@ def test_the_tests_compile_level_computes_what_users_programs_compute(name):
   """The tests compile at LLVM's lowest level (conftest.py); users' programs at XLA's default.
   One training step's loss and gradients from both agree to float32 rounding, and XLA plans the
   same buffers for both (what the memory estimates read)."""
-  model, params, tokens = build((name,))
-
-  def loss(p):
-    logits = model.apply(p, tokens)
-    return optax.softmax_cross_entropy_with_integer_labels(logits, tokens).mean()
-
-  lowered = jax.jit(jax.value_and_grad(loss)).lower(params)
-  ours_program = lowered.compile()
+  params, lowered, ours_program = loss_and_grad_program(name)
   users_program = lowered.compile(compiler_options={"xla_backend_optimization_level": 3})
   ours, users = ours_program(params), users_program(params)
   memory = [(m.temp_size_in_bytes, m.argument_size_in_bytes, m.output_size_in_bytes)
@@ -75,7 +77,7 @@ def test_the_tests_compile_level_computes_what_users_programs_compute(name):
     (n, m) for n in FUSED for m in scan.METHODS if m not in ("auto",) + scan.REFERENCE])
 def test_scan_methods_give_the_same_model_output(name, method):
   m1, params, tokens = build((name,), "sequential")
-  m2, _, _ = build((name,), method)
+  m2 = models.StateTracker(dataclasses.replace(m1.cfg, scan_method=method))
   np.testing.assert_allclose(m1.apply(params, tokens), m2.apply(params, tokens), rtol=1e-4, atol=1e-4,
                              err_msg=f"{name}: {method} differs from the sequential scan")
 

@@ -25,7 +25,7 @@ def test_pallas_forward_and_backward_tiles_are_independent(family):
   from ssm_bench.scan import pallas
   f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
   w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
-  value_and_grad = lambda fn: jax.value_and_grad(lambda f: jnp.sum(w * fn(f)))(f)
+  value_and_grad = lambda fn: jax.jit(jax.value_and_grad(lambda f: jnp.sum(w * fn(f))))(f)
   want = value_and_grad(lambda f: scan.diagonal_scan(f, "sequential"))
   for kw in (dict(forward=(8, 1), backward=(2, 2), chunk=4),
              dict(forward=(2, 4), backward=(8, 1), chunk=16, join=True),

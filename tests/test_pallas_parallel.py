@@ -18,7 +18,7 @@ from ssm_bench.scan import pallas_parallel
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 from test_diagonal_scan import (assert_channels_first_gives_the_same_bits,
                        assert_runs_under_vmap_match_the_sequential_scan, channels_first,
-                       factored_inputs, to_factors)
+                       factored_inputs, output_and_grad, to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -172,7 +172,8 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
     fn = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 2), interpret=True,
                                         time_major=tm)
     loss = lambda f: jnp.sum(jnp.sin(fn(f)))
-    outputs[tm] = [fn(f)] + jax.tree.leaves(jax.grad(loss)(f))
+    y, g = output_and_grad(fn, jnp.cos)(f)  # one compiled program: dL/dy = cos(y)
+    outputs[tm] = [y] + jax.tree.leaves(g)
     jaxpr = jax.make_jaxpr(jax.grad(loss))(f).jaxpr
     moved = [e.invars[0].aval.shape for e in outside_kernels(jaxpr)
              if e.primitive.name == "transpose" and time_axes & set(e.invars[0].aval.shape)]
@@ -222,8 +223,8 @@ def test_a_constant_initial_state_costs_the_backward_no_h0_gradient(family, h0_o
   fused = lambda f: pallas_parallel.scan(f, forward=(8, 1), backward=(8, 1), interpret=True)
   frozen = lambda scan_fn: lambda f: jnp.sum(jnp.sin(scan_fn(
       dataclasses.replace(f, h0=jax.lax.stop_gradient(f.h0)))))
-  got = jax.grad(frozen(fused))(f)
-  want = jax.grad(frozen(lambda f: scan.diagonal_scan(f, "sequential")))(f)
+  got = jax.jit(jax.grad(frozen(fused)))(f)
+  want = jax.jit(jax.grad(frozen(lambda f: scan.diagonal_scan(f, "sequential"))))(f)
   for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(got), jax.tree.leaves(want)):
     np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4, err_msg=f"{family}: gradient "
                                f"{jax.tree_util.keystr(path)} with a constant h0 differs")

@@ -32,23 +32,25 @@ from jax.experimental import pallas as pl
 from ssm_bench.scan import factors as F
 
 # (channels per program, warps) per kernel and kind. The real and phase kinds run here only past
-# the time-parallel kernels' MAX_LENGTH (evaluation): their forward tiles and chunks are
-# `--sections=eval_tiles`'s best on an H200 (one run, 64 x 1000 steps: real 0.73 ms per call
-# against 1.11 at (16, 4) / 8, phase 0.85 against 1.30 at (8, 4) / 8; results/bench/README.md,
-# "H200, sixth session"). The const kind (s4d) trains here on a GPU (`scan.AUTO_BY_FAMILY`):
-# it keeps the tiles its 27-run training step was timed with (its eval best, (32, 8) / 4, was
-# within that sweep's noise and untimed in training). Backward tiles: an H100's, swept together
-# with the forward's.
+# the time-parallel kernels' MAX_LENGTH (evaluation): their forward tiles are the best of
+# `--sections=eval_tiles` on an H200 at chunk 8 (one run, 64 x 1000 steps: real (16, 8) 0.98 ms
+# per call against (16, 4)'s 1.11, phase (4, 1) 0.97 against (8, 4)'s 1.30; results/bench/
+# README.md, "H200, sixth session"). The const kind (s4d) trains here on a GPU
+# (`scan.AUTO_BY_FAMILY`): it keeps the tiles its 27-run training step was timed with. Backward
+# tiles: an H100's, swept together with the forward's.
 FORWARD = {"real": (16, 8), "phase": (4, 1), "const": (8, 4)}
 BACKWARD = {"real": (16, 4), "phase": (8, 4), "const": (8, 4)}
-CHUNK = {"real": 16, "phase": 16, "const": 8}  # steps between saved states, per kind
+# Steps between saved states, per kind. eval_tiles found chunk 16 with PREFETCH 1.1-1.3x faster
+# again, but evaluation is about 1% of a run's device time (18 ms per run against about 2 s of
+# training on an H200), and the 16 unrolled, prefetched steps made the CPU tests of this kernel
+# (interpret mode) 1.45x slower with CI at its budget: not taken.
+CHUNK = {"real": 8, "phase": 8, "const": 8}
 # The real family's backward makes four reductions per step; joined, two (`_sum_pair`). Off
 # until a GPU measures it (launch.bench --sections=tiles times both); same numbers either way.
 JOIN_REDUCTIONS = False
 # Read a chunk's per-step inputs before its first step and write its outputs after its last
-# (`_Io`), per kind; same numbers either way. On for the kinds eval_tiles timed it on: at every
-# chunk size it beat reading step by step (real 0.73-0.84 ms per call against 0.98-1.14).
-PREFETCH = {"real": True, "phase": True, "const": False}
+# (`_Io`), per kind; same numbers either way. Off: see CHUNK.
+PREFETCH = {"real": False, "phase": False, "const": False}
 KINDS = {"decay": "real", "signed_decay": "real", "rotation": "phase", "constant": "const"}
 
 
