@@ -119,11 +119,11 @@ def test_layer_matches_its_formula(name, conv_kernel):
   spec = registry.get(name)
   layer = spec.builder(cfg, **spec.kwargs)  # the record's defaults, as the stack builds it
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
-  params = layer.init(jax.random.PRNGKey(0), v)
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), v)  # compiled once, not op by op
   leaves, tree = jax.tree.flatten(params)
   keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
   params = jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
-  got = np.asarray(layer.apply(params, v), np.float64)
+  got = np.asarray(jax.jit(layer.apply)(params, v), np.float64)
   p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
   want = FORMULAS[name](p64, np.asarray(v, np.float64))
   np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5,
@@ -217,7 +217,7 @@ def test_transformer_options_match_their_formula(option, formula):
   cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
   layer = registry.get("transformer").builder(cfg, heads=2, **option)
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
-  params = layer.init(jax.random.PRNGKey(0), v)
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), v)  # compiled once, not op by op
   # the sink starts at zero: give it values so the test sees its key and its value
   params = jax.tree_util.tree_map_with_path(
       lambda path, x: jax.random.normal(jax.random.PRNGKey(len(jax.tree_util.keystr(path))),
