@@ -14,6 +14,8 @@ from ssm_bench import scan
 from ssm_bench.config import ModelConfig
 from ssm_bench.layers import common
 
+FAMILY = "rotation"  # its factors' family: the scan method and the layout follow from it
+
 
 def polar_param(module, name, shape):
   """softplus(re) * exp(i im): a complex array kept as two real parameters."""
@@ -29,7 +31,7 @@ class AUSSM(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    cf = scan.channels_first(cfg.scan_method, v.shape[1], FAMILY)  # (d, b, t) inside: `Factors`
     u = common.dense(v, d, "in_u", cf)
     z = common.dense(v, d, "in_z", cf)
     w_theta = self.param("theta_w", nn.initializers.normal(1.0), (d, n))
@@ -41,7 +43,7 @@ class AUSSM(nn.Module):
     C = polar_param(self, "C", (d, n))
     su = nn.silu(u)
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    f = scan.Factors("rotation", x=dt * su, B=B, C=C, h0=h0, theta=theta, channels_first=cf)
+    f = scan.Factors(FAMILY, x=dt * su, B=B, C=C, h0=h0, theta=theta, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su

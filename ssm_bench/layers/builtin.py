@@ -44,11 +44,11 @@ register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_dia
                presets={"table2_cpu": dict(d_model=64, d_state=32, steps=6000)},
                description="simplified AUSSM (paper 000, Sec. 6): h_t = exp(i theta(v_t)) h_{t-1}",
                source=BUILTIN_SOURCE)
-register_layer("aussm", aussm.AUSSM, theory_class="unit_modulus_diagonal", scan_family="rotation",
+register_layer("aussm", aussm.AUSSM, theory_class="unit_modulus_diagonal", scan_family=aussm.FAMILY,
                constructions=(analytic.S3_AUSSM,),
                description="adaptive unitary SSM (Karuvally et al. 2025): a_t = exp(i theta_t)",
                source=BUILTIN_SOURCE)
-register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family="constant",
+register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family=s4d.FAMILY,
                constructions=(analytic.MODCOUNT,),
                description="S4D (Gu et al. 2022): a = exp(Delta Lambda), the same at every step",
                source=BUILTIN_SOURCE)

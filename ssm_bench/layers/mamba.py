@@ -20,7 +20,8 @@ class Mamba(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    cf = scan.channels_first(cfg.scan_method, v.shape[1])  # (d, b, t) inside: `Factors`
+    family = "signed_decay" if self.negative else "decay"
+    cf = scan.channels_first(cfg.scan_method, v.shape[1], family)  # (d, b, t) inside: `Factors`
     u = common.dense(v, d, "in_u", cf)
     z = common.dense(v, d, "in_z", cf)
     if cfg.conv_kernel:
@@ -31,7 +32,7 @@ class Mamba(nn.Module):
     A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
-    f = scan.Factors("signed_decay" if self.negative else "decay", x=dt * u, B=B, C=C,
+    f = scan.Factors(family, x=dt * u, B=B, C=C,
                      h0=h0, dt=dt, lam=-jnp.exp(A_log), channels_first=cf)  # h0 shared: (d, n)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))

@@ -14,6 +14,8 @@ from ssm_bench import scan
 from ssm_bench.config import ModelConfig
 from ssm_bench.layers import common
 
+FAMILY = "constant"  # its factors' family: the scan method and the layout follow from it
+
 
 class S4D(nn.Module):
   cfg: ModelConfig
@@ -21,7 +23,7 @@ class S4D(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    cf = scan.channels_first(cfg.scan_method, v.shape[1], "constant")  # (d, b, t) inside: `Factors`
+    cf = scan.channels_first(cfg.scan_method, v.shape[1], FAMILY)  # (d, b, t) inside: `Factors`
     u = common.dense(v, d, "in_u", cf)
     log_dt = self.param("log_dt", common.uniform_init(math.log(cfg.dt_min), math.log(cfg.dt_max)), (d,))
     log_neg_re = self.param("lambda_log_neg_re", nn.initializers.constant(math.log(0.5)), (d, n))
@@ -35,7 +37,7 @@ class S4D(nn.Module):
          + 1j * self.param("C_im", nn.initializers.normal(0.5), (d, n)))
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
     # zero-order hold: b_t = (a - 1) / Lambda * B u_t, so x = u and the input vector is ZOH(B)
-    f = scan.Factors("constant", x=u, B=(a - 1.0) / lam * B, C=C,
+    f = scan.Factors(FAMILY, x=u, B=(a - 1.0) / lam * B, C=C,
                      h0=h0, a=a, channels_first=cf)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
