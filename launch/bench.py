@@ -232,8 +232,7 @@ _TM_MODELS = flags.DEFINE_list("train_many_models", ["negmamba"], "train_many: t
 _LAYER_LAYOUTS = flags.DEFINE_list("layer_layouts", [], "train_many: time a method that runs the "
                                    "time-parallel kernel once per layout the layers build its "
                                    f"factors in ({', '.join(bench_train_many.LAYER_LAYOUTS)}; "
-                                   "default: as set in pallas_parallel.CHANNELS_FIRST_LAYERS and "
-                                   "layers.common.CHANNELS_FIRST_OUTPUT); "
+                                   "default: as set in pallas_parallel.CHANNELS_FIRST_LAYERS); "
                                    "with --apply_tiles the faster is kept for later sections.")
 
 

@@ -20,30 +20,22 @@ from launch.timing import prepare
 from ssm_bench import scan
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
-from ssm_bench.layers import common
 from ssm_bench.scan import pallas_parallel
 
-# --layer_layouts: the values of (`pallas_parallel.CHANNELS_FIRST_LAYERS`,
-# `common.CHANNELS_FIRST_OUTPUT`) they time: factors batch-major; channels first with the output
-# read so by the out projection; channels first with the output transposed back
-LAYER_LAYOUTS = {"batch": (False, True), "channels": (True, True),
-                 "channels_out_moved": (True, False)}
-
-
-def _set_layout(value):
-  pallas_parallel.CHANNELS_FIRST_LAYERS, common.CHANNELS_FIRST_OUTPUT = value
+# --layer_layouts: the values of `pallas_parallel.CHANNELS_FIRST_LAYERS` they time
+LAYER_LAYOUTS = {"batch": False, "channels": True}
 
 
 @contextlib.contextmanager
 def layer_layout(name: str | None):
-  """The layout `name` (`LAYER_LAYOUTS`) set inside (None: as it is)."""
-  before = (pallas_parallel.CHANNELS_FIRST_LAYERS, common.CHANNELS_FIRST_OUTPUT)
+  """`pallas_parallel.CHANNELS_FIRST_LAYERS` set to the layout `name` inside (None: as it is)."""
+  before = pallas_parallel.CHANNELS_FIRST_LAYERS
   if name is not None:
-    _set_layout(LAYER_LAYOUTS[name])
+    pallas_parallel.CHANNELS_FIRST_LAYERS = LAYER_LAYOUTS[name]
   try:
     yield
   finally:
-    _set_layout(before)
+    pallas_parallel.CHANNELS_FIRST_LAYERS = before
 
 
 def outside_kernels(jaxpr):
@@ -153,11 +145,12 @@ def _time_groups(reps, cfg0: TrainConfig, ks):
 
 
 def apply_layer_layout(results: list) -> dict | None:
-  """`--apply_tiles` after a train_many that timed two or more layer layouts: the one with the
-  smaller sum of ms per run-step (each model and method at the largest K all timed) becomes
-  the layout (`LAYER_LAYOUTS`) for the sections after it in this process; returns what was set
-  and the sums (None when no layouts were timed side by side)."""
-  sums, paired = {}, False
+  """`--apply_tiles` after a train_many that timed both layer layouts: the one with the smaller
+  sum of ms per run-step (each model and method at the largest K both timed) becomes
+  `CHANNELS_FIRST_LAYERS` for the sections after it in this process; returns what was set and
+  the sums (None when no layout pair was timed)."""
+  sums = dict.fromkeys(LAYER_LAYOUTS, 0.0)
+  paired = False
   for one in results:
     timed = {}  # method -> layout -> {K: ms}
     for key, rows in one.get("methods", {}).items():
@@ -168,16 +161,15 @@ def apply_layer_layout(results: list) -> dict | None:
                                               if "error" not in r}
     for by_layout in timed.values():
       common_ks = set.intersection(*(set(v) for v in by_layout.values()))
-      if len(by_layout) > 1 and common_ks:
+      if len(by_layout) == len(LAYER_LAYOUTS) and common_ks:
         paired = True
         for name, ms in by_layout.items():
-          sums[name] = sums.get(name, 0.0) + ms[max(common_ks)]
+          sums[name] += ms[max(common_ks)]
   if not paired:
     return None
   best = min(sums, key=sums.get)
-  _set_layout(LAYER_LAYOUTS[best])
-  layers, output = LAYER_LAYOUTS[best]
-  return {"CHANNELS_FIRST_LAYERS": layers, "CHANNELS_FIRST_OUTPUT": output, "layers": best,
+  pallas_parallel.CHANNELS_FIRST_LAYERS = LAYER_LAYOUTS[best]
+  return {"CHANNELS_FIRST_LAYERS": LAYER_LAYOUTS[best], "layers": best,
           "ms_per_run_step_summed": {k: round(v, 3) for k, v in sums.items()}}
 
 

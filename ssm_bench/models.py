@@ -13,7 +13,6 @@ import jax.numpy as jnp
 
 from ssm_bench import registry
 from ssm_bench.config import MATMUL_ALGORITHMS, ModelConfig
-from ssm_bench.layers import common
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu, "silu": nn.silu, "tanh": jnp.tanh,
                "identity": lambda x: x}
@@ -118,8 +117,7 @@ class StateTracker(nn.Module):
           raise registry.LayerError(
               f"layer {name!r} returned shape {getattr(y, 'shape', type(y).__name__)}; a layer "
               f"must map (batch, time, d_model) = {x.shape} to the same shape")
-        cf = isinstance(y, common.ChannelsFirst)  # read as it is: no transpose back
-        x = x + common.dense(act(y.value) if cf else act(y), cfg.d_model, f"out{i}", False, cf)
+        x = x + nn.Dense(cfg.d_model, name=f"out{i}")(act(y))
       x = _norm(cfg.norm, "norm_f")(x)
       if cfg.decoder == "linear":
         return nn.Dense(cfg.num_classes, name="head_out")(x)

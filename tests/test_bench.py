@@ -93,13 +93,10 @@ def test_train_many_times_each_layer_layout_where_the_kernel_runs_and_counts_its
 
 
 def test_apply_keeps_the_layer_layout_with_the_smaller_summed_step_time(monkeypatch):
-  """After train_many timed two or more layouts, `--apply_tiles` keeps the one whose ms per
-  run-step, summed over models at the largest K all timed, is smaller (both its settings);
-  nothing without a pair."""
-  from ssm_bench.layers import common
+  """After train_many timed both layouts, `--apply_tiles` keeps the one whose ms per run-step,
+  summed over models at the largest K both timed, is smaller; nothing without a pair."""
   from ssm_bench.scan import pallas_parallel
   monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", False)
-  monkeypatch.setattr(common, "CHANNELS_FIRST_OUTPUT", True)
   row = lambda k, ms: {"K": k, "ms_per_run_step": ms}
   result = [{"methods": {"pallas_parallel, batch layers": [row(1, 2.0), row(27, 1.0)],
                          "pallas_parallel, channels layers": [row(1, 1.0), row(27, 0.9)]}},
@@ -111,13 +108,7 @@ def test_apply_keeps_the_layer_layout_with_the_smaller_summed_step_time(monkeypa
   assert applied["ms_per_run_step_summed"] == {"batch": 1.5, "channels": 1.6}, applied
   result[1]["methods"]["pallas_parallel, channels layers"] = [row(27, 0.3)]
   assert bench_train_many.apply_layer_layout(result)["layers"] == "channels"
-  assert pallas_parallel.CHANNELS_FIRST_LAYERS and common.CHANNELS_FIRST_OUTPUT
-  three = [{"methods": {"pallas_chunked, channels layers": [row(27, 0.7)],
-                        "pallas_chunked, channels_out_moved layers": [row(27, 0.6)],
-                        "pallas_chunked, batch layers": [row(27, 0.8)]}}]
-  applied = bench_train_many.apply_layer_layout(three)
-  assert applied["layers"] == "channels_out_moved" and not common.CHANNELS_FIRST_OUTPUT, applied
-  assert pallas_parallel.CHANNELS_FIRST_LAYERS, applied
+  assert pallas_parallel.CHANNELS_FIRST_LAYERS
   assert bench_train_many.apply_layer_layout([{"methods": {"chunked": [row(1, 1.0)]}}, {}]) is None
 
 

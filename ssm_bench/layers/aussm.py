@@ -47,7 +47,7 @@ class AUSSM(nn.Module):
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su
-    return common.layer_output(y * nn.silu(z), cf)
+    return common.batch_major(y * nn.silu(z), cf)
 
 
 class SimpleAUSSM(nn.Module):

@@ -2,7 +2,6 @@
 Mamba block's causal conv, and projections that write channels first (`dense`)."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Callable
@@ -53,56 +52,50 @@ def low_rank_dt(u, d: int, cfg, name_prefix: str = "dt", channels_first: bool = 
 class ChannelsFirstDense(nn.Module):
   """nn.Dense (the same parameters and initializers, so the same values from the same key)
   whose output is (features, batch, time): one matmul writes it in that order at no cost, where
-  a transpose after it is a pass over the array. `x_channels_first`: x is (features, ...) too;
-  `out_channels_first=False` with it reads a channels-first x into the usual (..., features)."""
+  a transpose after it is a pass over the array. `x_channels_first`: x is (features, ...) too."""
   features: int
   x_channels_first: bool = False
   use_bias: bool = True
   bias_init: Callable = nn.initializers.zeros
-  out_channels_first: bool = True
 
   @nn.compact
   def __call__(self, x):
     axis = 0 if self.x_channels_first else x.ndim - 1
     kernel = self.param("kernel", nn.initializers.lecun_normal(), (x.shape[axis], self.features))
-    y = project(x, kernel, self.out_channels_first, self.x_channels_first)
+    y = project(x, kernel, True, self.x_channels_first)
     if self.use_bias:
-      bias = self.param("bias", self.bias_init, (self.features,))
-      y = y + (bias.reshape((-1,) + (1,) * (y.ndim - 1)) if self.out_channels_first else bias)
+      y = y + self.param("bias", self.bias_init, (self.features,)).reshape(
+          (-1,) + (1,) * (y.ndim - 1))
     return y
 
 
 def project(x, kernel, channels_first: bool, x_channels_first: bool = False):
   """x's features times kernel (in, out): (..., out) as `x @ kernel`, or channels first
   (out, ...) as the one matmul that writes that order, whose gradients are matmuls that write
-  x's and the kernel's orders (jax's own rule would transpose dx after its matmul); a
-  channels-first x (in, ...) likewise into either order. At the matmul precision in force where
-  it is traced, as a plain dot is."""
-  if not (channels_first or x_channels_first):
+  x's and the kernel's orders (jax's own rule would transpose dx after its matmul). At the
+  matmul precision in force where it is traced, as a plain dot is."""
+  if not channels_first:
     return x @ kernel
   return _channels_first_matmul(x, kernel, 0 if x_channels_first else x.ndim - 1,
-                                channels_first, jax.config.jax_default_matmul_precision)
+                                jax.config.jax_default_matmul_precision)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
-def _channels_first_matmul(x, kernel, axis, out_first, precision):
-  if out_first:  # (out, rest of x)
-    return jax.lax.dot_general(kernel, x, (((0,), (axis,)), ((), ())), precision=precision)
-  return jax.lax.dot_general(x, kernel, (((axis,), (0,)), ((), ())), precision=precision)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _channels_first_matmul(x, kernel, axis, precision):
+  return jax.lax.dot_general(kernel, x, (((0,), (axis,)), ((), ())), precision=precision)
 
 
-def _channels_first_matmul_fwd(x, kernel, axis, out_first, precision):
-  return _channels_first_matmul(x, kernel, axis, out_first, precision), (x, kernel)
+def _channels_first_matmul_fwd(x, kernel, axis, precision):
+  return _channels_first_matmul(x, kernel, axis, precision), (x, kernel)
 
 
-def _channels_first_matmul_bwd(axis, out_first, precision, res, g):
-  x, kernel = res  # g: (out, rest of x), or (rest of x, out)
+def _channels_first_matmul_bwd(axis, precision, res, g):
+  x, kernel = res  # g: (out, rest of x)
   dot = functools.partial(jax.lax.dot_general, precision=precision)
-  g_out = 0 if out_first else g.ndim - 1
-  rest_g = tuple(i for i in range(g.ndim) if i != g_out)
+  rest_g = tuple(range(1, g.ndim))
   rest_x = tuple(i for i in range(x.ndim) if i != axis)
-  dx = (dot(kernel, g, (((1,), (g_out,)), ((), ()))) if axis == 0  # (in, rest)
-        else dot(g, kernel, (((g_out,), (1,)), ((), ()))))  # (rest, in)
+  dx = (dot(kernel, g, (((1,), (0,)), ((), ()))) if axis == 0  # (in, rest)
+        else dot(g, kernel, (((0,), (1,)), ((), ()))))  # (rest, in)
   return dx, dot(x, g, ((rest_x, rest_g), ((), ())))  # (in, out)
 
 
@@ -111,12 +104,10 @@ _channels_first_matmul.defvjp(_channels_first_matmul_fwd, _channels_first_matmul
 
 def dense(x, features: int, name: str, channels_first: bool, x_channels_first: bool = False,
           **kw):
-  """A projection of x's features: nn.Dense, or from or to channels first
-  (`ChannelsFirstDense`)."""
-  if not (channels_first or x_channels_first):
+  """A projection of x's features: nn.Dense, or channels first (`ChannelsFirstDense`)."""
+  if not channels_first:
     return nn.Dense(features, name=name, **kw)(x)
-  return ChannelsFirstDense(features, x_channels_first, name=name,
-                            out_channels_first=channels_first, **kw)(x)
+  return ChannelsFirstDense(features, x_channels_first, name=name, **kw)(x)
 
 
 def per_channel(v, channels_first: bool):
@@ -124,41 +115,9 @@ def per_channel(v, channels_first: bool):
   return v[:, None, None] if channels_first else v
 
 
-# Whether a layer that built its factors channels first hands its output on as it is
-# (`ChannelsFirst`, read by the model's out projection in one matmul) rather than transposed
-# back to (batch, time, d): `launch.bench --sections=train_many --layer_layouts` times both.
-CHANNELS_FIRST_OUTPUT = True
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class ChannelsFirst:
-  """A layer's output left as (d, batch, time), where the layer computed it so: the model's out
-  projection reads it as it is (`ChannelsFirstDense`), where a transpose to (batch, time, d)
-  would be a pass over it and another over its gradient. `shape` is the batch-major one the
-  model checks; `batch_major()` the array in that order."""
-  value: jax.Array
-
-  @property
-  def shape(self):
-    d, *rest = self.value.shape
-    return (*rest, d)
-
-  def batch_major(self):
-    return jnp.moveaxis(self.value, 0, -1)
-
-
 def batch_major(y, channels_first: bool):
   """A layer's output as (batch, time, d) (one transpose when it was built channels first)."""
   return jnp.moveaxis(y, 0, -1) if channels_first else y
-
-
-def layer_output(y, channels_first: bool):
-  """What a layer returns: y, built channels first or not; channels first, as `ChannelsFirst`
-  where `CHANNELS_FIRST_OUTPUT` says so, else transposed (`batch_major`)."""
-  if channels_first and CHANNELS_FIRST_OUTPUT:
-    return ChannelsFirst(y)
-  return batch_major(y, channels_first)
 
 
 def batch_h0(h0, batch: int):

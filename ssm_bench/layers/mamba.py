@@ -37,4 +37,4 @@ class Mamba(nn.Module):
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u
-    return common.layer_output(y * nn.silu(z), cf)
+    return common.batch_major(y * nn.silu(z), cf)

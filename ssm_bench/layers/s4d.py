@@ -42,4 +42,4 @@ class S4D(nn.Module):
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = 2.0 * scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u
-    return common.layer_output(y, cf)
+    return common.batch_major(y, cf)
