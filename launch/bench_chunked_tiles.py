@@ -5,11 +5,13 @@ For each kernel kind of `--models` the chunked kernel has (real: mamba, negmamba
 k runs under vmap: the forward kernel alone over `GRID["forward"]`, then forward + backward over
 `GRID["backward"]` with the fastest forward fixed, every tile checked against the associative
 scan (values, then gradients), and the best pair with 2 to 16 channel blocks per backward
-program (`pallas_chunked.CHANNEL_BLOCKS`); then `pallas_parallel` at its own tiles on the same
-factors (as `parallel_tiles --apply_tiles` left them, if it ran first): the ratio that decides
-whether `scan.AUTO` takes the chunked kernel for that family. The `best` line gives the values
-for `pallas_chunked.FORWARD`, `BACKWARD` and `CHANNEL_BLOCKS`; `--apply_tiles` makes them the
-defaults for the sections after it in the same run.
+program (`pallas_chunked.CHANNEL_BLOCKS`); for the real kind also the backward that loops over
+channels (`GRID["channel_loop"]`, `pallas_chunked.BACKWARD_LOOP`); then `pallas_parallel` at
+its own tiles on the same factors (as `parallel_tiles --apply_tiles` left them, if it ran
+first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for that family.
+The `best` line gives the values for `pallas_chunked.FORWARD`, `BACKWARD`, `CHANNEL_BLOCKS`
+and `BACKWARD_LOOP`; `--apply_tiles` makes them the defaults for the sections after it in the
+same run.
 """
 from __future__ import annotations
 
@@ -22,7 +24,10 @@ from launch.bench_tiles import (_grad, _references, _stacked_factors, check_chan
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
 # counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.
 GRID = {"forward": [(8, 1), (16, 1), (16, 2), (32, 1), (32, 2)],
-        "backward": [(4, 1), (8, 1), (8, 2), (16, 1), (16, 2)]}
+        "backward": [(4, 1), (8, 1), (8, 2), (16, 1), (16, 2)],
+        # the real kind's backward looping over channels (`pallas_chunked.BACKWARD_LOOP`): the
+        # tiles PTX counts without spills at the paper cell, (128, 4) the fewest instructions
+        "channel_loop": [(32, 4), (64, 4), (128, 4), (128, 8)]}
 
 
 def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
@@ -40,7 +45,7 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
       continue
     f = _stacked_factors(family, sizes, k)
     want_y, want_g = _references(f)
-    timings = {"forward": {}, "backward": {}}
+    timings = {"forward": {}, "backward": {}, "backward, channel loop": {}}
     chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **kw))
 
     def run(kernel, fn, want, tile, **extra):
@@ -56,16 +61,30 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
               forward=best_fwd, backward=key, blocks=n)), want_g, key,
               forward_tile=list(best_fwd), blocks=n),
           rows, key, sizes["d_model"], timings["backward"][key])
+      loop, fastest = "states", per_blocks.get(blocks) or timings["backward"][key]
+      if kind == "real":  # the backward looping over channels: no partial sums of dB, dC
+        per_tile = timings["backward, channel loop"]
+        for tile in grid.get("channel_loop", ()):
+          run("backward, channel loop", _grad(chunked(forward=best_fwd, backward=tile,
+                                                      loop="channels")), want_g, tile,
+              forward_tile=list(best_fwd), loop="channels")
+        if per_tile and min(per_tile.values()) < fastest:
+          key = min(per_tile, key=per_tile.get)
+          loop, fastest, blocks = "channels", per_tile[key], 1
       cf = check_channels_first(run, rows, chunked(forward=best_fwd, backward=key,
-                                                   blocks=blocks), want_g, key, best_fwd)
+                                                   blocks=blocks, loop=loop), want_g, key,
+                                best_fwd)
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
-                    "fwd_bwd_ms_per_run": timings["backward"][key], **cf,
-                    "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks}
+                    "fwd_bwd_ms_per_run": fastest, **cf,
+                    "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks, "loop": loop,
+                    "channel_loop_fwd_bwd_ms_per_run": {
+                        str(t): ms for t, ms in timings["backward, channel loop"].items()}}
     run("pallas_parallel", _grad(pallas_parallel.scan), want_g,
         pallas_parallel.BACKWARD[pallas.KINDS[family]])
     if kind in best:
       best[kind]["pallas_parallel_fwd_bwd_ms_per_run"] = rows[-1].get("ms_per_run")
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_chunked.FORWARD,
                                                      "backward": pallas_chunked.BACKWARD,
-                                                     "blocks": pallas_chunked.CHANNEL_BLOCKS},
+                                                     "blocks": pallas_chunked.CHANNEL_BLOCKS,
+                                                     "loop": pallas_chunked.BACKWARD_LOOP},
           "rows": rows, "best": {"chunked": best} if best else {}}

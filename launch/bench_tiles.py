@@ -328,7 +328,8 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
 # sweep chose besides the tiles as (the module's dict it goes into, its default)
 TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", False),
                                                   "blocks": ("CHANNEL_BLOCKS", 1)}),
-                 "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1)})}
+                 "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1),
+                                                "loop": ("BACKWARD_LOOP", "states")})}
 
 
 def apply(result: dict) -> dict:
@@ -396,9 +397,12 @@ def render(result: dict) -> str:
         lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "
                      f"BACKWARD {tuple(p['backward'])}"
                      + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
+                     + (f", BACKWARD_LOOP {p['loop']!r}" if "loop" in p else "")
                      + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; blocks "
-                     f"per program {p.get('blocks_fwd_bwd_ms_per_run')}; pallas_parallel "
-                     f"{p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
+                     f"per program {p.get('blocks_fwd_bwd_ms_per_run')}"
+                     + (f"; channel loop {p['channel_loop_fwd_bwd_ms_per_run']}"
+                        if p.get("channel_loop_fwd_bwd_ms_per_run") else "")
+                     + f"; pallas_parallel {p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
       continue
     if kind == "parallel":
       for k, p in b.items():

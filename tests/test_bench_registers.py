@@ -77,6 +77,9 @@ def test_counts_the_state_loop_and_marks_a_loop_inside_it_as_uncounted():
   # 2 batch rows x 2 channel tiles x 2 warps, each 5 instructions once and 25 per state
   assert bench_registers.warp_instructions_per_run(
       row, {"batch": 2, "d_model": 16, "d_state": 4}) == 8 * (5 + 4 * 25)
+  # the chunked backward looping over channels: 25 per channel of the program's 8
+  assert bench_registers.warp_instructions_per_run(
+      dict(row, loop="channels"), {"batch": 2, "d_model": 16, "d_state": 4}) == 8 * (5 + 8 * 25)
 
 
 def test_calibration_recovers_the_issue_rate_that_timed_the_tiles():
@@ -127,7 +130,7 @@ def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spil
                                                       ("backward", pallas_chunked.BACKWARD))]:
       tile = pallas_parallel.default_tile(default, span)
       result = bench_registers.bench_registers(sizes, kernels=("pallas_chunked",),
-                                               kinds=(kind,), grid=[tile])
+                                               kinds=(kind,), grid=[tile], channel_loop_grid=())
       for r in (r for r in result["rows"] if r["which"] == which):
         assert r.get("spill_stores") == 0 and r["fits"], (
             f"{length} steps, chunked {kind} {which} {tile}: {r}")

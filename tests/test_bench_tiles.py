@@ -132,6 +132,37 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
 
 
+def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest(monkeypatch):
+  """The real kind's backward looping over channels (`BACKWARD_LOOP`), each tile checked: with
+  the clock making it the fastest, it is best (its tile, 1 block, the channels-first check run
+  on it) and `--apply_tiles` makes it the default."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  grid = dict(ONE_TILE, channel_loop=[(8, 2)])
+  real, loops = pallas_chunked.scan, []
+  monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: loops.append(kw.get("loop")) or
+                      real(f, **kw))
+  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
+  timed = bench_tiles.timed
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
+      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
+                                                grid=grid, need_gpu=False)
+  rows = [(r["kernel"], r["tile"], r.get("loop")) for r in out["rows"]]
+  assert ("backward, channel loop", [8, 2], "channels") in rows, rows
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  best = out["best"]["chunked"]["real"]
+  assert (best["loop"], best["backward"], best["blocks"]) == ("channels", [8, 2], 1), best
+  assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
+  assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP"):
+    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  bench_tiles.apply(out)
+  assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
+      "channels", (8, 2)), "the fastest channel loop was not applied"
+
+
 def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_applied(monkeypatch):
   """The sweeps read batch-major factors; the layers hand channels-first ones to the kernels
   (`CHANNELS_FIRST_LAYERS`). A kernel 1% off on those alone passes every batch-major row, and

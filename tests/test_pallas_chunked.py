@@ -41,24 +41,26 @@ def test_exclusive_scan_gives_each_position_the_state_one_step_before_it(reverse
 CASES = [(60, "shared", 8), (255, "row", 8), (37, "row", 4), (64, "shared", 16)]
 
 
-@pytest.mark.parametrize("family,length,h0,steps", [
-    (family,) + case for family in pallas_chunked.FAMILIES
-    for case in (CASES[:2] if family == "decay" else CASES)])
-def test_values_and_gradients_match_the_sequential_scan(family, length, h0, steps):
+@pytest.mark.parametrize("family,length,h0,steps,loop", [
+    (family,) + case + ("states",) for family in pallas_chunked.FAMILIES
+    for case in (CASES[:2] if family == "decay" else CASES)] + [
+    ("decay",) + CASES[0] + ("channels",), ("signed_decay",) + CASES[2] + ("channels",)])
+def test_values_and_gradients_match_the_sequential_scan(family, length, h0, steps, loop):
   """Every gradient, h0's included (a learned initial state), across chunk boundaries, to
-  float32's rounding of each array's scale (a rotation's state does not decay: |y| ~ 30)."""
+  float32's rounding of each array's scale (a rotation's state does not decay: |y| ~ 30); the
+  real kind's backward looping over states or over channels (`BACKWARD_LOOP`)."""
   f = to_factors(family, factored_inputs(family, length, d=5, n=3))
   f = dataclasses.replace(f, h0=f.h0[0]) if h0 == "shared" else f
   w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
   want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
-  got, got_g = output_and_grad(lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps),
-                               lambda y: w)(f)
+  got, got_g = output_and_grad(lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps,
+                                                             loop=loop), lambda y: w)(f)
   close = lambda a, b, rtol, msg: np.testing.assert_allclose(
       a, b, rtol=rtol, atol=1e-5 * max(1.0, float(np.abs(b).max())), err_msg=msg)
   close(got, want, 1e-5, f"{family}: values")
   for name in [k for k in ("x", "dt", "lam", "theta", "B", "C", "h0") if getattr(f, k) is not None]:
     close(getattr(got_g, name), getattr(want_g, name), 1e-4,
-          f"{family}, {length} steps: d/d{name} differs")
+          f"{family}, {length} steps, loop over {loop}: d/d{name} differs")
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])
@@ -87,6 +89,10 @@ def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_
           for s in (1, 2)]
   fn = lambda f: pallas_chunked.scan(f, (8, 1), (4, 1), interpret=True)
   assert_channels_first_gives_the_same_bits(fn, runs, family)
+  if family == "signed_decay":  # and the real kind's backward that loops over channels
+    assert_channels_first_gives_the_same_bits(
+        lambda f: pallas_chunked.scan(f, (8, 1), (8, 2), interpret=True, loop="channels"),
+        runs, family)
   for name, call in (("pallas_chunked.scan", fn),
                      ("scan.diagonal_scan", lambda f: scan.diagonal_scan(f, "pallas_chunked"))):
     jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(call(f))))(channels_first(runs[0])).jaxpr
@@ -131,3 +137,7 @@ def test_kernels_lower_for_cuda_with_one_scan_across_lanes_per_recurrence(family
   others = {q.primitive.name for e in kernels for q in equations(e.params["jaxpr"])
             if q.primitive.name in ("recurrence_scan", "exclusive_recurrence_scan", "cumsum")}
   assert others == {name}, f"{family}: other scans in the kernels: {sorted(others - {name})}"
+  if family in ("decay", "signed_decay"):  # the backward that loops over channels lowers too
+    by_channel = lambda f: jnp.sum(pallas_chunked.scan(f, interpret=False, backward=(16, 4),
+                                                       loop="channels") ** 2)
+    assert len(triton_modules(jax.grad(by_channel), f)) == 2, f"{family}: the channel loop"

@@ -21,7 +21,10 @@ scan alone, 27 runs, each kernel at the sweep's best tiles): real 0.495 against 
 0.696 against 0.970; the GPU's `auto`. `launch.bench --methods=pallas_parallel,pallas_chunked`
 times the two side by side. Time is padded to a power of two (at least L) with x = dt = theta
 = 0 steps (a = 1, b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
-`pallas_parallel`'s. This module is the call: tiles, block specs, the custom VJP.
+`pallas_parallel`'s. The real kind's backward can loop over channels instead of states
+(`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over channels (dB,
+dC) are summed in registers rather than left as one partial sum per program. This module is
+the call: tiles, block specs, the custom VJP.
 """
 from __future__ import annotations
 
@@ -53,6 +56,12 @@ BACKWARD = {"real": (8, 1), "phase": (8, 1)}
 # the paper cell 1 block leaves 16 partials of (N, T) per batch row to sum outside, about 0.05
 # ms of a 27-run mamba step per run on an H100). 2-16 blocks lost on an H200 (0.70-0.79 ms against 0.50).
 CHANNEL_BLOCKS = {"real": 1, "phase": 1}
+# What a backward program loops over (`pallas_chunked_kernels`): "states" (tiles of channels,
+# shared gradients one partial sum per program) or, for the real kind, "channels" (tiles of all
+# states, the shared gradients summed in registers: `real_backward_by_channel`; BACKWARD's
+# tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 2` times both.
+BACKWARD_LOOP = {"real": "states", "phase": "states"}
+LOOPS = ("states", "channels")
 STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
@@ -105,7 +114,7 @@ def _name(kind, kernel):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, steps, interpret, cf, _ = static
+  kind, neg, (bd, warps), _, steps, interpret, cf, _, _ = static
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
@@ -125,7 +134,7 @@ def _fused_fwd(static, *primals):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (block, warps), steps, interpret, cf, blocks = static
+  kind, neg, _, (block, warps), steps, interpret, cf, blocks, loop = static
   (b, D), S, N = _dims(ins, cf)
   bd = block * blocks  # a backward program's channels
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
@@ -144,8 +153,10 @@ def _fused_bwd(static, res, dy):
           else [per_td, per_tn] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
-  kernel = functools.partial(kernels.BACKWARD[kind], neg=neg, steps=steps, n_states=N,
-                             blocks=blocks, barrier=not interpret)
+  kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, steps=steps,
+                              n_states=N) if loop == "channels" else
+            functools.partial(kernels.BACKWARD[kind], neg=neg, steps=steps, n_states=N,
+                              blocks=blocks, barrier=not interpret))
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [per_td[1]],
       out_specs=[o[1] for o in outs], interpret=interpret, name=_name(kind, "backward"),
@@ -167,11 +178,12 @@ _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 
 def scan(f: F.Factors, forward: tuple[int, int] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
-         interpret: bool | None = None, blocks: int | None = None):
+         interpret: bool | None = None, blocks: int | None = None, loop: str | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
   channels-first factors (read as they are) y is (d, b, t). The constant family goes to
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
-  hands them). `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`)."""
+  hands them). `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`);
+  `loop`: what a backward program loops over (default `BACKWARD_LOOP`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
@@ -185,6 +197,11 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], S), D)
   blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
   sequential_kernel._check_pow2("channel blocks per program", blocks)
+  loop = loop or BACKWARD_LOOP[kind]
+  if loop not in LOOPS or (loop == "channels" and kind != "real"):
+    raise ValueError(f"backward loop {loop!r} for the {kind} kind; choose one of "
+                     f"{', '.join(LOOPS if kind == 'real' else LOOPS[:1])}")
+  blocks = 1 if loop == "channels" else blocks  # the channel loop sums shared rows itself
   blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
   f32 = lambda v: v.astype(jnp.float32)
@@ -202,6 +219,6 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_t(f.x, Dp), per_t(f.theta, N))
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf, blocks)
+  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf, blocks, loop)
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

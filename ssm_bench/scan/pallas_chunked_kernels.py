@@ -4,7 +4,8 @@ a loop over the states n. Per state the recurrence walks k = 0..L-1 elementwise 
 one scan of the G chunks' summaries crosses lanes.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
-with `exclusive_recurrence_scan`. The phase kind (rotation: a_t = exp(i theta_t[n]), shared over
+with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states, G)
+tiles (`real_backward_by_channel`). The phase kind (rotation: a_t = exp(i theta_t[n]), shared over
 channels; B, C and h0 complex per (channel, state), as (re, im) pairs multiplied by `ARITH`)
 needs no product at all: in the frame that rotates with the running product of a, its
 recurrence is a running sum, scanned across chunks by a cumsum of two operands.
@@ -141,6 +142,49 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
   out = jax.lax.fori_loop(0, n_states, body, (zeros,) * (2 * steps))
   store(dx_ref, out[:steps], chunks, steps, channels)
   store(ddt_ref, out[steps:], chunks, steps, channels)
+
+
+def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref,
+                             ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states):
+  """`real_backward` with the roles of states and channels swapped: a program's tiles are
+  (states, G) (all N states across lanes) and it loops over its channels. The gradients shared
+  over channels (dB, dC) then add up elementwise in registers across the loop and are written
+  once per program, where the state loop leaves one partial sum per 8-channel block (at the
+  paper cell 16 per batch row: 3.6 GB written and summed again per 27-run mamba step, about 9%
+  of it; results/bench/README.md); per-channel ones (dx, dt's) are sums over the states."""
+  del n_states
+  chunks = x_ref.shape[-1] // steps
+  B, C = load(B_ref, chunks, steps), load(C_ref, chunks, steps)
+
+  def body(d, carry):
+    dB, dC = list(carry[:steps]), list(carry[steps:])
+    x, dt, dy = ([ref[d, strided(k, chunks, steps)][None, :] for k in range(steps)]
+                 for ref in (x_ref, dt_ref, dy_ref))
+    lam, h0 = lam_ref[:, d][:, None], h0_ref[:, d][:, None]
+    e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
+    a = [2.0 * v - 1.0 for v in e] if neg else e
+    before, after, product = states(a, [x[k] * B[k] for k in range(steps)], h0, steps)
+    u = [dy[k] * C[k] for k in range(steps)]
+    incoming = incoming_adjoint(a, u, product, steps)
+    dlam = None
+    for k in range(steps - 1, -1, -1):
+      g = u[k] + incoming
+      incoming = a[k] * g
+      de = (2.0 * e[k] if neg else a[k]) * g * before[k]  # dL/d(dt lam) through a_t
+      dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
+      at = (d, strided(k, chunks, steps))
+      dx_ref[at] = jnp.sum(g * B[k], axis=0)
+      ddt_ref[at] = jnp.sum(de * lam, axis=0)
+      dB[k] = dB[k] + g * x[k]
+      dC[k] = dC[k] + dy[k] * after[k]
+    dlam_ref[:, d] = jnp.sum(dlam, axis=1)
+    if dh0_ref:
+      dh0_ref[0][:, d] = first_chunk_sum(incoming)
+    return tuple(dB) + tuple(dC)
+  zeros = jnp.zeros(B[0].shape, jnp.float32)
+  out = jax.lax.fori_loop(0, x_ref.shape[0], body, (zeros,) * (2 * steps))
+  store(dB_ref, out[:steps], chunks, steps)
+  store(dC_ref, out[steps:], chunks, steps)
 
 
 # ---- the phase kind: rotation, in the rotating frame -----------------------------------------
