@@ -59,7 +59,7 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # What a backward program loops over (`pallas_chunked_kernels`): "states" (tiles of channels,
 # shared gradients one partial sum per program) or, for the real kind, "channels" (tiles of all
 # states, the shared gradients summed in registers: `real_backward_by_channel`; BACKWARD's
-# tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 2` times both.
+# tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
 STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
