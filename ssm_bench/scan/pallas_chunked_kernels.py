@@ -77,6 +77,18 @@ def incoming_adjoint(a, u, product, steps):
   return exclusive_recurrence_scan(product, a[0] * local, axis=1, reverse=True)[1]
 
 
+def adjoint_steps(a, e, b, u, h0, neg, steps):
+  """The real kind's backward per chunk step, the last first: (k, g_t, dL/d(dt lam) through
+  a_t, h_t, a_t g_t), from h_{t-1} and h_t (`states`) and the adjoint g_t = u_t + a_{t+1}
+  g_{t+1} chunk by chunk (u_t = dy_t C_t); the last a_0 g_0 is what h0's gradient sums."""
+  before, after, product = states(a, b, h0, steps)
+  incoming = incoming_adjoint(a, u, product, steps)
+  for k in range(steps - 1, -1, -1):
+    g = u[k] + incoming
+    incoming = a[k] * g
+    yield k, g, (2.0 * e[k] if neg else a[k]) * g * before[k], after[k], incoming
+
+
 def _real(refs, n, x, dt, neg, chunks, steps, channels=slice(None)):
   """(lam, e, a, b, B rows, C rows, h0) of state n; e = exp(dt lam), a = e or 2 e - 1."""
   lam = refs["lam"][n, channels][:, None]
@@ -120,20 +132,15 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
   def body(n, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
     lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, chunks, steps, channels)
-    before, after, product = states(a, b, h0, steps)
-    u = [dy[k] * C[k] for k in range(steps)]
-    incoming = incoming_adjoint(a, u, product, steps)
     dlam = None
-    for k in range(steps - 1, -1, -1):
-      g = u[k] + incoming
-      incoming = a[k] * g
-      de = (2.0 * e[k] if neg else a[k]) * g * before[k]  # dL/d(dt lam) through a_t
+    for k, g, de, h, incoming in adjoint_steps(a, e, b, [dy[k] * C[k] for k in range(steps)],
+                                               h0, neg, steps):
       dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
       ddt[k] = ddt[k] + de * lam
       dx[k] = dx[k] + g * B[k]
       at = (n, strided(k, chunks, steps))
       accumulate(dB_ref, at, jnp.sum(g * x[k], axis=0), adding)
-      accumulate(dC_ref, at, jnp.sum(dy[k] * after[k], axis=0), adding)
+      accumulate(dC_ref, at, jnp.sum(dy[k] * h, axis=0), adding)
     dlam_ref[n, channels] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][n, channels] = first_chunk_sum(incoming)
@@ -163,20 +170,16 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
     lam, h0 = lam_ref[:, d][:, None], h0_ref[:, d][:, None]
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
-    before, after, product = states(a, [x[k] * B[k] for k in range(steps)], h0, steps)
-    u = [dy[k] * C[k] for k in range(steps)]
-    incoming = incoming_adjoint(a, u, product, steps)
     dlam = None
-    for k in range(steps - 1, -1, -1):
-      g = u[k] + incoming
-      incoming = a[k] * g
-      de = (2.0 * e[k] if neg else a[k]) * g * before[k]  # dL/d(dt lam) through a_t
+    for k, g, de, h, incoming in adjoint_steps(a, e, [x[k] * B[k] for k in range(steps)],
+                                               [dy[k] * C[k] for k in range(steps)], h0, neg,
+                                               steps):
       dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
       at = (d, strided(k, chunks, steps))
       dx_ref[at] = jnp.sum(g * B[k], axis=0)
       ddt_ref[at] = jnp.sum(de * lam, axis=0)
       dB[k] = dB[k] + g * x[k]
-      dC[k] = dC[k] + dy[k] * after[k]
+      dC[k] = dC[k] + dy[k] * h
     dlam_ref[:, d] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][:, d] = first_chunk_sum(incoming)
