@@ -1,7 +1,9 @@
 """The chunked kernels' bodies (`pallas_chunked` calls them): per program a (channels, time) tile
 read as L strided (channels, G) slices, step k of each of G chunks of L steps (t = c L + k), and
 a loop over the states n. Per state the recurrence walks k = 0..L-1 elementwise in registers and
-one scan of the G chunks' summaries crosses lanes.
+one scan of the G chunks' summaries crosses lanes. A sum over the tile's other axis of a loop
+pass's L steps is one reduction of the L tiles stacked, written as one contiguous row
+(`joined_time_sums`): per reduction across lanes or warps, one exchange instead of L.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
 with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states, G)
@@ -40,6 +42,24 @@ def load(ref, chunks, steps, channels=slice(None)):
 def store(ref, tiles, chunks, steps, channels=slice(None)):
   for k, tile in enumerate(tiles):
     ref[channels, strided(k, chunks, steps)] = tile
+
+
+def _join(tiles):
+  """Equal-shaped (..., G) tiles, step k of each of G chunks for k < L (a power of two), stacked
+  on L's bits as trailing axes of 2, the most significant first: (..., G, 2, ..., 2) flattens
+  over its last axes in time order (t = c L + k). Triton's join keeps each stacked element in
+  the thread that held it."""
+  if len(tiles) == 1:
+    return tiles[0]
+  return jnp.stack([_join(tiles[0::2]), _join(tiles[1::2])], axis=-1)
+
+
+def joined_time_sums(tiles, axis):
+  """The sums over `axis` (of two) of L (.., G) tiles as one reduction, each a (S,) row in time
+  order: where the axis crosses warps, one exchange through shared memory (and its barriers)
+  instead of one per tile, and one contiguous store of the row instead of L strided ones."""
+  total = jnp.sum(_join(tiles), axis=axis)
+  return total.reshape(-1)
 
 
 def first_chunk_sum(v):
@@ -116,8 +136,9 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, st
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
                   dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states, blocks, barrier):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
-  chunk, then the gradients; shared rows (dB, dC) are one partial sum per program, its
-  channels walked in `blocks` blocks (`walk_blocks`)."""
+  chunk, then the gradients; shared rows (dB, dC) are one partial sum per program (a state's L
+  steps summed over channels at once and written as one row: `joined_time_sums`), its channels
+  walked in `blocks` blocks (`walk_blocks`)."""
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   walk_blocks(lambda channels, adding: _real_block(
       refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
@@ -132,15 +153,15 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
   def body(n, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
     lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, chunks, steps, channels)
-    dlam = None
+    dlam, dB, dC = None, [None] * steps, [None] * steps
     for k, g, de, h, incoming in adjoint_steps(a, e, b, [dy[k] * C[k] for k in range(steps)],
                                                h0, neg, steps):
       dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
       ddt[k] = ddt[k] + de * lam
       dx[k] = dx[k] + g * B[k]
-      at = (n, strided(k, chunks, steps))
-      accumulate(dB_ref, at, jnp.sum(g * x[k], axis=0), adding)
-      accumulate(dC_ref, at, jnp.sum(dy[k] * h, axis=0), adding)
+      dB[k], dC[k] = g * x[k], dy[k] * h
+    accumulate(dB_ref, (n, slice(None)), joined_time_sums(dB, axis=0), adding)
+    accumulate(dC_ref, (n, slice(None)), joined_time_sums(dC, axis=0), adding)
     dlam_ref[n, channels] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][n, channels] = first_chunk_sum(incoming)
@@ -158,7 +179,9 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
   over channels (dB, dC) then add up elementwise in registers across the loop and are written
   once per program, where the state loop leaves one partial sum per 8-channel block (at the
   paper cell 16 per batch row: 3.6 GB written and summed again per 27-run mamba step, about 9%
-  of it; results/bench/README.md); per-channel ones (dx, dt's) are sums over the states."""
+  of it; results/bench/README.md); per-channel ones (dx, dt's) are sums over the states, a
+  channel's L steps at once (`joined_time_sums`: the states span warps, and each reduction
+  across warps goes through shared memory behind barriers)."""
   del n_states
   chunks = x_ref.shape[-1] // steps
   B, C = load(B_ref, chunks, steps), load(C_ref, chunks, steps)
@@ -170,16 +193,16 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
     lam, h0 = lam_ref[:, d][:, None], h0_ref[:, d][:, None]
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
-    dlam = None
+    dlam, dx, ddt = None, [None] * steps, [None] * steps  # summed over the states at once
     for k, g, de, h, incoming in adjoint_steps(a, e, [x[k] * B[k] for k in range(steps)],
                                                [dy[k] * C[k] for k in range(steps)], h0, neg,
                                                steps):
       dlam = de * dt[k] if dlam is None else dlam + de * dt[k]
-      at = (d, strided(k, chunks, steps))
-      dx_ref[at] = jnp.sum(g * B[k], axis=0)
-      ddt_ref[at] = jnp.sum(de * lam, axis=0)
+      dx[k], ddt[k] = g * B[k], de * lam
       dB[k] = dB[k] + g * x[k]
       dC[k] = dC[k] + dy[k] * h
+    dx_ref[d, :] = joined_time_sums(dx, axis=0)
+    ddt_ref[d, :] = joined_time_sums(ddt, axis=0)
     dlam_ref[:, d] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][:, d] = first_chunk_sum(incoming)
@@ -277,16 +300,16 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
       q.append((dy[k] * cp[0], -dy[k] * cp[1]))
     before, own = _exclusive_sums(q)  # the chunks after each: all less the inclusive sum
     later = tuple(jnp.sum(o, axis=1, keepdims=True) - b - o for b, o in zip(before, own))
-    sums = None  # x g and dy conj(h), summed over the chunk steps: dB and dC per channel
+    sums, dphi = None, [None] * steps  # x g and dy conj(h) summed over the chunk steps: dB, dC
     for k in range(steps - 1, -1, -1):
       later = add(later, q[k])  # G~_t
       gr, gi = mul(P[k], later)
       hr, hi = mul(P[k], add(h0, mul((br, bi), U[k])))
-      dphi = x[k] * (bi * gr - br * gi) - dy[k] * (C[0] * hi + C[1] * hr)
-      accumulate(dphi_ref, (n, strided(k, chunks, steps)), jnp.sum(dphi, axis=0), adding)
+      dphi[k] = x[k] * (bi * gr - br * gi) - dy[k] * (C[0] * hi + C[1] * hr)
       terms = (x[k] * gr, x[k] * gi, dy[k] * hr, -dy[k] * hi)
       sums = terms if sums is None else tuple(s + t for s, t in zip(sums, terms))
       dx[k] = dx[k] + gr * br + gi * bi
+    accumulate(dphi_ref, (n, slice(None)), joined_time_sums(dphi, axis=0), adding)
     for ref, s in zip(dBC_refs, sums):
       ref[n, channels] = jnp.sum(s, axis=1)
     for ref, value in zip(dh0_refs, later):  # G~_0
