@@ -181,7 +181,7 @@ def count_instructions(ptx: str) -> dict:
 def warp_instructions_per_run(row: dict, sizes: dict) -> float:
   """The time-parallel kernel's issue work for one run, every branch counted as taken: each of
   its programs (batch x channel tiles) runs its warps through the state loop once per state."""
-  channels, warps = row["tile"]
+  channels, warps = row["tile"][:2]  # a chunked forward tile may add its steps per chunk
   programs = sizes.get("batch", 1) * -(-sizes["d_model"] // channels)
   once = row["instructions"] - row["loop_instructions"]
   loops = channels if row.get("loop") == "channels" else sizes["d_state"]  # BACKWARD_LOOP
@@ -214,7 +214,7 @@ def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real",
 def _scan_fn(kernel: str, tile, time_major: bool = False, loop: str | None = None):
   from ssm_bench.scan import pallas, pallas_chunked, pallas_parallel
   if kernel == "pallas_chunked":
-    scan = lambda f: pallas_chunked.scan(f, forward=tile, backward=tile, interpret=False,
+    scan = lambda f: pallas_chunked.scan(f, forward=tile, backward=tile[:2], interpret=False,
                                          loop=loop)
   elif kernel == "pallas_parallel":
     scan = lambda f: pallas_parallel.scan(f, forward=tile, backward=tile, interpret=False,
@@ -290,6 +290,6 @@ def render(result: dict) -> str:
     by_key.setdefault(key, {}).setdefault(tuple(r["tile"]), {})[r["which"]] = cell(r)
   for (kernel, kind, family), tiles in by_key.items():
     lines.append(f"  {kernel} {kind}" + (f" ({family})" if family else "") + ": " + "  ".join(
-        f"{c}x{w} {t.get('forward', '?')} | {t.get('backward', '?')}"
-        for (c, w), t in tiles.items()))
+        f"{'x'.join(map(str, tile[:2]))}{' L' + str(tile[2]) if len(tile) > 2 else ''} "
+        f"{t.get('forward', '?')} | {t.get('backward', '?')}" for tile, t in tiles.items()))
   return "\n".join(lines)

@@ -128,9 +128,20 @@ def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spil
     for kind, which, default in [(kind, which, tiles[kind]) for kind in pallas_chunked.FORWARD
                                  for which, tiles in (("forward", pallas_chunked.FORWARD),
                                                       ("backward", pallas_chunked.BACKWARD))]:
-      tile = pallas_parallel.default_tile(default, span)
+      tile = pallas_parallel.default_tile(default[:2], span) + tuple(default[2:])  # (.., L)
       result = bench_registers.bench_registers(sizes, kernels=("pallas_chunked",),
                                                kinds=(kind,), grid=[tile], channel_loop_grid=())
       for r in (r for r in result["rows"] if r["which"] == which):
         assert r.get("spill_stores") == 0 and r["fits"], (
             f"{length} steps, chunked {kind} {which} {tile}: {r}")
+
+
+def test_render_names_a_forward_tile_with_its_own_steps_per_chunk():
+  """Chunked forward tiles may carry L (`pallas_chunked.FORWARD`): shown beside the plain tile."""
+  row = lambda tile, which, n: {"kernel": "pallas_chunked", "kind": "real", "family": "decay",
+                                "tile": tile, "which": which, "registers": 95, "spill_stores": 0,
+                                "fits": True, "instructions": n}
+  text = bench_registers.render({"sizes": {"length": 60}, "triton": "3.9.0", "arch": "sm_90",
+                                 "rows": [row([8, 1], "forward", 434),
+                                          row([8, 1, 16], "forward", 412)]})
+  assert "8x1 95/0 434i" in text and "8x1 L16 95/0 412i" in text, text

@@ -135,11 +135,12 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
 def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest(monkeypatch):
   """The real kind's backward looping over channels (`BACKWARD_LOOP`), each tile checked: with
   the clock making it the fastest, it is best (its tile, 1 block, the channels-first check run
-  on it) and `--apply_tiles` makes it the default."""
+  on it) and `--apply_tiles` makes it the default; so is a forward tile with its own steps per
+  chunk, timed after the plain one."""
   from launch import bench_chunked_tiles, bench_tiles
   from ssm_bench.scan import pallas_chunked
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
-  grid = dict(ONE_TILE, channel_loop=[(8, 2)])
+  grid = dict(ONE_TILE, forward=[(4, 1), (4, 1, 16)], channel_loop=[(8, 2)])
   real, loops = pallas_chunked.scan, []
   monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: loops.append(kw.get("loop")) or
                       real(f, **kw))
@@ -153,7 +154,9 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   assert ("backward, channel loop", [8, 2], "channels") in rows, rows
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["chunked"]["real"]
-  assert (best["loop"], best["backward"], best["blocks"]) == ("channels", [8, 2], 1), best
+  assert ("forward", [4, 1, 16], None) in rows, rows
+  assert (best["loop"], best["backward"], best["blocks"], best["forward"]) == (
+      "channels", [8, 2], 1, [4, 1, 16]), best
   assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
   assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
   for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP"):
@@ -161,6 +164,7 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   bench_tiles.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
       "channels", (8, 2)), "the fastest channel loop was not applied"
+  assert pallas_chunked.FORWARD["real"] == (4, 1, 16), "the fastest forward's steps were lost"
 
 
 def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_applied(monkeypatch):

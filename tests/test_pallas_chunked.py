@@ -6,6 +6,7 @@ time axis holds several chunks (up to 255 steps: 32 chunks of 8), h0 shared or p
 chunk sizes, runs under vmap, what it hands on, and the lowering for CUDA.
 """
 import dataclasses
+import re
 
 import jax
 import jax.numpy as jnp
@@ -61,6 +62,34 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
   for name in [k for k in ("x", "dt", "lam", "theta", "B", "C", "h0") if getattr(f, k) is not None]:
     close(getattr(got_g, name), getattr(want_g, name), 1e-4,
           f"{family}, {length} steps, loop over {loop}: d/d{name} differs")
+
+
+def _strides(kernel_jaxpr):
+  """The strides of a kernel's strided reads and writes (`pl.ds(k, G, stride=L)`)."""
+  return {int(m) for e in equations(kernel_jaxpr) if e.primitive.name in ("get", "swap")
+          for m in re.findall(r"Slice\[\(\d+, \d+, (\d+)\)\]", str(e.params))} - {1}
+
+
+@pytest.mark.parametrize("family", ["signed_decay", "rotation"])
+def test_a_forward_tile_may_name_its_own_steps_per_chunk(family):
+  """A forward tile (channels, warps, L): the forward kernel walks chunks of L = 16 steps, the
+  backward its own STEPS, and values and every gradient are the sequential scan's (37 steps:
+  time padded to 64, 4 chunks forward and 8 backward)."""
+  f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
+  w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
+  fn = lambda f: pallas_chunked.scan(f, (4, 1, 16), (4, 1), interpret=True)
+  want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
+  got, got_g = output_and_grad(fn, lambda y: w)(f)
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+  for name in [k for k in ("x", "dt", "lam", "theta", "B", "C", "h0") if getattr(f, k) is not None]:
+    np.testing.assert_allclose(getattr(got_g, name), getattr(want_g, name), rtol=1e-4,
+                               atol=1e-5 * max(1.0, float(np.abs(getattr(want_g, name)).max())),
+                               err_msg=f"{family}: d/d{name} differs")
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f)
+  strides = {e.params["name"].rsplit("_", 1)[-1]: _strides(e.params["jaxpr"])
+             for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"}
+  assert strides == {"forward": {16}, "backward": {pallas_chunked.STEPS}}, (
+      f"{family}: the kernels' steps per chunk (read strides) are {strides}")
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])

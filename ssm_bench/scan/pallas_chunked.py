@@ -49,6 +49,11 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # On an H200 the sweeps' best: real (8, 1) / (8, 1), 0.494 ms per run (forward 0.150 against
 # (16, 1)'s 0.183; the same pair checked on channels-first factors, 2.3e-6), taken; phase
 # (8, 1) / (4, 1) 0.696 against 0.711, and no whole step got faster with it: kept.
+# A forward tile may add its own steps per chunk L as a third entry (default STEPS): the forward
+# kernel scans one recurrence where the backward scans two and sums over channels per step, and
+# at L = 16 its body counts fewer instructions (real (8, 1) 0.0960 against 0.1029 predicted ms
+# per run, (16, 1) 0.0790; phase (16, 1) 0.1318 against 0.1426) where the backward's count more
+# (results/bench/README.md, "Steps per chunk"). Untimed on a GPU: `chunked_tiles` sweeps both.
 FORWARD = {"real": (8, 1), "phase": (16, 1)}
 BACKWARD = {"real": (8, 1), "phase": (8, 1)}
 # Channel blocks of BACKWARD's width that one backward program walks in turn, adding the
@@ -62,7 +67,8 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
-STEPS = 8  # L: steps per chunk (4 and 16 counted worse: more scan rounds, or spills)
+# L: steps per chunk (the backward's 4 and 16 counted worse: more scan rounds, or spills)
+STEPS = 8
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
 # kernels read as cos and sin)
@@ -114,7 +120,7 @@ def _name(kind, kernel):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, steps, interpret, cf, _, _ = static
+  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _ = static
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
@@ -134,7 +140,7 @@ def _fused_fwd(static, *primals):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (block, warps), steps, interpret, cf, blocks, loop = static
+  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop = static
   (b, D), S, N = _dims(ins, cf)
   bd = block * blocks  # a backward program's channels
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
@@ -176,24 +182,35 @@ def _fused_bwd(static, res, dy):
 _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 
 
-def scan(f: F.Factors, forward: tuple[int, int] | None = None,
+def _steps_of(tile) -> int | None:
+  """A forward tile's own steps per chunk: its third entry, if it has one."""
+  return tile[2] if tile is not None and len(tile) > 2 else None
+
+
+def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
          interpret: bool | None = None, blocks: int | None = None, loop: str | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
   channels-first factors (read as they are) y is (d, b, t). The constant family goes to
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
-  hands them). `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`);
-  `loop`: what a backward program loops over (default `BACKWARD_LOOP`)."""
+  hands them). `forward` (default `FORWARD`): (channels per program, warps) or, with the
+  forward's own steps per chunk, (channels, warps, L); `steps`: L of both kernels unless the
+  forward tile passed names its own (default `STEPS`, or the default forward tile's L);
+  `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`); `loop`: what a
+  backward program loops over (default `BACKWARD_LOOP`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
   kind, cf = sequential_kernel.KINDS[f.family], f.channels_first
   D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
-  S = max(sequential_kernel._pow2(T), steps or STEPS)
-  steps = min(steps or STEPS, S)
-  sequential_kernel._check_pow2("steps per chunk", steps)
-  fwd = sequential_kernel._tile(forward, pallas_parallel.default_tile(FORWARD[kind], S), D)
+  fwd_steps = _steps_of(forward) or steps or _steps_of(FORWARD[kind]) or STEPS
+  bwd_steps = steps or STEPS
+  for v in (fwd_steps, bwd_steps):
+    sequential_kernel._check_pow2("steps per chunk", v)
+  S = max(sequential_kernel._pow2(T), fwd_steps, bwd_steps)
+  fwd = sequential_kernel._tile(forward and forward[:2],
+                                pallas_parallel.default_tile(FORWARD[kind][:2], S), D)
   bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], S), D)
   blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
   sequential_kernel._check_pow2("channel blocks per program", blocks)
@@ -219,6 +236,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
     ins = ((per_t(f.x, Dp), per_t(f.theta, N))
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
-  static = (kind, f.family == "signed_decay", fwd, bwd, steps, interpret, cf, blocks, loop)
+  static = (kind, f.family == "signed_decay", fwd, bwd, (fwd_steps, bwd_steps), interpret, cf,
+            blocks, loop)
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)
