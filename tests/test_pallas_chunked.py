@@ -52,16 +52,21 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
   real kind's backward looping over states or over channels (`BACKWARD_LOOP`)."""
   f = to_factors(family, factored_inputs(family, length, d=5, n=3))
   f = dataclasses.replace(f, h0=f.h0[0]) if h0 == "shared" else f
+  assert_matches_the_sequential_scan(
+      lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop), f,
+      f"{family}, {length} steps, loop over {loop}")
+
+
+def assert_matches_the_sequential_scan(fn, f, what):
+  """fn(f)'s values and every gradient, h0's included, against the sequential scan's."""
   w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
   want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
-  got, got_g = output_and_grad(lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps,
-                                                             loop=loop), lambda y: w)(f)
+  got, got_g = output_and_grad(fn, lambda y: w)(f)
   close = lambda a, b, rtol, msg: np.testing.assert_allclose(
       a, b, rtol=rtol, atol=1e-5 * max(1.0, float(np.abs(b).max())), err_msg=msg)
-  close(got, want, 1e-5, f"{family}: values")
+  close(got, want, 1e-5, f"{what}: values")
   for name in [k for k in ("x", "dt", "lam", "theta", "B", "C", "h0") if getattr(f, k) is not None]:
-    close(getattr(got_g, name), getattr(want_g, name), 1e-4,
-          f"{family}, {length} steps, loop over {loop}: d/d{name} differs")
+    close(getattr(got_g, name), getattr(want_g, name), 1e-4, f"{what}: d/d{name} differs")
 
 
 def _strides(kernel_jaxpr):
@@ -76,15 +81,8 @@ def test_a_forward_tile_may_name_its_own_steps_per_chunk(family):
   backward its own STEPS, and values and every gradient are the sequential scan's (37 steps:
   time padded to 64, 4 chunks forward and 8 backward)."""
   f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
-  w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
   fn = lambda f: pallas_chunked.scan(f, (4, 1, 16), (4, 1), interpret=True)
-  want, want_g = output_and_grad(lambda f: scan.diagonal_scan(f, "sequential"), lambda y: w)(f)
-  got, got_g = output_and_grad(fn, lambda y: w)(f)
-  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
-  for name in [k for k in ("x", "dt", "lam", "theta", "B", "C", "h0") if getattr(f, k) is not None]:
-    np.testing.assert_allclose(getattr(got_g, name), getattr(want_g, name), rtol=1e-4,
-                               atol=1e-5 * max(1.0, float(np.abs(getattr(want_g, name)).max())),
-                               err_msg=f"{family}: d/d{name} differs")
+  assert_matches_the_sequential_scan(fn, f, f"{family}, forward L = 16")
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f)
   strides = {e.params["name"].rsplit("_", 1)[-1]: _strides(e.params["jaxpr"])
              for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"}
