@@ -9,9 +9,10 @@ program (`pallas_chunked.CHANNEL_BLOCKS`); for the real kind also the backward t
 channels (`GRID["channel_loop"]`, `pallas_chunked.BACKWARD_LOOP`); then `pallas_parallel` at
 its own tiles on the same factors (as `parallel_tiles --apply_tiles` left them, if it ran
 first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for that family.
-The `best` line gives the values for `pallas_chunked.FORWARD`, `BACKWARD`, `CHANNEL_BLOCKS`
-and `BACKWARD_LOOP`; `--apply_tiles` makes them the defaults for the sections after it in the
-same run.
+The best pair is timed again at 8 steps per chunk where its own L is not a power of two
+(`pallas_chunked.STEPS`). The `best` line gives the values for `pallas_chunked.FORWARD`,
+`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP` and `STEPS`; `--apply_tiles` makes them the
+defaults for the sections after it in the same run.
 """
 from __future__ import annotations
 
@@ -77,7 +78,22 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
       cf = check_channels_first(run, rows, chunked(forward=best_fwd, backward=key,
                                                    blocks=blocks, loop=loop), want_g, key,
                                 best_fwd)
+      # the best pair at L = 8 too, where its L is not a power of two: time padded to a power
+      # of two, as before `pallas_chunked.STEPS` took the L that pads least; if faster, the
+      # kind's STEPS becomes (8, 9)
+      steps, steps_range = pallas_chunked.plan(
+          kind, sizes["length"], sizes["d_model"], sizes["d_state"], best_fwd, key,
+          blocks=blocks, loop=loop).steps[1], list(pallas_chunked.STEPS[kind])
+      if steps & (steps - 1):
+        run("backward, L = 8", _grad(chunked(forward=best_fwd, backward=key, blocks=blocks,
+                                             loop=loop, steps=8)), want_g, key,
+            forward_tile=list(best_fwd), steps=8)
+        ms = cf["steps_8_fwd_bwd_ms_per_run"] = (
+            rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None)
+        if ms is not None and ms < fastest:
+          steps, steps_range, fastest = 8, [8, 9], ms
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
+                    "steps_per_chunk": steps, "steps": steps_range,
                     "fwd_bwd_ms_per_run": fastest, **cf,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks, "loop": loop,
                     "channel_loop_fwd_bwd_ms_per_run": {

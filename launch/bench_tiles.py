@@ -329,7 +329,8 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
 TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", False),
                                                   "blocks": ("CHANNEL_BLOCKS", 1)}),
                  "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1),
-                                                "loop": ("BACKWARD_LOOP", "states")})}
+                                                "loop": ("BACKWARD_LOOP", "states"),
+                                                "steps": ("STEPS", (8, 16))})}
 
 
 def apply(result: dict) -> dict:
@@ -402,6 +403,9 @@ def render(result: dict) -> str:
                      f"per program {p.get('blocks_fwd_bwd_ms_per_run')}"
                      + (f"; channel loop {p['channel_loop_fwd_bwd_ms_per_run']}"
                         if p.get("channel_loop_fwd_bwd_ms_per_run") else "")
+                     + (f", STEPS {tuple(p['steps'])}" if "steps" in p else "")
+                     + (f"; L = 8: {p['steps_8_fwd_bwd_ms_per_run']}"
+                        if "steps_8_fwd_bwd_ms_per_run" in p else "")
                      + f"; pallas_parallel {p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
       continue
     if kind == "parallel":

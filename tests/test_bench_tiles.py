@@ -102,32 +102,39 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
   to pallas_chunked's defaults; then the real kind with a 1% error that no tile may pass."""
   from launch import bench_chunked_tiles, bench_tiles
   from ssm_bench.scan import pallas_chunked, pallas_parallel
-  grid = {"forward": [(8, 1)], "backward": [(4, 2), (8, 2)]}  # none alike: apply's order
-  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  grid = {"forward": [(8, 1)], "backward": [(8, 2), (16, 2)]}  # none alike: apply's order
+  tiny = dict(batch=2, length=36, d_model=16, d_state=4)
   out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("phase", "const"),
                                                 grid=grid, need_gpu=False)
   timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][1:3]}
-  fastest = min(timed, key=timed.get)  # then 2 blocks of it (4: more than the 8 channels hold)
+  fastest = min(timed, key=timed.get)  # then 2 blocks of it (16: more than the channels hold)
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
-      ("phase", "forward", [8, 1]), ("phase", "backward", [4, 2]), ("phase", "backward", [8, 2])
-  ] + [("phase", "backward, 2 blocks", list(fastest))] * (fastest[0] == 4) + [
+      ("phase", "forward", [8, 1]), ("phase", "backward", [8, 2]), ("phase", "backward", [16, 2])
+  ] + [("phase", "backward, 2 blocks", list(fastest))] * (fastest[0] == 8) + [
       ("phase", "backward, channels first", list(fastest)),
+      ("phase", "backward, L = 8", list(fastest)),  # 36 steps: 4 chunks of 9, or 8 of 8
       ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   best = out["best"]["chunked"]
   assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
+  eight = best["phase"]["steps_8_fwd_bwd_ms_per_run"]  # faster: STEPS (8, 9), L = 8
+  assert (best["phase"]["steps_per_chunk"], best["phase"]["steps"]) == (
+      (8, [8, 9]) if eight < min(timed.values()) else (9, [8, 16])), best
   assert tuple(best["phase"]["backward"]) == fastest, (best, timed)
   two = best["phase"]["blocks_fwd_bwd_ms_per_run"].get(2)
   assert best["phase"]["blocks"] == (2 if two and two < timed[fastest] else 1), best
   assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
+  assert f"STEPS {tuple(best['phase']['steps'])}; L = 8: {eight}" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "STEPS"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
-  best["phase"]["blocks"] = 2  # as if the blocks had won: applied too
+  best["phase"]["blocks"], best["phase"]["steps"] = 2, [8, 9]  # as if they had won: applied
   applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
   assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"],
-          pallas_chunked.CHANNEL_BLOCKS["phase"]) == (
-      tuple(applied["forward"]), tuple(applied["backward"]), applied["blocks"]) == (
-      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"]), 2), applied
+          pallas_chunked.CHANNEL_BLOCKS["phase"], pallas_chunked.STEPS["phase"]) == (
+      tuple(applied["forward"]), tuple(applied["backward"]), applied["blocks"],
+      applied["steps"]) == (
+      tuple(best["phase"]["forward"]), tuple(best["phase"]["backward"]), 2, [8, 9]), applied
+  assert pallas_chunked.steps_for(36, "phase") == 8, "STEPS (8, 9) applied: L = 8 at 36 steps"
   rejects_a_one_percent_error(monkeypatch, pallas_chunked, bench_chunked_tiles.bench_chunked_tiles,
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
 
@@ -159,7 +166,7 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
       "channels", [8, 2], 1, [4, 1, 16]), best
   assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
   assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP"):
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
   bench_tiles.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (

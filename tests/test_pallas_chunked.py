@@ -6,7 +6,6 @@ time axis holds several chunks (up to 255 steps: 32 chunks of 8), h0 shared or p
 chunk sizes, runs under vmap, what it hands on, and the lowering for CUDA.
 """
 import dataclasses
-import re
 
 import jax
 import jax.numpy as jnp
@@ -69,25 +68,67 @@ def assert_matches_the_sequential_scan(fn, f, what):
     close(getattr(got_g, name), getattr(want_g, name), 1e-4, f"{what}: d/d{name} differs")
 
 
-def _strides(kernel_jaxpr):
-  """The strides of a kernel's strided reads and writes (`pl.ds(k, G, stride=L)`)."""
-  return {int(m) for e in equations(kernel_jaxpr) if e.primitive.name in ("get", "swap")
-          for m in re.findall(r"Slice\[\(\d+, \d+, (\d+)\)\]", str(e.params))} - {1}
+def _chunking(pallas_eqn):
+  """(G, L) of a chunked kernel: the last two axes of its first input's block."""
+  shape = pallas_eqn.params["grid_mapping"].block_mappings[0].block_shape
+  return tuple(b.block_size for b in shape[-2:])
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])
 def test_a_forward_tile_may_name_its_own_steps_per_chunk(family):
   """A forward tile (channels, warps, L): the forward kernel walks chunks of L = 16 steps, the
-  backward its own STEPS, and values and every gradient are the sequential scan's (37 steps:
-  time padded to 64, 4 chunks forward and 8 backward)."""
+  backward 8 (of `STEPS`, the one a power of two from 16), and values and every gradient are the
+  sequential scan's (37 steps: time padded to 64, 4 chunks forward and 8 backward)."""
   f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
   fn = lambda f: pallas_chunked.scan(f, (4, 1, 16), (4, 1), interpret=True)
   assert_matches_the_sequential_scan(fn, f, f"{family}, forward L = 16")
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f)
-  strides = {e.params["name"].rsplit("_", 1)[-1]: _strides(e.params["jaxpr"])
-             for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"}
-  assert strides == {"forward": {16}, "backward": {pallas_chunked.STEPS}}, (
-      f"{family}: the kernels' steps per chunk (read strides) are {strides}")
+  chunking = {e.params["name"].rsplit("_", 1)[-1]: _chunking(e)
+              for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"}
+  assert chunking == {"forward": (4, 16), "backward": (8, 8)}, (
+      f"{family}: the kernels' (chunks, steps per chunk) are {chunking}")
+
+
+def test_the_default_steps_per_chunk_fill_the_warps_and_pad_least():
+  """Of `STEPS`, the L that leaves a thread the fewest steps (L times the chunks, or the chunks
+  that fill the tile's warps if more), then the least span; beside another kernel's L, one that
+  differs from it by a power of two (one time block holds both); a pair that cannot share a
+  block is a one-line error."""
+  L = lambda T: pallas_chunked.steps_for(T, "real")
+  got = {T: (L(T), pallas_chunked.span(T, L(T))) for T in (60, 64, 37, 5, 255)}
+  assert got == {60: (15, 60), 64: (8, 64), 37: (10, 40), 5: (8, 8), 255: (8, 256)}, (
+      f"(L, span) per length: {got}")
+  assert pallas_chunked.steps_for(60, "phase", like=16) == 8, "L beside a forward's 16"
+  assert (L(30), pallas_chunked.steps_for(30, "real", lanes=4)) == (15, 8), (
+      "30 steps: 2 chunks of 15 where 2 chunks fill the tile's warps, 4 of 8 where 4 do")
+  with pytest.raises(ValueError, match=r"steps per chunk \(15, 8\) must differ by a power of two"):
+    pallas_chunked.span(60, 15, 8)
+
+
+@pytest.mark.parametrize("family,length,steps,loop", [
+    (family, length, steps, "states") for family in pallas_chunked.FAMILIES
+    for length, steps in ((60, None), (37, 5))] + [
+    ("decay", 60, None, "channels"), ("signed_decay", 37, 5, "channels")])
+def test_steps_per_chunk_need_not_be_a_power_of_two(family, length, steps, loop):
+  """60 steps as 4 chunks of 15 (the default there: nothing padded) and 37 as 8 chunks of 5 (3
+  padded): the rows of sums over channels or states are joined up to 8 and 16 steps per chunk
+  and put back in time order outside (`_time_order`); values and every gradient as the
+  sequential scan's, looping over states or channels."""
+  f = to_factors(family, factored_inputs(family, length, d=5, n=3))
+  assert_matches_the_sequential_scan(
+      lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop, interpret=True), f,
+      f"{family}, {length} steps of L = {steps or 'default'}, loop over {loop}")
+
+
+@pytest.mark.parametrize("family", ["signed_decay", "rotation"])  # one per kind
+def test_at_the_paper_length_nothing_is_padded_or_sliced_outside_the_kernels(family):
+  """The paper cell's 60 steps fill 4 chunks of 15, and layers' channels fill the tiles: no pad
+  or slice of a sequence around the kernels (each a pass over it in memory)."""
+  f = channels_first(to_factors(family, factored_inputs(family, 60, b=2, d=16, n=4)))
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas_chunked.scan(f, interpret=True))))(f)
+  moved = [(e.primitive.name, e.invars[0].aval.shape) for e in outside_kernels(jaxpr.jaxpr)
+           if e.primitive.name in ("pad", "slice") and 60 in e.invars[0].aval.shape]
+  assert not moved, f"{family}: sequences padded or sliced outside the kernels: {moved}"
 
 
 @pytest.mark.parametrize("family", ["signed_decay", "rotation"])

@@ -5,8 +5,8 @@ method): decay, signed decay and rotation; the constant family goes to `pallas_p
 Triton picks (4 steps per thread, 16 lanes along time): every scan is shuffle rounds across
 lanes, and the backward's adjoint is a reversed scan whose flips cost 88 of its 830 loop
 instructions (results/bench/README.md, "Instruction counts"). Here a program holds its (channels,
-time) tile as L strided (channels, G) slices, step k of each of G chunks of L steps (t = c L + k):
-the recurrence runs k = 0..L-1 elementwise in registers, and only one scan of the G chunks'
+time) tile as G chunks of L steps (t = c L + k; the kernels read the time axis as (G, L), a free
+reshape), step k of every chunk one (channels, G) tile: the recurrence runs k = 0..L-1 elementwise in registers, and only one scan of the G chunks'
 summaries crosses lanes: an exclusive one (`exclusive_recurrence_scan`) that hands each chunk
 the state its predecessors end in (and, reversed, the adjoint its successors start with). The
 backward then has h_{t-1} from the loop itself (no h_t - b_t, no second scan) for every family
@@ -19,8 +19,9 @@ the tiles below, predicted ms per run in the kernels (forward + backward) agains
 `pallas_parallel`'s: real 0.35 against 0.45, phase 0.58 against 1.16. Timed on an H200 (the
 scan alone, 27 runs, each kernel at the sweep's best tiles): real 0.495 against 0.587, phase
 0.696 against 0.970; the GPU's `auto`. `launch.bench --methods=pallas_parallel,pallas_chunked`
-times the two side by side. Time is padded to a power of two (at least L) with x = dt = theta
-= 0 steps (a = 1, b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
+times the two side by side. G is a power of two (Triton's tiles are), L need not be: by default
+the L in `STEPS` that pads time least (`steps_for`: the paper cell's 60 steps are 4 chunks of 15,
+nothing padded), padded steps have x = dt = theta = 0 (a = 1, b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
 `pallas_parallel`'s. The real kind's backward can loop over channels instead of states
 (`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over channels (dB,
 dC) are summed in registers rather than left as one partial sum per program. This module is
@@ -29,6 +30,7 @@ the call: tiles, block specs, the custom VJP.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +51,7 @@ FAMILIES = ("decay", "signed_decay", "rotation")
 # On an H200 the sweeps' best: real (8, 1) / (8, 1), 0.494 ms per run (forward 0.150 against
 # (16, 1)'s 0.183; the same pair checked on channels-first factors, 2.3e-6), taken; phase
 # (8, 1) / (4, 1) 0.696 against 0.711, and no whole step got faster with it: kept.
-# A forward tile may add its own steps per chunk L as a third entry (default STEPS): the forward
+# A forward tile may add its own steps per chunk L as a third entry (`plan`): the forward
 # kernel scans one recurrence where the backward scans two and sums over channels per step, and
 # at L = 16 its body counts fewer instructions (real (8, 1) 0.0960 against 0.1029 predicted ms
 # per run, (16, 1) 0.0790; phase (16, 1) 0.1318 against 0.1426) where the backward's count more
@@ -67,27 +69,47 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
-# L: steps per chunk (the backward's 4 and 16 counted worse: more scan rounds, or spills)
-STEPS = 8
+# L, steps per chunk, by default per kind: of range(*STEPS[kind]), the one whose span (`span`)
+# pads the time axis least, the least such L on a tie (`steps_for`): 60 steps are 4 chunks of 15 (no padding, where
+# 8 pads them to 64), 64 are 8 of 8. The backward's 4 and 16 counted worse than 8 (more scan
+# rounds, or spills). At the paper cell, 15 against 8 (predicted H100 ms per run, forward +
+# backward at the default tiles): mamba 0.341 against 0.353, negmamba 0.360 against 0.373,
+# aussm 0.517 against 0.579, and no pad or slice of a sequence around the kernels
+# (results/bench/README.md, "Steps per chunk that pad least"). Untimed on a GPU:
+# `chunked_tiles` times the best pair at 8 too, and where that wins, (8, 9) (pad to powers of two,
+# as before) is what `--apply_tiles` sets.
+STEPS = {"real": (8, 16), "phase": (8, 16)}
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
 # kernels read as cos and sin)
 NAMES = {kind: pallas_parallel.NAMES[kind] for kind in kernels.KINDS}
+PER_STEP = ("x", "dt", "B", "C", "cos", "sin")  # the kernels' inputs with a time axis
 
 
-def _specs(kind, bd, N, S, shared_h0, cf):
+def _specs(kind, bd, N, G, L, shared_h0, cf):
   """(the per-(channel, step) spec, the inputs' specs in `kernels.INPUTS` order). Per-step
-  arrays are (batch, channels or states, time), or with `cf` (channels or states, batch, time)
-  as channels-first layers build them; a program's blocks are (channels, time) either way."""
-  per_td = (pl.BlockSpec((bd, None, S), lambda i, j: (j, i, 0)) if cf
-            else pl.BlockSpec((None, bd, S), lambda i, j: (i, j, 0)))
-  per_tn = (pl.BlockSpec((N, None, S), lambda i, j: (0, i, 0)) if cf
-            else pl.BlockSpec((None, N, S), lambda i, j: (i, 0, 0)))
+  arrays are (batch, channels or states, G, L), or with `cf` (channels or states, batch, G, L)
+  as channels-first layers build them (`_chunked`: their time axis as G chunks of L steps); a
+  program's blocks are (channels, G, L) either way."""
+  per_td = (pl.BlockSpec((bd, None, G, L), lambda i, j: (j, i, 0, 0)) if cf
+            else pl.BlockSpec((None, bd, G, L), lambda i, j: (i, j, 0, 0)))
+  per_tn = (pl.BlockSpec((N, None, G, L), lambda i, j: (0, i, 0, 0)) if cf
+            else pl.BlockSpec((None, N, G, L), lambda i, j: (i, 0, 0, 0)))
   per_nd = pl.BlockSpec((N, bd), lambda i, j: (0, j))
   h0 = per_nd if shared_h0 else pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j))
   if kind == "real":
     return per_td, [per_td, per_td, per_nd, per_tn, per_tn, h0]
   return per_td, [per_td, per_tn, per_tn] + [per_nd] * 4 + [h0] * 2
+
+
+def _chunked(v, steps):
+  """A per-step array's time axis (last, S steps) as (G, L): G chunks of L steps, so that a
+  kernel reads step k of every chunk as v[..., :, k] (a free reshape of the same memory)."""
+  return v.reshape(v.shape[:-1] + (v.shape[-1] // steps, steps))
+
+
+def _unchunked(v):
+  return v.reshape(v.shape[:-2] + (-1,))
 
 
 def _dims(ins, cf):
@@ -96,16 +118,18 @@ def _dims(ins, cf):
   return (x.shape[1], x.shape[0]) if cf else x.shape[:2], x.shape[2], h0.shape[-2]
 
 
-def _kernel_inputs(kind, ins):
-  """The kernels' inputs (`kernels.INPUTS`) from the scan's (`NAMES`): the phase kind's theta
-  as cos and sin of its running sum phi (the rotating frame, `pallas_chunked_kernels`). float32
-  rounds phi to its own magnitude: y is 1.2e-6 off float64 at 60 steps and 7.3e-6 at 255 (the
-  sequential scan 2.8e-7 and 5.6e-7; relative to max |y|, theta in [-3, 3])."""
-  if kind != "phase":
-    return ins
-  x, theta, *rest = ins
-  phi = jnp.cumsum(theta, axis=-1)
-  return (x, jnp.cos(phi), jnp.sin(phi), *rest)
+def _kernel_inputs(kind, ins, steps):
+  """The kernels' inputs (`kernels.INPUTS`) from the scan's (`NAMES`), per-step ones in chunks
+  of `steps` (`_chunked`): the phase kind's theta as cos and sin of its running sum phi (the
+  rotating frame, `pallas_chunked_kernels`). float32 rounds phi to its own magnitude: y is
+  1.2e-6 off float64 at 60 steps and 7.3e-6 at 255 (the sequential scan 2.8e-7 and 5.6e-7;
+  relative to max |y|, theta in [-3, 3])."""
+  if kind == "phase":
+    x, theta, *rest = ins
+    phi = jnp.cumsum(theta, axis=-1)
+    ins = (x, jnp.cos(phi), jnp.sin(phi), *rest)
+  return tuple(_chunked(v, steps) if name in PER_STEP else v
+               for name, v in zip(kernels.INPUTS[kind], ins))
 
 
 def _h0_positions(kind):
@@ -122,13 +146,14 @@ def _name(kind, kernel):
 def _fused(static, *ins):
   kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _ = static
   (b, D), S, N = _dims(ins, cf)
-  per_td, in_specs = _specs(kind, bd, N, S, ins[-1].ndim == 2, cf)
-  kernel = functools.partial(kernels.FORWARD[kind], neg=neg, steps=steps, n_states=N)
-  return pl.pallas_call(
-      kernel, out_shape=jax.ShapeDtypeStruct(ins[0].shape, jnp.float32), grid=(b, D // bd),
-      in_specs=in_specs, out_specs=per_td, interpret=interpret, name=_name(kind, "forward"),
-      **sequential_kernel._compiler_params(interpret, warps))(
-          *_kernel_inputs(kind, ins))
+  per_td, in_specs = _specs(kind, bd, N, S // steps, steps, ins[-1].ndim == 2, cf)
+  kernel = functools.partial(kernels.FORWARD[kind], neg=neg, n_states=N)
+  y = pl.pallas_call(
+      kernel, out_shape=jax.ShapeDtypeStruct(_chunked(ins[0], steps).shape, jnp.float32),
+      grid=(b, D // bd), in_specs=in_specs, out_specs=per_td, interpret=interpret,
+      name=_name(kind, "forward"), **sequential_kernel._compiler_params(interpret, warps))(
+          *_kernel_inputs(kind, ins, steps))
+  return _unchunked(y)
 
 
 def _fused_fwd(static, *primals):
@@ -138,53 +163,155 @@ def _fused_fwd(static, *primals):
   return _fused(static, *ins), (ins, h0_grad)
 
 
+def _row(steps):
+  """Steps per chunk in a row of sums (`kernels.store_time_sums`): L up to a power of two."""
+  return sequential_kernel._pow2(steps)
+
+
+def _time_order(v, steps):
+  """A row of sums (`kernels.store_time_sums`: G chunks of `_row(L)` steps) as the (S,) time
+  axis, the steps past L of each chunk dropped; the row itself when L is a power of two."""
+  if _row(steps) == steps:
+    return v
+  chunks = v.reshape(v.shape[:-1] + (-1, _row(steps)))[..., :steps]
+  return chunks.reshape(v.shape[:-1] + (-1,))
+
+
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
   kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop = static
   (b, D), S, N = _dims(ins, cf)
-  bd = block * blocks  # a backward program's channels
+  bd, G = block * blocks, S // steps  # a backward program's channels; chunks
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
-  per_td, in_specs = _specs(kind, bd, N, S, shared, cf)
-  per_td = (jax.ShapeDtypeStruct(ins[0].shape, f32), per_td)
+  chunked_td, in_specs = _specs(kind, bd, N, G, steps, shared, cf)
+  # A gradient is written step by step, in the (G, L) view of its time axis, or as rows of
+  # sums (`kernels.store_time_sums`), flat: per channel (dx, dt's) when the backward loops over
+  # channels, else per state. Rows shared over channels: one partial sum per program (no
+  # atomics), on the axis `partials`, the rest in the rows' own layout.
+  rows = lambda flat: (G * _row(steps),) if flat else (G, steps)
+  zeros = lambda flat: (0,) * len(rows(flat))
+  per_td = lambda flat: (
+      jax.ShapeDtypeStruct(ins[0].shape[:2] + rows(flat), f32),
+      chunked_td if not flat else
+      pl.BlockSpec((bd, None) + rows(flat), lambda i, j: (j, i, 0)) if cf else
+      pl.BlockSpec((None, bd) + rows(flat), lambda i, j: (i, j, 0)))
+  partials = 0 if cf else 1
+  per_tn = lambda flat: (
+      (jax.ShapeDtypeStruct((n_d, N, b) + rows(flat), f32),
+       pl.BlockSpec((None, N, None) + rows(flat), lambda i, j: (j, 0, i) + zeros(flat))) if cf
+      else (jax.ShapeDtypeStruct((b, n_d, N) + rows(flat), f32),
+            pl.BlockSpec((None, None, N) + rows(flat), lambda i, j: (i, j, 0) + zeros(flat))))
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
-  # gradients of rows shared over channels: one partial sum per program (no atomics), on the
-  # axis `partials`, the rest in the rows' own layout
-  partials = 0 if cf else 1
-  per_tn = ((jax.ShapeDtypeStruct((n_d, N, b, S), f32),
-             pl.BlockSpec((None, N, None, S), lambda i, j: (j, 0, i, 0))) if cf else
-            (jax.ShapeDtypeStruct((b, n_d, N, S), f32),
-             pl.BlockSpec((None, None, N, S), lambda i, j: (i, j, 0, 0))))
-  outs = ([per_td, per_td, per_nd, per_tn, per_tn] if kind == "real"
-          else [per_td, per_tn] + [per_nd] * 4)
+  by_channel = loop == "channels"
+  outs = ([per_td(by_channel)] * 2 + [per_nd] + [per_tn(not by_channel)] * 2 if kind == "real"
+          else [per_td(False), per_tn(True)] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
-  kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, steps=steps,
-                              n_states=N) if loop == "channels" else
-            functools.partial(kernels.BACKWARD[kind], neg=neg, steps=steps, n_states=N,
-                              blocks=blocks, barrier=not interpret))
+  kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N)
+            if by_channel else
+            functools.partial(kernels.BACKWARD[kind], neg=neg, n_states=N, blocks=blocks,
+                              barrier=not interpret))
   g = pl.pallas_call(
-      kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [per_td[1]],
+      kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [chunked_td],
       out_specs=[o[1] for o in outs], interpret=interpret, name=_name(kind, "backward"),
       **sequential_kernel._compiler_params(interpret, warps))(
-          *_kernel_inputs(kind, ins), dy)
+          *_kernel_inputs(kind, ins, steps), _chunked(dy, steps))
   g, dh0 = g[:len(g) - n_h0], g[len(g) - n_h0:]
   dh0 = tuple(v.sum(0) if shared else v for v in dh0) or (None,) * len(_h0_positions(kind))
+  restore = lambda v, flat: _time_order(v, steps) if flat else _unchunked(v)
   if kind == "real":
     dx, ddt, dlam, dB, dC = g
-    return (dx, ddt, dlam.sum(0), dB.sum(partials), dC.sum(partials)) + dh0
+    return (restore(dx, by_channel), restore(ddt, by_channel), dlam.sum(0),
+            restore(dB.sum(partials), not by_channel),
+            restore(dC.sum(partials), not by_channel)) + dh0
   dx, dphi, *per_nd_grads = g  # d phi, then d Br, d Bi, d Cr, d Ci
   # phi_t = theta_0 + ... + theta_t
-  dtheta = jax.lax.cumsum(dphi.sum(partials), axis=2, reverse=True)
-  return (dx, dtheta) + tuple(v.sum(0) for v in per_nd_grads) + dh0
+  dtheta = jax.lax.cumsum(restore(dphi.sum(partials), True), axis=2, reverse=True)
+  return (_unchunked(dx), dtheta) + tuple(v.sum(0) for v in per_nd_grads) + dh0
 
 
 _fused.defvjp(_fused_fwd, _fused_bwd, symbolic_zeros=True)
 
 
+def _odd_part(n: int) -> int:
+  return n >> ((n & -n).bit_length() - 1)
+
+
+def span(length: int, *steps: int) -> int:
+  """The time block S both kernels tile as G chunks of L steps (G a power of two, as Triton's
+  tiles are): the least S >= length that every kernel's L divides into a power of two of
+  chunks. L need not be a power of two, but the kernels' L differ by one: 60 steps are 4
+  chunks of 15 with no padding, where L = 8 pads them to 64."""
+  if any(not isinstance(v, int) or v < 1 for v in steps):
+    raise ValueError(f"pallas_chunked: steps per chunk must be positive integers, got {steps}")
+  odd = {_odd_part(v) for v in steps}
+  if len(odd) > 1:
+    raise ValueError(f"pallas_chunked: the kernels' steps per chunk {steps} must differ by a "
+                     f"power of two (one time block holds a power of two of chunks of each)")
+  m = odd.pop()
+  return m * sequential_kernel._pow2(-(-max(length, *steps) // m))
+
+
+def steps_for(length: int, kind: str, like: int | None = None, lanes: int = 1) -> int:
+  """The kind's default steps per chunk for `length` steps: of `STEPS[kind]`, the L that leaves
+  a thread the fewest steps to walk, L max(G, lanes) where G chunks of L span the length and
+  `lanes` chunks fill the backward tile's warps (with fewer, lanes hold copies: at 60 steps
+  (4, 1) counts 0.53 ms per run with 4 chunks of 15 against 0.29 with 8 of 8); then the least
+  span (the least padding), then the least L. With `like` (the other kernel's L) only those
+  that differ from it by a power of two (`span`), or `like` itself if none does."""
+  fits = [L for L in range(*STEPS[kind])
+          if like is None or _odd_part(L) == _odd_part(like)] or [like]
+  spans = {L: span(length, L, *([like] if like else [])) for L in fits}
+  return min(fits, key=lambda L: (L * max(spans[L] // L, lanes), spans[L], L))
+
+
 def _steps_of(tile) -> int | None:
   """A forward tile's own steps per chunk: its third entry, if it has one."""
   return tile[2] if tile is not None and len(tile) > 2 else None
+
+
+def _lanes_to_fill(tile, rows: int) -> int:
+  """Chunks that fill a backward tile's warps: its tiles are (rows, G), rows its channels, or
+  all states where it loops over channels."""
+  return max(1, 32 * tile[1] // rows)
+
+
+class Plan(NamedTuple):
+  """What a scan of given sizes runs (`plan`): tiles (forward's without its L), channel blocks
+  per backward program, the backward's loop, (the forward's L, the backward's L), the span."""
+  forward: tuple[int, int]
+  backward: tuple[int, int]
+  blocks: int
+  loop: str
+  steps: tuple[int, int]
+  span: int
+
+
+def plan(kind: str, length: int, channels: int, states: int, forward=None, backward=None,
+         steps: int | None = None, blocks: int | None = None, loop: str | None = None) -> Plan:
+  """`scan`'s arguments resolved against the defaults for `length` steps of `channels` and
+  `states`. Steps per chunk: `steps` for both kernels unless the forward tile names its own;
+  by default the default forward tile's, if it has one, and `steps_for` the length."""
+  P = sequential_kernel._pow2(length)  # default tiles as for time padded to a power of two
+  fwd = sequential_kernel._tile(forward and forward[:2],
+                                pallas_parallel.default_tile(FORWARD[kind][:2], P), channels)
+  bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], P),
+                                channels)
+  blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
+  sequential_kernel._check_pow2("channel blocks per program", blocks)
+  loop = loop or BACKWARD_LOOP[kind]
+  if loop not in LOOPS or (loop == "channels" and kind != "real"):
+    raise ValueError(f"backward loop {loop!r} for the {kind} kind; choose one of "
+                     f"{', '.join(LOOPS if kind == 'real' else LOOPS[:1])}")
+  blocks = 1 if loop == "channels" else blocks  # the channel loop sums shared rows itself
+  blocks = max(1, min(blocks, sequential_kernel._pow2(channels) // bwd[0]))
+  own = _steps_of(forward) or steps or _steps_of(FORWARD[kind])
+  lanes = _lanes_to_fill(bwd, states if loop == "channels" else bwd[0])
+  bwd_steps = steps or steps_for(length, kind, own, lanes)
+  fwd_steps = own or bwd_steps
+  return Plan(fwd, bwd, blocks, loop, (fwd_steps, bwd_steps),
+              span(length, fwd_steps, bwd_steps))
 
 
 def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
@@ -195,7 +322,7 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
   hands them). `forward` (default `FORWARD`): (channels per program, warps) or, with the
   forward's own steps per chunk, (channels, warps, L); `steps`: L of both kernels unless the
-  forward tile passed names its own (default `STEPS`, or the default forward tile's L);
+  forward tile passed names its own (default: `plan`);
   `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`); `loop`: what a
   backward program loops over (default `BACKWARD_LOOP`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
@@ -204,31 +331,17 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
     interpret = jax.default_backend() != "gpu"
   kind, cf = sequential_kernel.KINDS[f.family], f.channels_first
   D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
-  fwd_steps = _steps_of(forward) or steps or _steps_of(FORWARD[kind]) or STEPS
-  bwd_steps = steps or STEPS
-  for v in (fwd_steps, bwd_steps):
-    sequential_kernel._check_pow2("steps per chunk", v)
-  S = max(sequential_kernel._pow2(T), fwd_steps, bwd_steps)
-  fwd = sequential_kernel._tile(forward and forward[:2],
-                                pallas_parallel.default_tile(FORWARD[kind][:2], S), D)
-  bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], S), D)
-  blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
-  sequential_kernel._check_pow2("channel blocks per program", blocks)
-  loop = loop or BACKWARD_LOOP[kind]
-  if loop not in LOOPS or (loop == "channels" and kind != "real"):
-    raise ValueError(f"backward loop {loop!r} for the {kind} kind; choose one of "
-                     f"{', '.join(LOOPS if kind == 'real' else LOOPS[:1])}")
-  blocks = 1 if loop == "channels" else blocks  # the channel loop sums shared rows itself
-  blocks = max(1, min(blocks, sequential_kernel._pow2(D) // bwd[0]))
+  N = f.h0.shape[-1]
+  fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S = plan(kind, T, D, N, forward, backward,
+                                                           steps, blocks, loop)
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
   f32 = lambda v: v.astype(jnp.float32)
   per_t = lambda v, width: (  # (batch, width, S), channels first (width, batch, S)
-      jnp.pad(f32(v), ((0, width - v.shape[0]), (0, 0), (0, S - T))) if cf else
-      jnp.pad(jnp.swapaxes(f32(v), 1, 2), ((0, 0), (0, width - v.shape[2]), (0, S - T))))
+      sequential_kernel._pad(f32(v), (width, None, S)) if cf else
+      sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, width, S)))
   per_nd = lambda v: sequential_kernel._pad(f32(v).T, (None, Dp))  # (d, n) -> (n, Dp)
   h0 = lambda v: (per_nd(v) if v.ndim == 2 else  # shared (d, n), or (b, d, n) -> (b, n, Dp)
                   sequential_kernel._pad(jnp.swapaxes(f32(v), 1, 2), (None, None, Dp)))
-  N = f.h0.shape[-1]
   if kind == "real":
     ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
            h0(f.h0))

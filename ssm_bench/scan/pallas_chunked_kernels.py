@@ -1,9 +1,11 @@
-"""The chunked kernels' bodies (`pallas_chunked` calls them): per program a (channels, time) tile
-read as L strided (channels, G) slices, step k of each of G chunks of L steps (t = c L + k), and
-a loop over the states n. Per state the recurrence walks k = 0..L-1 elementwise in registers and
-one scan of the G chunks' summaries crosses lanes. A sum over the tile's other axis of a loop
-pass's L steps is one reduction of the L tiles stacked, written as one contiguous row
-(`joined_time_sums`): per reduction across lanes or warps, one exchange instead of L.
+"""The chunked kernels' bodies (`pallas_chunked` calls them): per program a (channels, G, L) tile,
+time as G chunks of L steps (t = c L + k; `pallas_chunked._chunked`), read as L (channels, G)
+tiles, step k of every chunk, and a loop over the states n. Per state the recurrence walks
+k = 0..L-1 elementwise in registers and one scan of the G chunks' summaries crosses lanes. G is
+a power of two (Triton's tiles are), L need not be. A sum over the tile's other axis of a loop
+pass's L steps is one reduction of the L tiles stacked per power-of-two run of steps, written as
+one (G, run) block (`store_time_sums`): per reduction across lanes or warps, one exchange per
+run instead of one per step.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
 with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states, G)
@@ -30,18 +32,20 @@ INPUTS = {kind: _PARALLEL_INPUTS[kind] for kind in KINDS}
 mul, add = ARITH.mul, ARITH.add  # of complex (re, im) pairs
 
 
-def strided(k, chunks, steps):  # step k of every chunk
-  return pl.ds(k, chunks, stride=steps)
+def load(ref, channels=slice(None)):
+  """A (channels, G, L) ref's L (channels, G) tiles, step k of every chunk, of a block of its
+  channels."""
+  return [ref[channels, :, k] for k in range(ref.shape[-1])]
 
 
-def load(ref, chunks, steps, channels=slice(None)):
-  """A (channels, time) ref's L strided (channels, G) tiles, of a block of its channels."""
-  return [ref[channels, strided(k, chunks, steps)] for k in range(steps)]
-
-
-def store(ref, tiles, chunks, steps, channels=slice(None)):
+def store(ref, tiles, channels=slice(None)):
   for k, tile in enumerate(tiles):
-    ref[channels, strided(k, chunks, steps)] = tile
+    ref[channels, :, k] = tile
+
+
+def rows(ref, n, steps):
+  """Row n of a (rows, G, L) ref as L (1, G) tiles: a state's B or C, shared over channels."""
+  return [ref[n, :, k][None, :] for k in range(steps)]
 
 
 def _join(tiles):
@@ -54,12 +58,21 @@ def _join(tiles):
   return jnp.stack([_join(tiles[0::2]), _join(tiles[1::2])], axis=-1)
 
 
-def joined_time_sums(tiles, axis):
-  """The sums over `axis` (of two) of L (.., G) tiles as one reduction, each a (S,) row in time
-  order: where the axis crosses warps, one exchange through shared memory (and its barriers)
-  instead of one per tile, and one contiguous store of the row instead of L strided ones."""
-  total = jnp.sum(_join(tiles), axis=axis)
-  return total.reshape(-1)
+def joined_time_sums(tiles):
+  """The sums over the first axis of w (rows, G) tiles (w a power of two) as one reduction, a
+  (G w,) row in time order: where the axis crosses warps, one exchange through shared memory
+  (and its barriers) instead of one per tile, and one contiguous store instead of w strided."""
+  return jnp.sum(_join(tiles), axis=0).reshape(-1)
+
+
+def store_time_sums(ref, row, tiles, add=False):
+  """ref[row] = the sums over the first axis of L (rows, G) tiles as one joined reduction
+  (`joined_time_sums`), or with `add` (`accumulate`) plus what is there. Triton's joins, as its
+  tiles, are powers of two: for another L the tiles are joined with zero ones up to the next
+  power of two L', and the (G L',) row holds them (`pallas_chunked._time_order` drops them
+  outside), where one reduction per step or per power-of-two run of steps counted more."""
+  zeros = [jnp.zeros_like(tiles[0])] * (sequential_kernel._pow2(len(tiles)) - len(tiles))
+  accumulate(ref, (row, slice(None)), joined_time_sums(list(tiles) + zeros), add)
 
 
 def first_chunk_sum(v):
@@ -109,32 +122,31 @@ def adjoint_steps(a, e, b, u, h0, neg, steps):
     yield k, g, (2.0 * e[k] if neg else a[k]) * g * before[k], after[k], incoming
 
 
-def _real(refs, n, x, dt, neg, chunks, steps, channels=slice(None)):
+def _real(refs, n, x, dt, neg, channels=slice(None)):
   """(lam, e, a, b, B rows, C rows, h0) of state n; e = exp(dt lam), a = e or 2 e - 1."""
+  steps = len(x)
   lam = refs["lam"][n, channels][:, None]
-  rows = {name: [refs[name][n, strided(k, chunks, steps)][None, :] for k in range(steps)]
-          for name in ("B", "C")}
+  B, C = rows(refs["B"], n, steps), rows(refs["C"], n, steps)
   e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
   a = [2.0 * v - 1.0 for v in e] if neg else e
-  b = [x[k] * rows["B"][k] for k in range(steps)]
-  return lam, e, a, b, rows["B"], rows["C"], refs["h0"][n, channels][:, None]
+  b = [x[k] * B[k] for k in range(steps)]
+  return lam, e, a, b, B, C, refs["h0"][n, channels][:, None]
 
 
-def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, steps, n_states):
+def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states):
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
-  chunks = x_ref.shape[-1] // steps
-  x, dt = load(x_ref, chunks, steps), load(dt_ref, chunks, steps)
+  x, dt = load(x_ref), load(dt_ref)
 
   def body(n, ys):
-    _, _, a, b, _, C, h0 = _real(refs, n, x, dt, neg, chunks, steps)
-    _, after, _ = states(a, b, h0, steps)
+    _, _, a, b, _, C, h0 = _real(refs, n, x, dt, neg)
+    _, after, _ = states(a, b, h0, len(x))
     return tuple(y + h * c for y, h, c in zip(ys, after, C))
-  ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
-  store(y_ref, ys, chunks, steps)
+  ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * len(x))
+  store(y_ref, ys)
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
-                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states, blocks, barrier):
+                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states, blocks, barrier):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
   chunk, then the gradients; shared rows (dB, dC) are one partial sum per program (a state's L
   steps summed over channels at once and written as one row: `joined_time_sums`), its channels
@@ -142,17 +154,17 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   walk_blocks(lambda channels, adding: _real_block(
       refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
-      adding, neg=neg, steps=steps, n_states=n_states), x_ref.shape[0], blocks, barrier)
+      adding, neg=neg, n_states=n_states), x_ref.shape[0], blocks, barrier)
 
 
 def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref,
-                channels, adding, neg, steps, n_states):
-  chunks = x_ref.shape[-1] // steps
-  x, dt, dy = (load(ref, chunks, steps, channels) for ref in (x_ref, dt_ref, dy_ref))
+                channels, adding, neg, n_states):
+  steps = x_ref.shape[-1]
+  x, dt, dy = (load(ref, channels) for ref in (x_ref, dt_ref, dy_ref))
 
   def body(n, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
-    lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, chunks, steps, channels)
+    lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, channels)
     dlam, dB, dC = None, [None] * steps, [None] * steps
     for k, g, de, h, incoming in adjoint_steps(a, e, b, [dy[k] * C[k] for k in range(steps)],
                                                h0, neg, steps):
@@ -160,20 +172,20 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
       ddt[k] = ddt[k] + de * lam
       dx[k] = dx[k] + g * B[k]
       dB[k], dC[k] = g * x[k], dy[k] * h
-    accumulate(dB_ref, (n, slice(None)), joined_time_sums(dB, axis=0), adding)
-    accumulate(dC_ref, (n, slice(None)), joined_time_sums(dC, axis=0), adding)
+    store_time_sums(dB_ref, n, dB, adding)
+    store_time_sums(dC_ref, n, dC, adding)
     dlam_ref[n, channels] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][n, channels] = first_chunk_sum(incoming)
     return tuple(dx) + tuple(ddt)
   zeros = jnp.zeros(x[0].shape, jnp.float32)
   out = jax.lax.fori_loop(0, n_states, body, (zeros,) * (2 * steps))
-  store(dx_ref, out[:steps], chunks, steps, channels)
-  store(ddt_ref, out[steps:], chunks, steps, channels)
+  store(dx_ref, out[:steps], channels)
+  store(ddt_ref, out[steps:], channels)
 
 
 def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref,
-                             ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, steps, n_states):
+                             ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states):
   """`real_backward` with the roles of states and channels swapped: a program's tiles are
   (states, G) (all N states across lanes) and it loops over its channels. The gradients shared
   over channels (dB, dC) then add up elementwise in registers across the loop and are written
@@ -183,13 +195,12 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
   channel's L steps at once (`joined_time_sums`: the states span warps, and each reduction
   across warps goes through shared memory behind barriers)."""
   del n_states
-  chunks = x_ref.shape[-1] // steps
-  B, C = load(B_ref, chunks, steps), load(C_ref, chunks, steps)
+  steps = x_ref.shape[-1]
+  B, C = load(B_ref), load(C_ref)
 
   def body(d, carry):
     dB, dC = list(carry[:steps]), list(carry[steps:])
-    x, dt, dy = ([ref[d, strided(k, chunks, steps)][None, :] for k in range(steps)]
-                 for ref in (x_ref, dt_ref, dy_ref))
+    x, dt, dy = (rows(ref, d, steps) for ref in (x_ref, dt_ref, dy_ref))
     lam, h0 = lam_ref[:, d][:, None], h0_ref[:, d][:, None]
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
@@ -201,16 +212,16 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
       dx[k], ddt[k] = g * B[k], de * lam
       dB[k] = dB[k] + g * x[k]
       dC[k] = dC[k] + dy[k] * h
-    dx_ref[d, :] = joined_time_sums(dx, axis=0)
-    ddt_ref[d, :] = joined_time_sums(ddt, axis=0)
+    store_time_sums(dx_ref, d, dx)
+    store_time_sums(ddt_ref, d, ddt)
     dlam_ref[:, d] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][:, d] = first_chunk_sum(incoming)
     return tuple(dB) + tuple(dC)
   zeros = jnp.zeros(B[0].shape, jnp.float32)
   out = jax.lax.fori_loop(0, x_ref.shape[0], body, (zeros,) * (2 * steps))
-  store(dB_ref, out[:steps], chunks, steps)
-  store(dC_ref, out[steps:], chunks, steps)
+  store(dB_ref, out[:steps])
+  store(dC_ref, out[steps:])
 
 
 # ---- the phase kind: rotation, in the rotating frame -----------------------------------------
@@ -230,12 +241,12 @@ def _exclusive_sums(v):
   return tuple(jnp.cumsum(part, axis=1) - part for part in own), own
 
 
-def _phase(refs, n, x, chunks, steps, channels=slice(None)):
+def _phase(refs, n, x, channels=slice(None)):
   """(P, B, C, h0, v) of state n: P_t = (cos, sin) of phi rows (1, G), B, C, h0 complex
   columns, v_t = conj(P_t) x_t per chunk step."""
+  steps = len(x)
   column = lambda name: refs[name][n, channels][:, None]
-  row = lambda name, k: refs[name][n, strided(k, chunks, steps)][None, :]
-  P = [(row("cos", k), row("sin", k)) for k in range(steps)]
+  P = list(zip(rows(refs["cos"], n, steps), rows(refs["sin"], n, steps)))
   B, C, h0 = ((column(name + "r"), column(name + "i")) for name in ("B", "C", "h0"))
   v = [(P[k][0] * x[k], -P[k][1] * x[k]) for k in range(steps)]
   return P, B, C, h0, v
@@ -252,15 +263,15 @@ def _running(v, steps):
 
 
 def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                  y_ref, *, neg, steps, n_states):
+                  y_ref, *, neg, n_states):
   del neg
   refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                         h0r_ref, h0i_ref)))
-  chunks = x_ref.shape[-1] // steps
-  x = load(x_ref, chunks, steps)
+  x = load(x_ref)
+  steps = len(x)
 
   def body(n, ys):
-    P, B, C, h0, v = _phase(refs, n, x, chunks, steps)
+    P, B, C, h0, v = _phase(refs, n, x)
     CB, Ch0 = mul(C, B), mul(C, h0)  # y_t = Re C h_t = Re P_t (C h0 + C B U_t)
     out = []
     for y, p, U in zip(ys, P, _running(v, steps)):
@@ -268,12 +279,12 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
       out.append(y + p[0] * z[0] - p[1] * z[1])
     return tuple(out)
   ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
-  store(y_ref, ys, chunks, steps)
+  store(y_ref, ys)
 
 
 def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
                    dy_ref, dx_ref, dphi_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
-                   steps, n_states, blocks, barrier):
+                   n_states, blocks, barrier):
   """h_t and g_t per step (above), then the gradients; phi's is one partial sum over the
   program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
   sums over time."""
@@ -282,17 +293,17 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
                                         h0r_ref, h0i_ref)))
   walk_blocks(lambda channels, adding: _phase_block(
       refs, x_ref, dy_ref, dx_ref, dphi_ref, (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
-      channels, adding, steps=steps, n_states=n_states), x_ref.shape[0], blocks, barrier)
+      channels, adding, n_states=n_states), x_ref.shape[0], blocks, barrier)
 
 
 def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, channels, adding,
-                 steps, n_states):
-  chunks = x_ref.shape[-1] // steps
-  x, dy = load(x_ref, chunks, steps, channels), load(dy_ref, chunks, steps, channels)
+                 n_states):
+  steps = x_ref.shape[-1]
+  x, dy = load(x_ref, channels), load(dy_ref, channels)
 
   def body(n, dx):
     dx = list(dx)
-    P, (br, bi), C, h0, v = _phase(refs, n, x, chunks, steps, channels)
+    P, (br, bi), C, h0, v = _phase(refs, n, x, channels)
     U = _running(v, steps)
     q = []  # dy_t conj(C P_t)
     for k in range(steps):
@@ -309,14 +320,14 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
       terms = (x[k] * gr, x[k] * gi, dy[k] * hr, -dy[k] * hi)
       sums = terms if sums is None else tuple(s + t for s, t in zip(sums, terms))
       dx[k] = dx[k] + gr * br + gi * bi
-    accumulate(dphi_ref, (n, slice(None)), joined_time_sums(dphi, axis=0), adding)
+    store_time_sums(dphi_ref, n, dphi, adding)
     for ref, s in zip(dBC_refs, sums):
       ref[n, channels] = jnp.sum(s, axis=1)
     for ref, value in zip(dh0_refs, later):  # G~_0
       ref[n, channels] = first_chunk_sum(value)
     return tuple(dx)
   out = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
-  store(dx_ref, out, chunks, steps, channels)
+  store(dx_ref, out, channels)
 
 
 FORWARD = {"real": real_forward, "phase": phase_forward}
