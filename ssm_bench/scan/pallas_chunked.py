@@ -241,8 +241,8 @@ def _odd_part(n: int) -> int:
 def span(length: int, *steps: int) -> int:
   """The time block S both kernels tile as G chunks of L steps (G a power of two, as Triton's
   tiles are): the least S >= length that every kernel's L divides into a power of two of
-  chunks. L need not be a power of two, but the kernels' L differ by one: 60 steps are 4
-  chunks of 15 with no padding, where L = 8 pads them to 64."""
+  chunks. L need not be a power of two, but the kernels' L must differ by a power-of-two factor:
+  60 steps are 4 chunks of 15 with no padding, where L = 8 pads them to 64."""
   if any(not isinstance(v, int) or v < 1 for v in steps):
     raise ValueError(f"pallas_chunked: steps per chunk must be positive integers, got {steps}")
   odd = {_odd_part(v) for v in steps}
