@@ -80,7 +80,7 @@ def test_a_forward_tile_may_name_its_own_steps_per_chunk(family):
   backward 8 (of `STEPS`, the one a power of two from 16), and values and every gradient are the
   sequential scan's (37 steps: time padded to 64, 4 chunks forward and 8 backward)."""
   f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
-  fn = lambda f: pallas_chunked.scan(f, (4, 1, 16), (4, 1), interpret=True)
+  fn = lambda f: pallas_chunked.scan(f, (4, 1, 16), (4, 1))  # compiled on a GPU
   assert_matches_the_sequential_scan(fn, f, f"{family}, forward L = 16")
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f)
   chunking = {e.params["name"].rsplit("_", 1)[-1]: _chunking(e)
@@ -116,7 +116,7 @@ def test_steps_per_chunk_need_not_be_a_power_of_two(family, length, steps, loop)
   sequential scan's, looping over states or channels."""
   f = to_factors(family, factored_inputs(family, length, d=5, n=3))
   assert_matches_the_sequential_scan(
-      lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop, interpret=True), f,
+      lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop), f,
       f"{family}, {length} steps of L = {steps or 'default'}, loop over {loop}")
 
 
