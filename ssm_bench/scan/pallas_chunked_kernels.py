@@ -3,9 +3,9 @@ time as G chunks of L steps (t = c L + k; `pallas_chunked._chunked`), read as L 
 tiles, step k of every chunk, and a loop over the states n. Per state the recurrence walks
 k = 0..L-1 elementwise in registers and one scan of the G chunks' summaries crosses lanes. G is
 a power of two (Triton's tiles are), L need not be. A sum over the tile's other axis of a loop
-pass's L steps is one reduction of the L tiles stacked per power-of-two run of steps, written as
-one (G, run) block (`store_time_sums`): per reduction across lanes or warps, one exchange per
-run instead of one per step.
+pass's L steps is one reduction of the L tiles stacked (with zero tiles up to a power of two),
+written as one contiguous row (`store_time_sums`): per reduction across lanes or warps, one
+exchange instead of L.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
 with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states, G)
