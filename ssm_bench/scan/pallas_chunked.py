@@ -6,13 +6,14 @@ Triton picks (4 steps per thread, 16 lanes along time): every scan is shuffle ro
 lanes, and the backward's adjoint is a reversed scan whose flips cost 88 of its 830 loop
 instructions (results/bench/README.md, "Instruction counts"). Here a program holds its (channels,
 time) tile as G chunks of L steps (t = c L + k; the kernels read the time axis as (G, L), a free
-reshape), step k of every chunk one (channels, G) tile: the recurrence runs k = 0..L-1 elementwise in registers, and only one scan of the G chunks'
-summaries crosses lanes: an exclusive one (`exclusive_recurrence_scan`) that hands each chunk
-the state its predecessors end in (and, reversed, the adjoint its successors start with). The
-backward then has h_{t-1} from the loop itself (no h_t - b_t, no second scan) for every family
-member, signed decay included. The rotation family's unit-modulus a_t makes it simpler still:
-in the rotating frame its recurrence is a running sum, and the scan across chunks a cumsum
-(`pallas_chunked_kernels`, where the kernels' bodies are).
+reshape), step k of every chunk one (channels, G) tile: the recurrence runs k = 0..L-1
+elementwise in registers, and only one scan of the G chunks' summaries crosses lanes: an
+exclusive one (`exclusive_recurrence_scan`) that hands each chunk the state its predecessors end
+in (and, reversed, the adjoint its successors start with). The backward then has h_{t-1} from the
+loop itself (no h_t - b_t, no second scan) for every family member, signed decay included. The
+rotation family's unit-modulus a_t makes it simpler still: in the rotating frame its recurrence
+is a running sum, and the scan across chunks a cumsum (`pallas_chunked_kernels`, where the
+kernels' bodies are).
 
 Counted for sm_90 at the paper cell (Triton 3.9.0, `launch.bench --sections=registers`), with
 the tiles below, predicted ms per run in the kernels (forward + backward) against
@@ -20,8 +21,9 @@ the tiles below, predicted ms per run in the kernels (forward + backward) agains
 scan alone, 27 runs, each kernel at the sweep's best tiles): real 0.495 against 0.587, phase
 0.696 against 0.970; the GPU's `auto`. `launch.bench --methods=pallas_parallel,pallas_chunked`
 times the two side by side. G is a power of two (Triton's tiles are), L need not be: by default
-the L in `STEPS` that pads time least (`steps_for`: the paper cell's 60 steps are 4 chunks of 15,
-nothing padded), padded steps have x = dt = theta = 0 (a = 1, b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
+the L in `STEPS` that pads time least once the warps are filled (`steps_for`: the paper cell's
+60 steps are 4 chunks of 15, nothing padded); padded steps have x = dt = theta = 0 (a = 1,
+b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
 `pallas_parallel`'s. The real kind's backward can loop over channels instead of states
 (`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over channels (dB,
 dC) are summed in registers rather than left as one partial sum per program. This module is
@@ -69,15 +71,15 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
-# L, steps per chunk, by default per kind: of range(*STEPS[kind]), the one whose span (`span`)
-# pads the time axis least, the least such L on a tie (`steps_for`): 60 steps are 4 chunks of 15 (no padding, where
-# 8 pads them to 64), 64 are 8 of 8. The backward's 4 and 16 counted worse than 8 (more scan
-# rounds, or spills). At the paper cell, 15 against 8 (predicted H100 ms per run, forward +
-# backward at the default tiles): mamba 0.341 against 0.353, negmamba 0.360 against 0.373,
+# L, steps per chunk, by default per kind: of range(*STEPS[kind]), the one that leaves a thread
+# the fewest steps, then pads the time axis least (`steps_for`): 60 steps are 4 chunks of 15 (no
+# padding, where 8 pads them to 64), 64 are 8 of 8. The backward's 4 and 16 counted worse than
+# 8 (more scan rounds, or spills). At the paper cell, 15 against 8 (predicted H100 ms per run,
+# forward + backward at the default tiles): mamba 0.341 against 0.353, negmamba 0.360 against 0.373,
 # aussm 0.517 against 0.579, and no pad or slice of a sequence around the kernels
 # (results/bench/README.md, "Steps per chunk that pad least"). Untimed on a GPU:
-# `chunked_tiles` times the best pair at 8 too, and where that wins, (8, 9) (pad to powers of two,
-# as before) is what `--apply_tiles` sets.
+# `chunked_tiles` times the best pair at 8 too, and where that wins, (8, 9) (pad to powers of
+# two, as before) is what `--apply_tiles` sets.
 STEPS = {"real": (8, 16), "phase": (8, 16)}
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
@@ -163,17 +165,12 @@ def _fused_fwd(static, *primals):
   return _fused(static, *ins), (ins, h0_grad)
 
 
-def _row(steps):
-  """Steps per chunk in a row of sums (`kernels.store_time_sums`): L up to a power of two."""
-  return sequential_kernel._pow2(steps)
-
-
 def _time_order(v, steps):
-  """A row of sums (`kernels.store_time_sums`: G chunks of `_row(L)` steps) as the (S,) time
+  """A row of sums (`kernels.store_time_sums`: G chunks of `kernels.row_steps`) as the (S,) time
   axis, the steps past L of each chunk dropped; the row itself when L is a power of two."""
-  if _row(steps) == steps:
+  if kernels.row_steps(steps) == steps:
     return v
-  chunks = v.reshape(v.shape[:-1] + (-1, _row(steps)))[..., :steps]
+  chunks = v.reshape(v.shape[:-1] + (-1, kernels.row_steps(steps)))[..., :steps]
   return chunks.reshape(v.shape[:-1] + (-1,))
 
 
@@ -188,7 +185,7 @@ def _fused_bwd(static, res, dy):
   # sums (`kernels.store_time_sums`), flat: per channel (dx, dt's) when the backward loops over
   # channels, else per state. Rows shared over channels: one partial sum per program (no
   # atomics), on the axis `partials`, the rest in the rows' own layout.
-  rows = lambda flat: (G * _row(steps),) if flat else (G, steps)
+  rows = lambda flat: (G * kernels.row_steps(steps),) if flat else (G, steps)
   zeros = lambda flat: (0,) * len(rows(flat))
   per_td = lambda flat: (
       jax.ShapeDtypeStruct(ins[0].shape[:2] + rows(flat), f32),
@@ -271,12 +268,6 @@ def _steps_of(tile) -> int | None:
   return tile[2] if tile is not None and len(tile) > 2 else None
 
 
-def _lanes_to_fill(tile, rows: int) -> int:
-  """Chunks that fill a backward tile's warps: its tiles are (rows, G), rows its channels, or
-  all states where it loops over channels."""
-  return max(1, 32 * tile[1] // rows)
-
-
 class Plan(NamedTuple):
   """What a scan of given sizes runs (`plan`): tiles (forward's without its L), channel blocks
   per backward program, the backward's loop, (the forward's L, the backward's L), the span."""
@@ -307,7 +298,9 @@ def plan(kind: str, length: int, channels: int, states: int, forward=None, backw
   blocks = 1 if loop == "channels" else blocks  # the channel loop sums shared rows itself
   blocks = max(1, min(blocks, sequential_kernel._pow2(channels) // bwd[0]))
   own = _steps_of(forward) or steps or _steps_of(FORWARD[kind])
-  lanes = _lanes_to_fill(bwd, states if loop == "channels" else bwd[0])
+  # chunks that fill the backward tile's warps: its tiles are (rows, G), rows its channels, or
+  # all states where it loops over channels
+  lanes = max(1, 32 * bwd[1] // (states if loop == "channels" else bwd[0]))
   bwd_steps = steps or steps_for(length, kind, own, lanes)
   fwd_steps = own or bwd_steps
   return Plan(fwd, bwd, blocks, loop, (fwd_steps, bwd_steps),

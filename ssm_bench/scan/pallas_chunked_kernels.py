@@ -65,13 +65,18 @@ def joined_time_sums(tiles):
   return jnp.sum(_join(tiles), axis=0).reshape(-1)
 
 
+def row_steps(steps):
+  """Steps per chunk in a row of sums (`store_time_sums`): L up to a power of two."""
+  return sequential_kernel._pow2(steps)
+
+
 def store_time_sums(ref, row, tiles, add=False):
   """ref[row] = the sums over the first axis of L (rows, G) tiles as one joined reduction
   (`joined_time_sums`), or with `add` (`accumulate`) plus what is there. Triton's joins, as its
   tiles, are powers of two: for another L the tiles are joined with zero ones up to the next
   power of two L', and the (G L',) row holds them (`pallas_chunked._time_order` drops them
   outside), where one reduction per step or per power-of-two run of steps counted more."""
-  zeros = [jnp.zeros_like(tiles[0])] * (sequential_kernel._pow2(len(tiles)) - len(tiles))
+  zeros = [jnp.zeros_like(tiles[0])] * (row_steps(len(tiles)) - len(tiles))
   accumulate(ref, (row, slice(None)), joined_time_sums(list(tiles) + zeros), add)
 
 
