@@ -9,7 +9,9 @@ kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the 
 step, with the host gap = wall time (of the same chunks untraced) - device time, and the
 costliest ops outside the scan kernel by name, each with where it comes from: the jax op path
 and Python line of its instruction in the compiled program's HLO (`hlo_sources`; the GPU trace
-itself names no scopes), which is also how the optimizer's ops are found there. On a GPU the
+itself names no scopes), which is also how the optimizer's ops are found there. Each kind and
+op also has the GB it reads and writes per step (`hlo_bytes`: operand and result sizes in the
+same HLO), so its ms say how near it ran to the device's bandwidth. On a GPU the
 ops are the device's; on a CPU the XLA thunks on the host threads (which may overlap: their sum
 can exceed the wall time).
 Each row also counts the matmul work of one run's step (from its jaxpr, so the same on every
@@ -117,6 +119,35 @@ def hlo_sources(text: str) -> dict:
   return out
 
 
+_SHAPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128)\[([\d,]*)\]")
+_BITS = {"pred": 8, "bf16": 16, "c64": 64, "c128": 128}
+_MOVES_NOTHING = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "while",
+                  "conditional", "call", "after-all", "partition-id", "replica-id"}
+_LINE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][\w\-]*)\(([^)]*)\)", re.M)
+
+
+def _shape_bytes(shape: str) -> int:
+  return sum(int(np.prod([int(d) for d in dims.split(",") if d])) *
+             _BITS.get(t, int(t[1:]) if t[1:].isdigit() else 32) // 8
+             for t, dims in _SHAPE.findall(shape))
+
+
+def hlo_bytes(text: str) -> dict:
+  """{instruction name: bytes it reads and writes} of a compiled program's HLO text: its
+  operands' sizes plus its result's. An upper bound on what the op moves (an in-place update
+  counts its whole buffer, a fusion that slices an operand counts all of it), and what XLA's
+  own cost model starts from; both spellings of a name, as `hlo_sources`."""
+  lines = _LINE.findall(text)
+  size = {name: _shape_bytes(shape) for name, shape, _, _ in lines}
+  out = {}
+  for name, shape, opcode, operands in lines:
+    if opcode in _MOVES_NOTHING:
+      continue
+    moved = size[name] + sum(size.get(o, 0) for o in re.findall(r"%([\w.\-]+)", operands))
+    out[name] = out[name.replace(".", "_")] = moved
+  return out
+
+
 def _refine(kind: str | None, source: str) -> str | None:
   """An op's kind given where it comes from: a custom call is the scan kernel only if jax
   made it a `pallas_call` (cuBLAS's are matmuls); the optimizer's name scope makes an op the
@@ -134,14 +165,20 @@ def _refine(kind: str | None, source: str) -> str | None:
   return by_primitive if kind == "other op" else kind
 
 
-def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = None) -> dict:
+def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = None,
+              moved: dict | None = None) -> dict:
   """{kind: ms per step} of the op events, plus device time, wall time, the host gap, and the
   TOP_OPS costliest ops by name outside the scan kernel, each with its kind and where it comes
   from (`sources`: `hlo_sources` of the traced program), else the op's own description where
-  the trace gives one (XLA's HLO text: the shapes)."""
-  sources = sources or {}
+  the trace gives one (XLA's HLO text: the shapes). With `moved` (`hlo_bytes` of the program),
+  the GB per step each kind and op reads and writes: GB over ms is the bandwidth it reached.
+  Bytes go with an event whose op the HLO names (a kernel in a GPU command buffer is found by
+  its own name, a fusion's; one without, e.g. a cuBLAS kernel there, adds its ms to
+  `ms_without_bytes`); an op launched as several kernels counts once per kernel."""
+  sources, moved = sources or {}, moved or {}
   device = {pid for pid, n in procs.items() if n.startswith("/device:")}
   per_kind, per_op, about = collections.Counter(), collections.Counter(), {}
+  kind_bytes, op_bytes, unsized = collections.Counter(), collections.Counter(), 0.0
   for e in events:
     name = e.get("name", "")
     if device and e.get("pid") not in device:
@@ -150,14 +187,18 @@ def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = N
       continue
     args = e.get("args", {})
     source = sources.get(str(args.get("hlo_op", ""))) or sources.get(name, "")
+    nbytes = moved.get(str(args.get("hlo_op", ""))) or moved.get(name, 0)
     kind = kind_of(name, " ".join(str(args.get(k, "")) for k in ("long_name", "tf_op", "hlo_op",
                                                                     "name_scope")))
     kind = _refine(kind, source)
     if kind:
       ms = float(e.get("dur", 0.0)) / 1e3 / steps  # microseconds -> ms per step
       per_kind[kind] += ms
+      kind_bytes[kind] += nbytes / steps
+      unsized += 0.0 if nbytes else ms
       if kind != KINDS[0][0]:  # the scan kernel's own time is its row; the rest by op
         per_op[name] += ms
+        op_bytes[name] += nbytes / steps
         detail = source or str(args.get("long_name") or args.get("hlo_op") or "")
         if not about.get(name, ("", ""))[1]:  # until an event describes the op
           about[name] = (kind, detail)
@@ -166,8 +207,11 @@ def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = N
   return {"ms_per_step": {k: round(v, 4) for k, v in per_kind.most_common()},
           "device_ms_per_step": round(busy, 4), "wall_ms_per_step": round(wall, 4),
           "host_gap_ms_per_step": round(max(wall - busy, 0.0), 4),
-          "top_ops": [{"op": n, "kind": about[n][0], "ms": round(ms, 4), "detail": about[n][1][:200]}
-                      for n, ms in per_op.most_common(TOP_OPS)],
+          "gb_per_step": {k: float(f"{kind_bytes[k] / 1e9:.4g}") for k in per_kind if moved},
+          **({"ms_without_bytes": round(unsized, 4)} if moved else {}),
+          "top_ops": [{"op": n, "kind": about[n][0], "ms": round(ms, 4),
+                       **({"gb": float(f"{op_bytes[n] / 1e9:.4g}")} if moved else {}),
+                       "detail": about[n][1][:200]} for n, ms in per_op.most_common(TOP_OPS)],
           "source": "device" if device else "host threads (CPU)"}
 
 
@@ -208,7 +252,7 @@ def profile_one(cfg, k: int, reps: int) -> dict:
     state, m = chunk_many(state, hp)
     jax.block_until_ready(m)
   wall = time.perf_counter() - t0
-  sources = hlo_sources(chunk_many.lower(state, hp).compile().as_text())  # in-memory cache hit
+  text = chunk_many.lower(state, hp).compile().as_text()  # in-memory cache hit
   with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
     with jax.profiler.trace(tmp, create_perfetto_trace=True):
       for _ in range(reps):
@@ -216,7 +260,7 @@ def profile_one(cfg, k: int, reps: int) -> dict:
         jax.block_until_ready(m)
     events, procs = _events(tmp)
   steps = reps * cfg.log_every
-  row = {"k": k, **summarize(events, procs, steps, wall, sources),
+  row = {"k": k, **summarize(events, procs, steps, wall, hlo_sources(text), hlo_bytes(text)),
          "matmul_gflop_per_run_step": round(step_matmul_gflop(trainer), 4)}
   matmul_ms = row["ms_per_step"].get("matmul")
   if matmul_ms:
@@ -267,7 +311,7 @@ def profile_eval(cfg, reps: int) -> dict:
     jax.block_until_ready([correct(params, *s) for s in sets.values()])
   program_s = time.perf_counter() - t0
   tokens = next(iter(sets.values()))[0]
-  sources = hlo_sources(program.lower(params, tokens, tokens, *extra(cfg)).compile().as_text())
+  text = program.lower(params, tokens, tokens, *extra(cfg)).compile().as_text()
   with tempfile.TemporaryDirectory(prefix="ssm-bench-trace-") as tmp:
     with jax.profiler.trace(tmp, create_perfetto_trace=True):
       for _ in range(reps):
@@ -275,7 +319,8 @@ def profile_eval(cfg, reps: int) -> dict:
     events, procs = _events(tmp)
   return {"first_s": round(first, 3), "program_ms_per_run": round(program_s * 1e3 / reps, 3),
           "streams": list(sets), "eval_seqs": cfg.eval_seqs, "eval_length": cfg.eval_length,
-          "eval_chunk": cfg.eval_chunk, **summarize(events, procs, reps, wall, sources)}
+          "eval_chunk": cfg.eval_chunk,
+          **summarize(events, procs, reps, wall, hlo_sources(text), hlo_bytes(text))}
 
 
 def bench_eval_profile(eval_config, models, reps: int = 2) -> list:
@@ -299,6 +344,11 @@ def render_eval(rows) -> str:
       f"{r['host_gap_ms_per_step']:.3f}; the first (compiling) {r['first_s']:.2f} s"))
 
 
+def _moved(gb, ms) -> str:
+  """`  x GB  y TB/s`: what an op kind read and wrote per step, and the rate (GB per ms)."""
+  return "" if gb is None else f"  {gb:9.3g} GB" + (f" {gb / ms:7.3g} TB/s" if ms > 0 else "")
+
+
 def _render(rows, name, head) -> str:
   """Per row `name: head` (or `name: error`), then its time by kind and costliest ops."""
   out = []
@@ -308,11 +358,14 @@ def _render(rows, name, head) -> str:
       continue
     out.append(f"{name(r)}: {head(r)}")
     total = r["device_ms_per_step"] or 1.0
-    out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%"
+    gb = r.get("gb_per_step", {})
+    out += [f"  {kind:<28} {ms:9.4f} ms  {100 * ms / total:5.1f}%" + _moved(gb.get(kind), ms)
             for kind, ms in r["ms_per_step"].items()]
+    if r.get("ms_without_bytes"):
+      out.append(f"  (no bytes for {r['ms_without_bytes']:.4f} ms of ops: not named in the HLO)")
     if r.get("top_ops"):
       out.append("  costliest ops outside the scan kernel:")
-      out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms  {o['kind']}"
+      out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms{_moved(o.get('gb'), o['ms'])}  {o['kind']}"
               + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
               for o in r["top_ops"]]
   return "\n".join(out)

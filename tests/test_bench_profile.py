@@ -21,6 +21,23 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
   assert "negmamba (auto) K=2" in bench_profile.render(rows)
   assert rows[0]["top_ops"] and "costliest ops" in bench_profile.render(rows), rows[0]
   assert rows[0]["matmul_gflop_per_run_step"] == rows[1]["matmul_gflop_per_run_step"] > 0
+  for r in rows:  # the bytes each kind read and wrote, from the traced program's HLO
+    gb = r["gb_per_step"]
+    assert set(gb) == set(r["ms_per_step"]) and gb["matmul"] > 0 and gb["fusion"] > 0, gb
+    assert any(o.get("gb", 0) > 0 for o in r["top_ops"]), f"no op's bytes found: {r['top_ops']}"
+  assert rows[1]["gb_per_step"]["matmul"] > rows[0]["gb_per_step"]["matmul"], "K=2 moves more"
+  assert " GB " in bench_profile.render(rows) and "TB/s" in bench_profile.render(rows)
+
+
+def test_an_ops_bytes_are_its_operands_and_its_result():
+  """`hlo_bytes` on a compiled program: the op that reads two (256, 128) float32 arrays and
+  writes their (128,) column sums moves 2 x 131072 + 512 bytes."""
+  from launch import bench_profile
+  program = jax.jit(lambda x, y: jnp.tanh(x + y).sum(0))
+  text = program.lower(jnp.ones((256, 128)), jnp.ones((256, 128))).compile().as_text()
+  moved = bench_profile.hlo_bytes(text)
+  assert 2 * 256 * 128 * 4 + 128 * 4 in moved.values(), moved
+  assert all(name.replace(".", "_") in moved for name in moved), "both spellings of each name"
 
 
 def test_profile_traces_each_method_asked_for(monkeypatch):
