@@ -128,7 +128,7 @@ _LINE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][\w\-]*)\(([^)]*)\)
 
 def _shape_bytes(shape: str) -> int:
   return sum(int(np.prod([int(d) for d in dims.split(",") if d])) *
-             _BITS.get(t, int(t[1:]) if t[1:].isdigit() else 32) // 8
+             (_BITS.get(t) or int(t[1:])) // 8
              for t, dims in _SHAPE.findall(shape))
 
 
@@ -186,8 +186,8 @@ def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = N
     if not device and _RUNTIME.match(name):
       continue
     args = e.get("args", {})
-    source = sources.get(str(args.get("hlo_op", ""))) or sources.get(name, "")
-    nbytes = moved.get(str(args.get("hlo_op", ""))) or moved.get(name, 0)
+    of_op = lambda table, none: table.get(str(args.get("hlo_op", ""))) or table.get(name, none)
+    source, nbytes = of_op(sources, ""), of_op(moved, 0)
     kind = kind_of(name, " ".join(str(args.get(k, "")) for k in ("long_name", "tf_op", "hlo_op",
                                                                     "name_scope")))
     kind = _refine(kind, source)
