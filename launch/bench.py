@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from launch import bench_chunked_tiles
+from launch import bench_compiled
 from launch import bench_eval_tiles
 from launch import bench_projection
 from launch import bench_registers
@@ -70,13 +71,19 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "--profile_k), 'eval_profile' (the same for one run's "
                               "evaluation as a sweep scores it), 'precision' "
                               "(a step in float32 and tf32x3 vs TF32 matmuls, with their "
-                              "gradients) and 'workers' (a CPU sweep "
+                              "gradients), 'compiled' (the GB a training step reads and writes, by "
+                              "kind of op, from its compiled program at --profile_k; --target: "
+                              "compiled for that GPU without one) and 'workers' (a CPU sweep "
                               "in one process vs --bench_workers processes).")
 _WORKERS = flags.DEFINE_list("bench_workers", ["1", "2"], "workers: the worker counts to "
                              "time (1: in this process, as a sweep's default).")
 _WORKERS_STEPS = flags.DEFINE_integer("bench_workers_steps", 1000, "workers: steps per run.",
                                       lower_bound=1)
-_PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile: vmapped group sizes.")
+_PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile, compiled: vmapped group "
+                               "sizes.")
+_TARGET = flags.DEFINE_string("target", "", "compiled: the GPU to compile for without one ("
+                              f"{', '.join(bench_compiled.TARGETS)}; launch/gpu_targets); "
+                              "default: this machine's device.")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
@@ -102,7 +109,8 @@ _METHODS = flags.DEFINE_list("methods", [], "step, train_many, profile, register
 
 def sizes() -> dict:
   """The cell's sizes, with any size flag given on the command line taking precedence."""
-  cell = CELLS[_CELL.value or ("cpu" if jax.default_backend() == "cpu" else "paper")]
+  here = "cpu" if jax.default_backend() == "cpu" and not _TARGET.value else "paper"
+  cell = CELLS[_CELL.value or here]
   given = {"batch": _BATCH.value, "length": _LENGTH.value, "d_model": _D_MODEL.value,
            "d_state": _D_STATE.value}
   return {k: given[k] if given[k] is not None else v for k, v in cell.items()}
@@ -205,6 +213,8 @@ def render(section: str, result) -> str:
     return bench_profile.render(result)
   if section == "eval_profile":
     return bench_profile.render_eval(result)
+  if section == "compiled":
+    return bench_compiled.render(result)
   if section == "registers":
     return bench_registers.render(result)
   if section == "step":
@@ -330,6 +340,9 @@ def checked_flags() -> tuple[list, dict]:
              "profile": lambda: bench_profile.bench_profile(
                  step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value,
                  methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
+             "compiled": lambda: bench_compiled.bench_compiled(
+                 step_config, names, [int(k) for k in _PROFILE_K.value], target=_TARGET.value,
+                 methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
              "eval_profile": lambda: bench_profile.bench_eval_profile(eval_config, names,
                                                                      reps=_REPS.value),
              "workers": lambda: bench_workers.bench_workers(
@@ -341,6 +354,11 @@ def checked_flags() -> tuple[list, dict]:
   unknown = [s for s in _SECTIONS.value if s not in benches]
   if unknown:
     raise common.UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(benches)}")
+  if _TARGET.value:  # unknown, or no CUDA plugin to compile with: one line, before anything runs
+    try:
+      bench_compiled.target_device(_TARGET.value)
+    except bench_compiled.TargetError as e:
+      raise common.UsageError(str(e)) from None
   return names, benches
 
 

@@ -1,0 +1,189 @@
+"""What a training step reads and writes, from its compiled program: for this machine's device,
+or for a GPU compiled here without one (`--target`):
+
+    python -m launch.bench --sections=compiled --target=h200 --models=mamba --profile_k=27
+
+XLA compiles for a GPU from a description of it (SMs, bandwidth, caches, compute capability:
+`launch/gpu_targets/<name>.txtpb`) through jax's CUDA plugin with no GPU attached, so the
+program is the one a lent GPU would build, with that XLA's fusions, the Pallas kernels lowered
+through Triton, and cuBLAS calls where autotuning would have chosen among gemms (the one part
+that differs: results/bench/README.md, "A GPU's step compiled without a GPU"). The section sums
+the bytes each instruction of one training step reads and writes (`bench_profile.hlo_bytes`;
+the training loop's body, a loop inside it once per iteration) by kind of op, and names the
+costliest ops. Outside the scan kernels a 27-run step ran at the H200's bandwidth (4.07 TB/s:
+"The bytes of a 27-run step"), so these bytes say, before a GPU minute is spent, what a change
+to the layers does to that part of a step; the kernels' own time is the instruction counts'
+(`--sections=registers`) or a GPU's.
+
+A GPU target needs jax's CUDA plugin at jax's version, without CUDA's libraries (nothing runs):
+`pip install --no-deps jax-cuda13-plugin==V jax-cuda13-pjrt==V` and
+`JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1` (the README gives the Python 3.12 environment that has
+the lent GPUs' jax 0.11.2).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import pathlib
+import re
+import time
+
+import jax
+
+from launch import bench_profile
+from ssm_bench import train
+
+TARGETS = {p.stem: p for p in sorted((pathlib.Path(__file__).parent / "gpu_targets")
+                                     .glob("*.txtpb"))}
+TOP_OPS = 12
+_WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*?\{\n(.*?)\n\}$", re.M | re.S)
+_NAME = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ", re.M)
+
+
+class TargetError(Exception):
+  """A GPU target that cannot be compiled for here: one line saying what to install or pick."""
+
+
+def target_device(target: str | None):
+  """The device to compile for: this machine's first, or a compile-only GPU `target`."""
+  if not target:
+    return jax.devices()[0]
+  if target not in TARGETS:
+    raise TargetError(f"--target: unknown {target}; choose from {', '.join(TARGETS)}")
+  from jax.experimental import topologies
+  try:
+    topology = topologies.get_topology_desc(target, "cuda", topology="1x1x1",
+                                            target_config=TARGETS[target].read_text())
+  except (NotImplementedError, RuntimeError) as e:
+    raise TargetError(
+        f"--target={target} needs jax's CUDA plugin ({type(e).__name__}: {str(e)[:120]}): "
+        f"pip install --no-deps jax-cuda13-plugin=={jax.__version__} "
+        f"jax-cuda13-pjrt=={jax.__version__}; export JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1") from None
+  return topology.devices[0]
+
+
+@contextlib.contextmanager
+def as_gpu(target: str | None):
+  """While a GPU target's program is traced, the suite's choices by backend (`auto`'s method,
+  channels-first layers, the kernels compiled rather than interpreted) are the GPU's: they ask
+  `jax.default_backend()`, which here is the CPU. Pallas asks the attached GPU for its compute
+  capability (jax 0.11); the target's name gives it."""
+  if not target:
+    yield
+    return
+  saved = jax.default_backend
+  patched = []
+  try:
+    from jax._src.pallas.triton import gpu_info
+    version = getattr(gpu_info, "GpuVersion", None)
+    by_name = {v.name.lower(): v for v in version} if version else {}
+    if target in by_name:
+      patched.append((gpu_info, gpu_info.get_gpu_info))
+      gpu_info.get_gpu_info = lambda: gpu_info.get_gpu_info_from_version(by_name[target])
+  except ImportError:  # jax 0.10 asks nothing
+    pass
+  jax.default_backend = lambda: "gpu"
+  try:
+    yield
+  finally:
+    jax.default_backend = saved
+    for module, fn in patched:
+      module.get_gpu_info = fn
+
+
+def _trips(attrs: str) -> int:
+  m = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', attrs)
+  return int(m.group(1)) if m else 1
+
+
+def step_bytes(text: str, steps: int) -> dict:
+  """{instruction: bytes per training step} of a compiled chunk's HLO text: the instructions of
+  the training loop's body (the entry's while that runs `steps` iterations), with each loop
+  nested in it counted by its body's instructions times its known trip count."""
+  bodies = dict(_COMPUTATION.findall(text))
+  loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
+  entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
+  outer = [body for name, (body, n) in loops.items()
+           if n == steps and re.search(r"%" + re.escape(name) + r" = ", bodies[entry])]
+  if not outer:
+    raise ValueError(f"no loop of {steps} iterations in the compiled program's entry")
+  moved, out = bench_profile.hlo_bytes(text), collections.Counter()
+
+  def add(computation: str, times: int):
+    for name in _NAME.findall(bodies[computation]):
+      if name in loops:
+        body, n = loops[name]
+        add(body, times * n)
+      elif name in moved:
+        out[name] += moved[name] * times
+  add(outer[0], 1)
+  return dict(out)
+
+
+def compiled_one(cfg, k: int, target: str | None) -> dict:
+  """One row: cfg's training chunk vmapped over k runs, compiled for `target`, its bytes per
+  training step by kind and the costliest ops."""
+  device = target_device(target)
+  sharding = jax.sharding.SingleDeviceSharding(device)
+  on_device = lambda tree: jax.tree.map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
+  with as_gpu(target):
+    trainer = train.Trainer(cfg)
+    init_many, chunk_many = trainer.compiled(donate=False)
+    hp = train.hparams([cfg.replace(seed=i) for i in range(k)])
+    t0 = time.perf_counter()
+    text = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)),
+                            on_device(hp)).compile().as_text()
+  compile_s = time.perf_counter() - t0
+  moved, sources = step_bytes(text, cfg.log_every), bench_profile.hlo_sources(text)
+  per_kind, ops = collections.Counter(), []
+  for name, nbytes in moved.items():
+    source = sources.get(name, "")
+    kind = bench_profile._refine(bench_profile.kind_of(name), source)
+    per_kind[kind] += nbytes
+    ops.append((nbytes, name, kind, source))
+  gb = lambda b: float(f"{b / 1e9:.4g}")
+  return {"k": k, "target": target or jax.devices()[0].device_kind,
+          "compile_s": round(compile_s, 2), "gb_per_step": gb(sum(per_kind.values())),
+          "gb_per_run_step": gb(sum(per_kind.values()) / k),
+          "gb_by_kind": {kind: gb(b) for kind, b in per_kind.most_common()},
+          "top_ops": [{"op": n, "kind": kind, "gb": gb(b), "detail": s[:200]}
+                      for b, n, kind, s in sorted(ops, reverse=True)[:TOP_OPS]]}
+
+
+def bench_compiled(step_config, models, ks, target: str | None = None,
+                   methods=lambda model: ("auto",), steps_per_chunk: int = 5) -> list:
+  """Rows per (model, scan method, K): `compiled_one` at step_config(model, method)."""
+  target_device(target)  # a target that cannot be compiled for: one error, before any model
+  rows = []
+  for model in models:
+    for method in methods(model):
+      cfg = step_config(model, method).replace(steps=steps_per_chunk, log_every=steps_per_chunk,
+                                               checkpoint_every=steps_per_chunk)
+      for k in ks:
+        try:
+          rows.append({"model": model, "method": method, **compiled_one(cfg, k, target)})
+        except Exception as e:  # a kernel Triton rejects: a result, not a crash
+          rows.append({"model": model, "method": method, "k": k,
+                       "error": f"{type(e).__name__}: {str(e)[:200]}"})
+  return rows
+
+
+def render(rows) -> str:
+  out = []
+  for r in rows:
+    name = f"{r['model']} ({r['method']}) K={r['k']}"
+    if "error" in r:
+      out.append(f"{name}: {r['error']}")
+      continue
+    total = r["gb_per_step"] or 1.0
+    out.append(f"{name}, compiled for {r['target']} in {r['compile_s']} s: {total:.4g} GB per "
+               f"step ({r['gb_per_run_step']:.4g} per run-step)")
+    out += [f"  {kind:<28} {gb:9.4g} GB  {100 * gb / total:5.1f}%"
+            for kind, gb in r["gb_by_kind"].items()]
+    out.append("  costliest ops:")
+    out += [f"    {o['op'][:40]:<40} {o['gb']:9.4g} GB  {o['kind']}  {o['detail'][:100]}"
+            for o in r["top_ops"]]
+  return "\n".join(out) if out else json.dumps(rows)

@@ -1,0 +1,78 @@
+"""`launch.bench --sections=compiled`: a training step's bytes from its compiled program."""
+import jax
+import pytest
+
+from bench_flags import TINY, small_flags  # noqa: F401 (the module's flags)
+from launch import bench_compiled
+
+# A chunk of 5 steps whose body runs one 8-iteration loop: the step's bytes are the body's
+# fusion (2 x 4 x 4 bytes in, 4 x 4 out) and 8 times the inner loop's (4 x 4 in, 4 x 4 out).
+_PROGRAM = """HloModule chunk
+
+%inner (p: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
+  %p = (s32[], f32[4,4]) parameter(0)
+  %x = f32[4,4]{1,0} get-tuple-element(%p), index=1
+  %inner_fusion = f32[4,4]{1,0} fusion(%x), kind=kLoop, calls=%f
+  %i = s32[] get-tuple-element(%p), index=0
+  ROOT %t = (s32[], f32[4,4]) tuple(%i, %inner_fusion)
+}
+
+%body (q: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
+  %q = (s32[], f32[4,4]) parameter(0)
+  %y = f32[4,4]{1,0} get-tuple-element(%q), index=1
+  %step_fusion = f32[4,4]{1,0} fusion(%y, %y), kind=kLoop, calls=%g
+  %inner_loop = (s32[], f32[4,4]) while(%q), condition=%c, body=%inner, backend_config={"known_trip_count":{"n":"8"}}
+  %j = s32[] get-tuple-element(%q), index=0
+  ROOT %u = (s32[], f32[4,4]) tuple(%j, %step_fusion)
+}
+
+ENTRY %main (a: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
+  %a = (s32[], f32[4,4]) parameter(0)
+  %before = f32[4,4]{1,0} fusion(%a), kind=kLoop, calls=%h
+  ROOT %training = (s32[], f32[4,4]) while(%a), condition=%d, body=%body, backend_config={"known_trip_count":{"n":"5"}}
+}
+"""
+
+
+def test_a_steps_bytes_are_its_loops_body_with_inner_loops_times_their_trips():
+  moved = bench_compiled.step_bytes(_PROGRAM, steps=5)
+  assert moved == {"step_fusion": 3 * 64, "inner_fusion": 8 * 2 * 64}, (
+      f"expected the body's fusion once and the inner loop's 8 times, nothing outside: {moved}")
+  with pytest.raises(ValueError, match="no loop of 10 iterations"):
+    bench_compiled.step_bytes(_PROGRAM, steps=10)
+
+
+def test_compiled_section_sums_a_steps_bytes_by_kind_on_this_machine():
+  rows = bench_compiled.bench_compiled(lambda model, method: TINY.replace(model=model),
+                                       ["negmamba"], [1, 2])
+  assert [(r["model"], r["k"]) for r in rows] == [("negmamba", 1), ("negmamba", 2)], rows
+  for r in rows:
+    assert r["gb_by_kind"]["matmul"] > 0 and r["top_ops"], f"an empty row: {r}"
+    assert abs(sum(r["gb_by_kind"].values()) - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
+  ratio = rows[1]["gb_per_step"] / rows[0]["gb_per_step"]
+  assert 1.8 < ratio < 2.2, f"two runs' step should move about twice one run's, not {ratio:.2f}x"
+  text = bench_compiled.render(rows)
+  assert "negmamba (auto) K=2, compiled for cpu" in text and "costliest ops" in text, text
+
+
+def test_a_gpu_target_is_named_and_needs_the_cuda_plugin(monkeypatch):
+  with pytest.raises(bench_compiled.TargetError, match="unknown h300; choose from h100, h200"):
+    bench_compiled.target_device("h300")
+  from jax.experimental import topologies
+
+  def no_plugin(*args, **kw):
+    raise NotImplementedError("topology not implemented for cuda")
+  monkeypatch.setattr(topologies, "get_topology_desc", no_plugin)
+  with pytest.raises(bench_compiled.TargetError, match="pip install --no-deps jax-cuda13-plugin"):
+    bench_compiled.target_device("h200")
+
+
+def test_a_gpu_targets_choices_by_backend_last_only_while_it_is_traced():
+  assert jax.default_backend() == "cpu"
+  with pytest.raises(RuntimeError, match="inside"):
+    with bench_compiled.as_gpu("h200"):
+      assert jax.default_backend() == "gpu", "the suite's GPU choices while traced for a GPU"
+      raise RuntimeError("inside")
+  assert jax.default_backend() == "cpu", "the backend was left patched after the target"
+  with bench_compiled.as_gpu(None):
+    assert jax.default_backend() == "cpu", "this machine's device is compiled as it is"
