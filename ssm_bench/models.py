@@ -109,7 +109,11 @@ class StateTracker(nn.Module):
     # leaves jax's own setting (JAX_DEFAULT_MATMUL_PRECISION, recorded in each summary).
     with (contextlib.nullcontext() if cfg.matmul_precision == "default"
           else jax.default_matmul_precision(jax_precision(cfg.matmul_precision))):
-      act = ACTIVATIONS[cfg.activation]
+      # Recomputed in the backward from its input, its intermediates not stored (GELU's tanh
+      # form keeps five sequence-sized ones): outside the scan kernels a GPU step is
+      # bandwidth-bound, and this moves 1.49 GB less per 27-run mamba step on the H200
+      # (results/bench/README.md, "A GPU's step compiled without a GPU"); same values.
+      act = jax.checkpoint(ACTIVATIONS[cfg.activation])
       x = Embed(cfg.vocab_size, cfg.d_model, name="embed")(tokens)
       for i, name in enumerate(cfg.layers):
         y = build_layer(cfg, i)(_norm(cfg.norm, f"norm{i}")(x))
