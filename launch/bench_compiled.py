@@ -38,6 +38,7 @@ TARGETS = {p.stem: p for p in sorted((pathlib.Path(__file__).parent / "gpu_targe
                                      .glob("*.txtpb"))}
 TOP_OPS = 12
 _WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
+_CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? call\(.*?to_apply=%([\w.\-]+)", re.M)
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*?\{\n(.*?)\n\}$", re.M | re.S)
 _NAME = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ", re.M)
 
@@ -101,9 +102,11 @@ def _trips(attrs: str) -> int:
 def step_bytes(text: str, steps: int) -> dict:
   """{instruction: bytes per training step} of a compiled chunk's HLO text: the instructions of
   the training loop's body (the entry's while that runs `steps` iterations), with each loop
-  nested in it counted by its body's instructions times its known trip count."""
+  nested in it counted by its body's instructions times its known trip count, and each call
+  by its computation's."""
   bodies = dict(_COMPUTATION.findall(text))
   loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
+  nested = {**loops, **{name: (computation, 1) for name, computation in _CALL.findall(text)}}
   entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
   outer = [body for name, (body, n) in loops.items()
            if n == steps and re.search(r"%" + re.escape(name) + r" = ", bodies[entry])]
@@ -113,8 +116,8 @@ def step_bytes(text: str, steps: int) -> dict:
 
   def add(computation: str, times: int):
     for name in _NAME.findall(bodies[computation]):
-      if name in loops:
-        body, n = loops[name]
+      if name in nested:
+        body, n = nested[name]
         add(body, times * n)
       elif name in moved:
         out[name] += moved[name] * times

@@ -5,8 +5,9 @@ import pytest
 from bench_flags import TINY, small_flags  # noqa: F401 (the module's flags)
 from launch import bench_compiled
 
-# A chunk of 5 steps whose body runs one 8-iteration loop: the step's bytes are the body's
-# fusion (2 x 4 x 4 bytes in, 4 x 4 out) and 8 times the inner loop's (4 x 4 in, 4 x 4 out).
+# A chunk of 5 steps whose body runs one 8-iteration loop and calls a computation: the step's
+# bytes are the body's fusion (2 x 4 x 4 floats in, 4 x 4 out), the called one's (4 x 4 in and
+# out) and 8 times the inner loop's.
 _PROGRAM = """HloModule chunk
 
 %inner (p: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
@@ -17,10 +18,16 @@ _PROGRAM = """HloModule chunk
   ROOT %t = (s32[], f32[4,4]) tuple(%i, %inner_fusion)
 }
 
+%callee (r: f32[4,4]) -> f32[4,4] {
+  %r = f32[4,4]{1,0} parameter(0)
+  ROOT %called_fusion = f32[4,4]{1,0} fusion(%r), kind=kLoop, calls=%k
+}
+
 %body (q: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
   %q = (s32[], f32[4,4]) parameter(0)
   %y = f32[4,4]{1,0} get-tuple-element(%q), index=1
   %step_fusion = f32[4,4]{1,0} fusion(%y, %y), kind=kLoop, calls=%g
+  %called = f32[4,4]{1,0} call(%y), to_apply=%callee
   %inner_loop = (s32[], f32[4,4]) while(%q), condition=%c, body=%inner, backend_config={"known_trip_count":{"n":"8"}}
   %j = s32[] get-tuple-element(%q), index=0
   ROOT %u = (s32[], f32[4,4]) tuple(%j, %step_fusion)
@@ -36,8 +43,9 @@ ENTRY %main (a: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
 
 def test_a_steps_bytes_are_its_loops_body_with_inner_loops_times_their_trips():
   moved = bench_compiled.step_bytes(_PROGRAM, steps=5)
-  assert moved == {"step_fusion": 3 * 64, "inner_fusion": 8 * 2 * 64}, (
-      f"expected the body's fusion once and the inner loop's 8 times, nothing outside: {moved}")
+  assert moved == {"step_fusion": 3 * 64, "called_fusion": 2 * 64, "inner_fusion": 8 * 2 * 64}, (
+      f"expected the body's and the called fusion once, the inner loop's 8 times, nothing "
+      f"outside: {moved}")
   with pytest.raises(ValueError, match="no loop of 10 iterations"):
     bench_compiled.step_bytes(_PROGRAM, steps=10)
 
