@@ -160,18 +160,8 @@ def bench_compiled(step_config, models, ks, target: str | None = None,
                    methods=lambda model: ("auto",), steps_per_chunk: int = 5) -> list:
   """Rows per (model, scan method, K): `compiled_one` at step_config(model, method)."""
   target_device(target)  # a target that cannot be compiled for: one error, before any model
-  rows = []
-  for model in models:
-    for method in methods(model):
-      cfg = step_config(model, method).replace(steps=steps_per_chunk, log_every=steps_per_chunk,
-                                               checkpoint_every=steps_per_chunk)
-      for k in ks:
-        try:
-          rows.append({"model": model, "method": method, **compiled_one(cfg, k, target)})
-        except Exception as e:  # a kernel Triton rejects: a result, not a crash
-          rows.append({"model": model, "method": method, "k": k,
-                       "error": f"{type(e).__name__}: {str(e)[:200]}"})
-  return rows
+  return bench_profile.rows_per_cell(lambda cfg, k: compiled_one(cfg, k, target), step_config,
+                                     models, ks, methods, steps_per_chunk)
 
 
 def render(rows) -> str:

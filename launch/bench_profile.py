@@ -272,6 +272,13 @@ def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int =
                   methods=lambda model: ("auto",)) -> list:
   """Rows per (model, scan method, K): the step's time by kind. step_config(model, method)
   gives the cell; methods(model) the scan methods to profile (default: the one auto picks)."""
+  return rows_per_cell(lambda cfg, k: profile_one(cfg, k, reps), step_config, models, ks,
+                       methods, steps_per_chunk)
+
+
+def rows_per_cell(one, step_config, models, ks, methods, steps_per_chunk: int) -> list:
+  """`one(cfg, k)`'s row for each model, scan method and K, on step_config(model, method) made
+  a chunk of `steps_per_chunk` steps; a failure is an error row."""
   rows = []
   for model in models:
     for method in methods(model):
@@ -279,7 +286,7 @@ def bench_profile(step_config, models, ks, reps: int = 2, steps_per_chunk: int =
                                                checkpoint_every=steps_per_chunk)
       for k in ks:
         try:
-          rows.append({"model": model, "method": method, **profile_one(cfg, k, reps)})
+          rows.append({"model": model, "method": method, **one(cfg, k)})
         except Exception as e:  # a kernel Triton rejects, out of memory: a result, not a crash
           rows.append({"model": model, "method": method, "k": k,
                        "error": f"{type(e).__name__}: {str(e)[:200]}"})
