@@ -75,7 +75,7 @@ def test_a_gpu_target_is_named_and_needs_the_cuda_plugin(monkeypatch):
     bench_compiled.target_device("h200")
 
 
-def test_a_gpu_targets_choices_by_backend_last_only_while_it_is_traced():
+def test_a_gpu_targets_backend_choices_hold_only_while_its_program_is_compiled():
   assert jax.default_backend() == "cpu"
   with pytest.raises(RuntimeError, match="inside"):
     with bench_compiled.as_gpu("h200"):
