@@ -117,8 +117,9 @@ def sizes() -> dict:
 
 
 def as_on_a_gpu() -> bool:
-  """On a GPU, or rehearsing a GPU's commands (--rehearse)."""
-  return jax.default_backend() == "gpu" or (flags.FLAGS.is_parsed() and _REHEARSE.value)
+  """On a GPU, rehearsing a GPU's commands (--rehearse) or compiling for one (--target)."""
+  return jax.default_backend() == "gpu" or (flags.FLAGS.is_parsed() and
+                                            (_REHEARSE.value or bool(_TARGET.value)))
 
 
 def methods_for(model: str) -> tuple:
@@ -274,6 +275,11 @@ def _train_many_methods(model: str):
   return [_auto_method(model)]
 
 
+def _profiled_methods(model: str):
+  """profile, compiled: --methods when given, else the one method `auto` runs."""
+  return _methods(model) if _METHODS.value else ("auto",)
+
+
 def _none_here(model: str) -> dict:
   """train_many's row for a model none of whose --methods runs on this backend."""
   return {"config": model, "methods": {}, "skipped": (
@@ -339,10 +345,10 @@ def checked_flags() -> tuple[list, dict]:
                                                                   _REPS.value),
              "profile": lambda: bench_profile.bench_profile(
                  step_config, names, [int(k) for k in _PROFILE_K.value], reps=_REPS.value,
-                 methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
+                 methods=_profiled_methods),
              "compiled": lambda: bench_compiled.bench_compiled(
                  step_config, names, [int(k) for k in _PROFILE_K.value], target=_TARGET.value,
-                 methods=lambda m: _methods(m) if _METHODS.value else ("auto",)),
+                 methods=_profiled_methods),
              "eval_profile": lambda: bench_profile.bench_eval_profile(eval_config, names,
                                                                      reps=_REPS.value),
              "workers": lambda: bench_workers.bench_workers(

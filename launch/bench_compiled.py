@@ -125,10 +125,10 @@ def step_bytes(text: str, steps: int) -> dict:
   return dict(out)
 
 
-def compiled_one(cfg, k: int, target: str | None) -> dict:
-  """One row: cfg's training chunk vmapped over k runs, compiled for `target`, its bytes per
-  training step by kind and the costliest ops."""
-  device = target_device(target)
+def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
+  """One row: cfg's training chunk vmapped over k runs, compiled for `target` (on `device`, its
+  `target_device`), its bytes per training step by kind and the costliest ops."""
+  device = device or target_device(target)
   sharding = jax.sharding.SingleDeviceSharding(device)
   on_device = lambda tree: jax.tree.map(
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
@@ -159,9 +159,9 @@ def compiled_one(cfg, k: int, target: str | None) -> dict:
 def bench_compiled(step_config, models, ks, target: str | None = None,
                    methods=lambda model: ("auto",), steps_per_chunk: int = 5) -> list:
   """Rows per (model, scan method, K): `compiled_one` at step_config(model, method)."""
-  target_device(target)  # a target that cannot be compiled for: one error, before any model
-  return bench_profile.rows_per_cell(lambda cfg, k: compiled_one(cfg, k, target), step_config,
-                                     models, ks, methods, steps_per_chunk)
+  device = target_device(target)  # one that cannot be compiled for: one error, before any model
+  return bench_profile.rows_per_cell(lambda cfg, k: compiled_one(cfg, k, target, device),
+                                     step_config, models, ks, methods, steps_per_chunk)
 
 
 def render(rows) -> str:

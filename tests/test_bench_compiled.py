@@ -84,3 +84,21 @@ def test_a_gpu_targets_backend_choices_hold_only_while_its_program_is_compiled()
   assert jax.default_backend() == "cpu", "the backend was left patched after the target"
   with bench_compiled.as_gpu(None):
     assert jax.default_backend() == "cpu", "this machine's device is compiled as it is"
+
+
+def test_a_gpu_target_takes_the_gpus_methods_and_the_paper_cell():
+  """With --target the bench plans as on that GPU: its fused kernels are methods to compile
+  (`--methods=pallas_chunked` names one), and the cell is the paper's."""
+  from absl import flags
+  from launch import bench
+  saved = [flags.FLAGS[name].value for name in ("target", "batch", "d_model")]
+  try:
+    flags.FLAGS["batch"].value = flags.FLAGS["d_model"].value = None
+    flags.FLAGS["target"].value = "h200"
+    assert "pallas_chunked" in bench.methods_for("mamba"), bench.methods_for("mamba")
+    assert bench.sizes()["d_model"] == 128 and bench.sizes()["batch"] == 256, bench.sizes()
+    flags.FLAGS["target"].value = ""
+    assert "pallas_chunked" not in bench.methods_for("mamba"), "this CPU is no GPU"
+  finally:
+    for name, value in zip(("target", "batch", "d_model"), saved):
+      flags.FLAGS[name].value = value
