@@ -10,8 +10,9 @@ channels (`GRID["channel_loop"]`, `pallas_chunked.BACKWARD_LOOP`); then `pallas_
 its own tiles on the same factors (as `parallel_tiles --apply_tiles` left them, if it ran
 first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for that family.
 The best pair is timed again at 8 steps per chunk where its own L is not a power of two
-(`pallas_chunked.STEPS`). The `best` line gives the values for `pallas_chunked.FORWARD`,
-`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP` and `STEPS`; `--apply_tiles` makes them the
+(`pallas_chunked.STEPS`), and once more with each state's inputs read a state ahead
+(`pallas_chunked.PREFETCH`). The `best` line gives the values for `pallas_chunked.FORWARD`,
+`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and `PREFETCH`; `--apply_tiles` makes them the
 defaults for the sections after it in the same run.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import jax
 
 from launch import common
-from launch.bench_tiles import (_grad, _references, _stacked_factors, check_channels_first,
+from launch.bench_tiles import (_fwd, _grad, _references, _stacked_factors, check_channels_first,
                                 checked_row, families_of, sweep_blocks, sweep_pair)
 
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
@@ -32,6 +33,11 @@ GRID = {"forward": [(8, 1), (16, 1), (16, 2), (32, 1), (32, 2), (8, 1, 16), (16,
         # the real kind's backward looping over channels (`pallas_chunked.BACKWARD_LOOP`): the
         # tiles PTX counts without spills at the paper cell, (128, 4) the fewest instructions
         "channel_loop": [(32, 4), (64, 4), (128, 4), (128, 8)]}
+
+
+def _ms(row):
+  """A timed row's ms per run, if it matched the reference."""
+  return row.get("ms_per_run") if row.get("matches_reference") else None
 
 
 def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
@@ -88,13 +94,31 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
         run("backward, L = 8", _grad(chunked(forward=best_fwd, backward=key, blocks=blocks,
                                              loop=loop, steps=8)), want_g, key,
             forward_tile=list(best_fwd), steps=8)
-        ms = cf["steps_8_fwd_bwd_ms_per_run"] = (
-            rows[-1].get("ms_per_run") if rows[-1].get("matches_reference") else None)
+        ms = cf["steps_8_fwd_bwd_ms_per_run"] = _ms(rows[-1])
         if ms is not None and ms < fastest:
           steps, steps_range, fastest = 8, [8, 9], ms
+      # the chosen kernels once more with each state's inputs read while the state before it
+      # computes (`pallas_chunked.PREFETCH`): the forward alone against its time as chosen,
+      # then the backward too, with the forward as chosen
+      at = dict(blocks=blocks, loop=loop, steps=8 if steps_range == [8, 9] else None)
+      forward_ms = timings["forward"].get(tuple(best_fwd))
+      if at["steps"] or forward_ms is None:  # not timed at these steps
+        run("forward, as chosen", _fwd(chunked(forward=best_fwd, prefetch=False, **at)), want_y,
+            best_fwd)
+        forward_ms = _ms(rows[-1])
+      run("forward, read ahead", _fwd(chunked(forward=best_fwd, prefetch=True, **at)), want_y,
+          best_fwd)
+      ms = cf["prefetch_fwd_ms_per_run"] = _ms(rows[-1])
+      ahead = (ms is not None and forward_ms is not None and ms < forward_ms, True)
+      run("backward, read ahead", _grad(chunked(forward=best_fwd, backward=key, prefetch=ahead,
+                                                **at)), want_g, key,
+          forward_tile=list(best_fwd), prefetch=list(ahead))
+      ms = cf["prefetch_fwd_bwd_ms_per_run"] = _ms(rows[-1])
+      prefetch = [ahead[0], ms is not None and ms < fastest]
+      fastest = ms if prefetch[1] else fastest
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "steps_per_chunk": steps, "steps": steps_range,
-                    "fwd_bwd_ms_per_run": fastest, **cf,
+                    "fwd_bwd_ms_per_run": fastest, "prefetch": prefetch, **cf,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks, "loop": loop,
                     "channel_loop_fwd_bwd_ms_per_run": {
                         str(t): ms for t, ms in timings["backward, channel loop"].items()}}
@@ -105,5 +129,6 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_chunked.FORWARD,
                                                      "backward": pallas_chunked.BACKWARD,
                                                      "blocks": pallas_chunked.CHANNEL_BLOCKS,
-                                                     "loop": pallas_chunked.BACKWARD_LOOP},
+                                                     "loop": pallas_chunked.BACKWARD_LOOP,
+                                                     "prefetch": pallas_chunked.PREFETCH},
           "rows": rows, "best": {"chunked": best} if best else {}}

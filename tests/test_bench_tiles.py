@@ -108,14 +108,17 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
                                                 grid=grid, need_gpu=False)
   timed = {tuple(r["tile"]): r["ms_per_run"] for r in out["rows"][1:3]}
   fastest = min(timed, key=timed.get)  # no 2 blocks of it: more than the 16 channels hold
+  best = out["best"]["chunked"]
+  at_eight = best["phase"]["steps"] == [8, 9]  # the forward then timed again at L = 8
   assert [(r["kind"], r["kernel"], r["tile"]) for r in out["rows"]] == [
       ("phase", "forward", [8, 1]), ("phase", "backward", [16, 1]), ("phase", "backward", [16, 2]),
       ("phase", "backward, channels first", list(fastest)),
       ("phase", "backward, L = 8", list(fastest)),  # 36 steps: 4 chunks of 9 (2 or 4 fill the
       # warps of either tile), or 8 of 8
+      *[("phase", "forward, as chosen", [8, 1])] * at_eight,
+      ("phase", "forward, read ahead", [8, 1]), ("phase", "backward, read ahead", list(fastest)),
       ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
-  best = out["best"]["chunked"]
   assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
   eight = best["phase"]["steps_8_fwd_bwd_ms_per_run"]  # faster: STEPS (8, 9), L = 8
   assert (best["phase"]["steps_per_chunk"], best["phase"]["steps"]) == (
@@ -166,11 +169,19 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
       "channels", [8, 2], 1, [4, 1, 16]), best
   assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
   assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS"):
+  # timed last, so fastest: each state's inputs read a state ahead, on the chosen loop
+  assert rows[-3:-1] == [("forward, read ahead", [4, 1, 16], None),
+                         ("backward, read ahead", [8, 2], None)], rows
+  assert best["prefetch"] == [True, True], best
+  assert best["fwd_bwd_ms_per_run"] == best["prefetch_fwd_bwd_ms_per_run"], best
+  assert "PREFETCH (True, True)" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS", "PREFETCH"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
   bench_tiles.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
       "channels", (8, 2)), "the fastest channel loop was not applied"
+  assert tuple(pallas_chunked.PREFETCH["real"]) == (True, True), (
+      "the faster read-ahead kernels were not applied")
   assert pallas_chunked.FORWARD["real"] == (4, 1, 16), "the fastest forward's steps were lost"
 
 

@@ -56,6 +56,27 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
       f"{family}, {length} steps, loop over {loop}")
 
 
+@pytest.mark.parametrize("family,loop", [("signed_decay", "states"), ("decay", "channels"),
+                                         ("rotation", "states")])
+def test_states_read_a_state_ahead_give_the_same_values_and_gradients(family, loop):
+  """`prefetch`: each kernel's loop reads the next state's (or channel's) inputs while this one
+  computes, carried to the next pass: the forward's and backward's loops carry more, and every
+  value and gradient still matches the sequential scan across chunk boundaries."""
+  f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
+  fn = lambda prefetch: (lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), 4, loop=loop,
+                                                       prefetch=prefetch))
+  assert_matches_the_sequential_scan(fn(True), f, f"{family}, loop over {loop}, read ahead")
+  carried = {}
+  for prefetch in (False, True):
+    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(prefetch)(f))))(f).jaxpr
+    carried[prefetch] = [max(q.params["num_carry"] for q in equations(e.params["jaxpr"])
+                             if q.primitive.name == "scan")
+                         for e in equations(jaxpr) if e.primitive.name == "pallas_call"]
+  assert all(on > off for on, off in zip(carried[True], carried[False])), (
+      f"{family}, loop over {loop}: the kernels' loops (forward, backward) carry {carried[True]} "
+      f"read ahead against {carried[False]}: nothing read ahead")
+
+
 def assert_matches_the_sequential_scan(fn, f, what):
   """fn(f)'s values and every gradient, h0's included, against the sequential scan's."""
   w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)

@@ -127,31 +127,54 @@ def adjoint_steps(a, e, b, u, h0, neg, steps):
     yield k, g, (2.0 * e[k] if neg else a[k]) * g * before[k], after[k], incoming
 
 
-def _real(refs, n, x, dt, neg, channels=slice(None)):
-  """(lam, e, a, b, B rows, C rows, h0) of state n; e = exp(dt lam), a = e or 2 e - 1."""
+def state_loop(n_states, read, body, init, prefetch):
+  """fori_loop over the states n of body(n, read(n), carry): `read` loads state n's inputs.
+  With `prefetch`, state n + 1's are read while state n computes (carried to the next pass),
+  so their loads' latency hides behind a pass of arithmetic instead of stalling its start."""
+  if not prefetch:
+    return jax.lax.fori_loop(0, n_states, lambda n, c: body(n, read(n), c), init)
+
+  def step(n, carry):
+    carry, now = carry
+    ahead = read(jnp.minimum(n + 1, n_states - 1))
+    return body(n, now, carry), ahead
+  return jax.lax.fori_loop(0, n_states, step, (init, read(0)))[0]
+
+
+def _real_reads(refs, steps, channels=slice(None)):
+  """read(n): state n's (lam, B rows, C rows, h0)."""
+  return lambda n: (refs["lam"][n, channels][:, None], rows(refs["B"], n, steps),
+                    rows(refs["C"], n, steps), refs["h0"][n, channels][:, None])
+
+
+def _real(read, x, dt, neg):
+  """(lam, e, a, b, B rows, C rows, h0) of a state from its reads; e = exp(dt lam), a = e or
+  2 e - 1."""
   steps = len(x)
-  lam = refs["lam"][n, channels][:, None]
-  B, C = rows(refs["B"], n, steps), rows(refs["C"], n, steps)
+  lam, B, C, h0 = read
   e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
   a = [2.0 * v - 1.0 for v in e] if neg else e
   b = [x[k] * B[k] for k in range(steps)]
-  return lam, e, a, b, B, C, refs["h0"][n, channels][:, None]
+  return lam, e, a, b, B, C, h0
 
 
-def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states):
+def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states,
+                 prefetch=False):
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   x, dt = load(x_ref), load(dt_ref)
 
-  def body(n, ys):
-    _, _, a, b, _, C, h0 = _real(refs, n, x, dt, neg)
+  def body(n, read, ys):
+    _, _, a, b, _, C, h0 = _real(read, x, dt, neg)
     _, after, _ = states(a, b, h0, len(x))
     return tuple(y + h * c for y, h, c in zip(ys, after, C))
-  ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * len(x))
+  ys = state_loop(n_states, _real_reads(refs, len(x)), body,
+                  (jnp.zeros(x[0].shape, jnp.float32),) * len(x), prefetch)
   store(y_ref, ys)
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
-                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states, blocks, barrier):
+                  dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states, blocks, barrier,
+                  prefetch=False):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
   chunk, then the gradients; shared rows (dB, dC) are one partial sum per program (a state's L
   steps summed over channels at once and written as one row: `joined_time_sums`), its channels
@@ -159,17 +182,17 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   walk_blocks(lambda channels, adding: _real_block(
       refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
-      adding, neg=neg, n_states=n_states), x_ref.shape[0], blocks, barrier)
+      adding, neg=neg, n_states=n_states, prefetch=prefetch), x_ref.shape[0], blocks, barrier)
 
 
 def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref,
-                channels, adding, neg, n_states):
+                channels, adding, neg, n_states, prefetch):
   steps = x_ref.shape[-1]
   x, dt, dy = (load(ref, channels) for ref in (x_ref, dt_ref, dy_ref))
 
-  def body(n, carry):
+  def body(n, read, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
-    lam, e, a, b, B, C, h0 = _real(refs, n, x, dt, neg, channels)
+    lam, e, a, b, B, C, h0 = _real(read, x, dt, neg)
     dlam, dB, dC = None, [None] * steps, [None] * steps
     for k, g, de, h, incoming in adjoint_steps(a, e, b, [dy[k] * C[k] for k in range(steps)],
                                                h0, neg, steps):
@@ -184,13 +207,15 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
       dh0_ref[0][n, channels] = first_chunk_sum(incoming)
     return tuple(dx) + tuple(ddt)
   zeros = jnp.zeros(x[0].shape, jnp.float32)
-  out = jax.lax.fori_loop(0, n_states, body, (zeros,) * (2 * steps))
+  out = state_loop(n_states, _real_reads(refs, steps, channels), body, (zeros,) * (2 * steps),
+                   prefetch)
   store(dx_ref, out[:steps], channels)
   store(ddt_ref, out[steps:], channels)
 
 
 def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref,
-                             ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states):
+                             ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states,
+                             prefetch=False):
   """`real_backward` with the roles of states and channels swapped: a program's tiles are
   (states, G) (all N states across lanes) and it loops over its channels. The gradients shared
   over channels (dB, dC) then add up elementwise in registers across the loop and are written
@@ -203,10 +228,13 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
   steps = x_ref.shape[-1]
   B, C = load(B_ref), load(C_ref)
 
-  def body(d, carry):
+  def read(d):  # channel d's (x, dt, dy rows, lam, h0)
+    return tuple(rows(ref, d, steps) for ref in (x_ref, dt_ref, dy_ref)) + (
+        lam_ref[:, d][:, None], h0_ref[:, d][:, None])
+
+  def body(d, read, carry):
     dB, dC = list(carry[:steps]), list(carry[steps:])
-    x, dt, dy = (rows(ref, d, steps) for ref in (x_ref, dt_ref, dy_ref))
-    lam, h0 = lam_ref[:, d][:, None], h0_ref[:, d][:, None]
+    x, dt, dy, lam, h0 = read
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
     dlam, dx, ddt = None, [None] * steps, [None] * steps  # summed over the states at once
@@ -224,7 +252,7 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
       dh0_ref[0][:, d] = first_chunk_sum(incoming)
     return tuple(dB) + tuple(dC)
   zeros = jnp.zeros(B[0].shape, jnp.float32)
-  out = jax.lax.fori_loop(0, x_ref.shape[0], body, (zeros,) * (2 * steps))
+  out = state_loop(x_ref.shape[0], read, body, (zeros,) * (2 * steps), prefetch)
   store(dB_ref, out[:steps])
   store(dC_ref, out[steps:])
 
@@ -246,14 +274,21 @@ def _exclusive_sums(v):
   return tuple(jnp.cumsum(part, axis=1) - part for part in own), own
 
 
-def _phase(refs, n, x, channels=slice(None)):
-  """(P, B, C, h0, v) of state n: P_t = (cos, sin) of phi rows (1, G), B, C, h0 complex
-  columns, v_t = conj(P_t) x_t per chunk step."""
-  steps = len(x)
-  column = lambda name: refs[name][n, channels][:, None]
-  P = list(zip(rows(refs["cos"], n, steps), rows(refs["sin"], n, steps)))
-  B, C, h0 = ((column(name + "r"), column(name + "i")) for name in ("B", "C", "h0"))
-  v = [(P[k][0] * x[k], -P[k][1] * x[k]) for k in range(steps)]
+def _phase_reads(refs, steps, channels=slice(None)):
+  """read(n): state n's (cos rows, sin rows, B, C, h0 as (re, im) columns)."""
+  def read(n):
+    column = lambda name: refs[name][n, channels][:, None]
+    return (rows(refs["cos"], n, steps), rows(refs["sin"], n, steps),
+            *((column(name + "r"), column(name + "i")) for name in ("B", "C", "h0")))
+  return read
+
+
+def _phase(read, x):
+  """(P, B, C, h0, v) of a state from its reads: P_t = (cos, sin) of phi rows (1, G), B, C,
+  h0 complex columns, v_t = conj(P_t) x_t per chunk step."""
+  cos, sin, B, C, h0 = read
+  P = list(zip(cos, sin))
+  v = [(P[k][0] * x[k], -P[k][1] * x[k]) for k in range(len(x))]
   return P, B, C, h0, v
 
 
@@ -268,28 +303,29 @@ def _running(v, steps):
 
 
 def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                  y_ref, *, neg, n_states):
+                  y_ref, *, neg, n_states, prefetch=False):
   del neg
   refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                         h0r_ref, h0i_ref)))
   x = load(x_ref)
   steps = len(x)
 
-  def body(n, ys):
-    P, B, C, h0, v = _phase(refs, n, x)
+  def body(n, read, ys):
+    P, B, C, h0, v = _phase(read, x)
     CB, Ch0 = mul(C, B), mul(C, h0)  # y_t = Re C h_t = Re P_t (C h0 + C B U_t)
     out = []
     for y, p, U in zip(ys, P, _running(v, steps)):
       z = add(Ch0, mul(CB, U))
       out.append(y + p[0] * z[0] - p[1] * z[1])
     return tuple(out)
-  ys = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
+  ys = state_loop(n_states, _phase_reads(refs, steps), body,
+                  (jnp.zeros(x[0].shape, jnp.float32),) * steps, prefetch)
   store(y_ref, ys)
 
 
 def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
                    dy_ref, dx_ref, dphi_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
-                   n_states, blocks, barrier):
+                   n_states, blocks, barrier, prefetch=False):
   """h_t and g_t per step (above), then the gradients; phi's is one partial sum over the
   program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
   sums over time."""
@@ -298,17 +334,17 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
                                         h0r_ref, h0i_ref)))
   walk_blocks(lambda channels, adding: _phase_block(
       refs, x_ref, dy_ref, dx_ref, dphi_ref, (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
-      channels, adding, n_states=n_states), x_ref.shape[0], blocks, barrier)
+      channels, adding, n_states=n_states, prefetch=prefetch), x_ref.shape[0], blocks, barrier)
 
 
 def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, channels, adding,
-                 n_states):
+                 n_states, prefetch):
   steps = x_ref.shape[-1]
   x, dy = load(x_ref, channels), load(dy_ref, channels)
 
-  def body(n, dx):
+  def body(n, read, dx):
     dx = list(dx)
-    P, (br, bi), C, h0, v = _phase(refs, n, x, channels)
+    P, (br, bi), C, h0, v = _phase(read, x)
     U = _running(v, steps)
     q = []  # dy_t conj(C P_t)
     for k in range(steps):
@@ -331,7 +367,8 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
     for ref, value in zip(dh0_refs, later):  # G~_0
       ref[n, channels] = first_chunk_sum(value)
     return tuple(dx)
-  out = jax.lax.fori_loop(0, n_states, body, (jnp.zeros(x[0].shape, jnp.float32),) * steps)
+  out = state_loop(n_states, _phase_reads(refs, steps, channels), body,
+                   (jnp.zeros(x[0].shape, jnp.float32),) * steps, prefetch)
   store(dx_ref, out, channels)
 
 
