@@ -37,6 +37,11 @@ from ssm_bench import train
 TARGETS = {p.stem: p for p in sorted((pathlib.Path(__file__).parent / "gpu_targets")
                                      .glob("*.txtpb"))}
 TOP_OPS = 12
+# TB/s that a target's ops outside the scan kernels ran at in a measured step: the seventh H200
+# session's 27-run mamba step, 30.5 GB in 7.48 ms (results/bench/README.md, "The bytes of a
+# 27-run step"), 85% of the part's 4.8. A target without one gets no time.
+MEASURED_TB_S = {"h200": 4.07}
+KERNELS = bench_profile.KINDS[0][0]  # the scan kernels, as bench_profile names them
 _WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
 _CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? call\(.*?to_apply=%([\w.\-]+)", re.M)
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*?\{\n(.*?)\n\}$", re.M | re.S)
@@ -148,12 +153,24 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
     per_kind[kind] += nbytes
     ops.append((nbytes, name, kind, source))
   gb = lambda b: float(f"{b / 1e9:.4g}")
-  return {"k": k, "target": target or jax.devices()[0].device_kind,
+  timed = outside_kernels_ms(per_kind, target)
+  return {"k": k, "target": target or jax.devices()[0].device_kind, **timed,
           "compile_s": round(compile_s, 2), "gb_per_step": gb(sum(per_kind.values())),
           "gb_per_run_step": gb(sum(per_kind.values()) / k),
           "gb_by_kind": {kind: gb(b) for kind, b in per_kind.most_common()},
           "top_ops": [{"op": n, "kind": kind, "gb": gb(b), "detail": s[:200]}
                       for b, n, kind, s in sorted(ops, reverse=True)[:TOP_OPS]]}
+
+
+def outside_kernels_ms(bytes_by_kind: dict, target: str | None) -> dict:
+  """The time of a step's ops outside the scan kernels at the rate such ops ran at on `target`
+  (`MEASURED_TB_S`; they are bandwidth-bound there): {} for a target never measured. The
+  kernels' own time is their instruction counts' or a GPU's, not their bytes'."""
+  if target not in MEASURED_TB_S:
+    return {}
+  outside = sum(b for kind, b in bytes_by_kind.items() if kind != KERNELS)
+  return {"outside_kernels_gb": float(f"{outside / 1e9:.4g}"),
+          "outside_kernels_ms_per_step": round(outside / 1e9 / MEASURED_TB_S[target], 3)}
 
 
 def bench_compiled(step_config, models, ks, target: str | None = None,
@@ -176,6 +193,11 @@ def render(rows) -> str:
                f"step ({r['gb_per_run_step']:.4g} per run-step)")
     out += [f"  {kind:<28} {gb:9.4g} GB  {100 * gb / total:5.1f}%"
             for kind, gb in r["gb_by_kind"].items()]
+    if "outside_kernels_ms_per_step" in r:
+      out.append(f"  outside the scan kernels {r['outside_kernels_gb']:.4g} GB: "
+                 f"{r['outside_kernels_ms_per_step']:.3f} ms per step, "
+                 f"{r['outside_kernels_ms_per_step'] / r['k']:.4f} per run-step at the "
+                 f"{MEASURED_TB_S[r['target']]} TB/s such ops ran at on this GPU")
     out.append("  costliest ops:")
     out += [f"    {o['op'][:40]:<40} {o['gb']:9.4g} GB  {o['kind']}  {o['detail'][:100]}"
             for o in r["top_ops"]]

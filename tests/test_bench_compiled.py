@@ -102,3 +102,15 @@ def test_a_gpu_target_takes_the_gpus_methods_and_the_paper_cell():
   finally:
     for name, value in zip(("target", "batch", "d_model"), saved):
       flags.FLAGS[name].value = value
+
+
+def test_the_ops_outside_the_kernels_are_timed_at_the_rate_measured_on_that_gpu():
+  """A GPU target measured before gets the time of its ops outside the scan kernels at the rate
+  they ran at there (bandwidth-bound); the kernels' bytes are not time, and an unmeasured target
+  or this machine get none."""
+  kinds = {bench_compiled.KERNELS: 6e9, "matmul": 4.07e9, "fusion": 4.07e9}
+  rate = bench_compiled.MEASURED_TB_S["h200"]
+  got = bench_compiled.outside_kernels_ms(kinds, "h200")
+  assert got == {"outside_kernels_gb": 8.14, "outside_kernels_ms_per_step": round(8.14 / rate, 3)}, got
+  assert bench_compiled.outside_kernels_ms(kinds, "h100") == {}, "the H100 was never measured so"
+  assert bench_compiled.outside_kernels_ms(kinds, None) == {}
