@@ -12,16 +12,17 @@ first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for 
 The best pair is timed again at 8 steps per chunk where its own L is not a power of two
 (`pallas_chunked.STEPS`), and once more with each state's inputs read a state ahead
 (`pallas_chunked.PREFETCH`). The `best` line gives the values for `pallas_chunked.FORWARD`,
-`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and `PREFETCH`; `--apply_tiles` makes them the
-defaults for the sections after it in the same run.
+`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and `PREFETCH`; `--apply_tiles` makes
+them the defaults for the sections after it in the same run.
 """
 from __future__ import annotations
 
 import jax
 
 from launch import common
-from launch.bench_tiles import (_fwd, _grad, _references, _stacked_factors, check_channels_first,
-                                checked_row, families_of, sweep_blocks, sweep_pair)
+from launch.bench_tiles import (_fwd, _grad, _references, _stacked_factors,
+                                check_channels_first, checked_row, families_of, sweep_blocks,
+                                sweep_pair)
 
 # Around the tiles PTX counts rank best at the paper cell (results/bench/README.md, "Instruction
 # counts"): 1 or 2 warps; (16, 1) backward spills a little (240-260 bytes) but counts fewest.

@@ -111,6 +111,7 @@ def test_the_ops_outside_the_kernels_are_timed_at_the_rate_measured_on_that_gpu(
   kinds = {bench_compiled.KERNELS: 6e9, "matmul": 4.07e9, "fusion": 4.07e9}
   rate = bench_compiled.MEASURED_TB_S["h200"]
   got = bench_compiled.outside_kernels_ms(kinds, "h200")
-  assert got == {"outside_kernels_gb": 8.14, "outside_kernels_ms_per_step": round(8.14 / rate, 3)}, got
+  want = {"outside_kernels_gb": 8.14, "outside_kernels_ms_per_step": round(8.14 / rate, 3)}
+  assert got == want, got
   assert bench_compiled.outside_kernels_ms(kinds, "h100") == {}, "the H100 was never measured so"
   assert bench_compiled.outside_kernels_ms(kinds, None) == {}

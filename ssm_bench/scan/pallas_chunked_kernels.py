@@ -147,11 +147,11 @@ def _real_reads(refs, steps, channels=slice(None)):
                     rows(refs["C"], n, steps), refs["h0"][n, channels][:, None])
 
 
-def _real(read, x, dt, neg):
-  """(lam, e, a, b, B rows, C rows, h0) of a state from its reads; e = exp(dt lam), a = e or
-  2 e - 1."""
+def _real(inputs, x, dt, neg):
+  """(lam, e, a, b, B rows, C rows, h0) of a state from its inputs (`_real_reads`); e = exp(dt
+  lam), a = e or 2 e - 1."""
   steps = len(x)
-  lam, B, C, h0 = read
+  lam, B, C, h0 = inputs
   e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
   a = [2.0 * v - 1.0 for v in e] if neg else e
   b = [x[k] * B[k] for k in range(steps)]
@@ -163,8 +163,8 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   x, dt = load(x_ref), load(dt_ref)
 
-  def body(n, read, ys):
-    _, _, a, b, _, C, h0 = _real(read, x, dt, neg)
+  def body(n, inputs, ys):
+    _, _, a, b, _, C, h0 = _real(inputs, x, dt, neg)
     _, after, _ = states(a, b, h0, len(x))
     return tuple(y + h * c for y, h, c in zip(ys, after, C))
   ys = state_loop(n_states, _real_reads(refs, len(x)), body,
@@ -190,9 +190,9 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
   steps = x_ref.shape[-1]
   x, dt, dy = (load(ref, channels) for ref in (x_ref, dt_ref, dy_ref))
 
-  def body(n, read, carry):
+  def body(n, inputs, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
-    lam, e, a, b, B, C, h0 = _real(read, x, dt, neg)
+    lam, e, a, b, B, C, h0 = _real(inputs, x, dt, neg)
     dlam, dB, dC = None, [None] * steps, [None] * steps
     for k, g, de, h, incoming in adjoint_steps(a, e, b, [dy[k] * C[k] for k in range(steps)],
                                                h0, neg, steps):
@@ -232,9 +232,9 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
     return tuple(rows(ref, d, steps) for ref in (x_ref, dt_ref, dy_ref)) + (
         lam_ref[:, d][:, None], h0_ref[:, d][:, None])
 
-  def body(d, read, carry):
+  def body(d, inputs, carry):
     dB, dC = list(carry[:steps]), list(carry[steps:])
-    x, dt, dy, lam, h0 = read
+    x, dt, dy, lam, h0 = inputs
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
     dlam, dx, ddt = None, [None] * steps, [None] * steps  # summed over the states at once
@@ -283,10 +283,10 @@ def _phase_reads(refs, steps, channels=slice(None)):
   return read
 
 
-def _phase(read, x):
+def _phase(inputs, x):
   """(P, B, C, h0, v) of a state from its reads: P_t = (cos, sin) of phi rows (1, G), B, C,
   h0 complex columns, v_t = conj(P_t) x_t per chunk step."""
-  cos, sin, B, C, h0 = read
+  cos, sin, B, C, h0 = inputs
   P = list(zip(cos, sin))
   v = [(P[k][0] * x[k], -P[k][1] * x[k]) for k in range(len(x))]
   return P, B, C, h0, v
@@ -310,8 +310,8 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
   x = load(x_ref)
   steps = len(x)
 
-  def body(n, read, ys):
-    P, B, C, h0, v = _phase(read, x)
+  def body(n, inputs, ys):
+    P, B, C, h0, v = _phase(inputs, x)
     CB, Ch0 = mul(C, B), mul(C, h0)  # y_t = Re C h_t = Re P_t (C h0 + C B U_t)
     out = []
     for y, p, U in zip(ys, P, _running(v, steps)):
@@ -342,9 +342,9 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
   steps = x_ref.shape[-1]
   x, dy = load(x_ref, channels), load(dy_ref, channels)
 
-  def body(n, read, dx):
+  def body(n, inputs, dx):
     dx = list(dx)
-    P, (br, bi), C, h0, v = _phase(read, x)
+    P, (br, bi), C, h0, v = _phase(inputs, x)
     U = _running(v, steps)
     q = []  # dy_t conj(C P_t)
     for k in range(steps):
