@@ -10,10 +10,10 @@ channels (`GRID["channel_loop"]`, `pallas_chunked.BACKWARD_LOOP`); then `pallas_
 its own tiles on the same factors (as `parallel_tiles --apply_tiles` left them, if it ran
 first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for that family.
 The best pair is timed again at 8 steps per chunk where its own L is not a power of two
-(`pallas_chunked.STEPS`), and once more with each state's inputs read a state ahead
-(`pallas_chunked.PREFETCH`). The `best` line gives the values for `pallas_chunked.FORWARD`,
-`BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and `PREFETCH`; `--apply_tiles` makes
-them the defaults for the sections after it in the same run.
+(`pallas_chunked.STEPS`), and then with each pass of the kernels' loops taking the next
+state's inputs ahead, or two states (`pallas_chunked.PASS`). The `best` line gives the values
+for `pallas_chunked.FORWARD`, `BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and
+`PASS`; `--apply_tiles` makes them the defaults for the sections after it in the same run.
 """
 from __future__ import annotations
 
@@ -58,7 +58,9 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
     f = _stacked_factors(family, sizes, k)
     want_y, want_g = _references(f)
     timings = {"forward": {}, "backward": {}, "backward, channel loop": {}}
-    chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **kw))
+    # one state a pass of the kernels' loops unless a row says otherwise (`pallas_chunked.PASS`
+    # is chosen last, below)
+    chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **{"per_pass": "one", **kw}))
 
     def run(kernel, fn, want, tile, **extra):
       rows.append(checked_row("chunked_tiles", kind, family, kernel, tile, fn, f, want, reps, k,
@@ -99,28 +101,41 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
         ms = cf["steps_8_fwd_bwd_ms_per_run"] = _ms(rows[-1])
         if ms is not None and ms < fastest:
           steps, steps_range, fastest = 8, [8, 9], ms
-      # the chosen kernels once more with each state's inputs read while the state before it
-      # computes (`pallas_chunked.PREFETCH`): the forward alone against its time as chosen,
-      # then the backward too, with the forward as chosen
+      # the chosen kernels again with each pass of their loops taking the next state's inputs
+      # ahead, or two states (`pallas_chunked.PASS`): the forward alone against its time as
+      # chosen, then forward + backward with the faster forward
       at = dict(blocks=blocks, loop=loop, steps=8 if steps_range == [8, 9] else None)
-      forward_ms = timings["forward"].get(tuple(best_fwd))
-      if at["steps"] or forward_ms is None:  # not timed at these steps
-        run("forward, as chosen", _fwd(chunked(forward=best_fwd, prefetch=False, **at)), want_y,
-            best_fwd)
-        forward_ms = _ms(rows[-1])
-      run("forward, read ahead", _fwd(chunked(forward=best_fwd, prefetch=True, **at)), want_y,
-          best_fwd)
-      ms = cf["prefetch_fwd_ms_per_run"] = _ms(rows[-1])
-      ahead = (ms is not None and forward_ms is not None and ms < forward_ms, True)
-      run("backward, read ahead", _grad(chunked(forward=best_fwd, backward=key, prefetch=ahead,
-                                                **at)), want_g, key,
-          forward_tile=list(best_fwd), prefetch=list(ahead))
-      ms = cf["prefetch_fwd_bwd_ms_per_run"] = _ms(rows[-1])
-      prefetch = [ahead[0], ms is not None and ms < fastest]
-      fastest = ms if prefetch[1] else fastest
+      forward_ms = {"one": timings["forward"].get(tuple(best_fwd))}
+      if at["steps"] or forward_ms["one"] is None:  # not timed at these steps
+        run("forward, per pass: one", _fwd(chunked(forward=best_fwd, per_pass="one", **at)),
+            want_y, best_fwd)
+        forward_ms["one"] = _ms(rows[-1])
+      passes = pallas_chunked.kernels.PASSES
+      for style in passes[1:]:
+        run(f"forward, per pass: {style}", _fwd(chunked(forward=best_fwd, per_pass=style, **at)),
+            want_y, best_fwd, per_pass=style)
+        forward_ms[style] = _ms(rows[-1])
+      timed = {p: ms for p, ms in forward_ms.items() if ms is not None}
+      fwd_pass = min(timed, key=timed.get, default="one")
+      both_ms = {"one": fastest}
+      if fwd_pass != "one":  # the backward's baseline with the forward as it will run
+        run("backward, per pass: one", _grad(chunked(
+            forward=best_fwd, backward=key, per_pass=(fwd_pass, "one"), **at)), want_g, key,
+            forward_tile=list(best_fwd), per_pass=[fwd_pass, "one"])
+        both_ms["one"] = _ms(rows[-1])
+      # two channels a pass would spill: the channel loop's tiles are at 255 registers already
+      for style in passes[1:] if loop == "states" else passes[1:2]:
+        run(f"backward, per pass: {style}", _grad(chunked(
+            forward=best_fwd, backward=key, per_pass=(fwd_pass, style), **at)), want_g, key,
+            forward_tile=list(best_fwd), per_pass=[fwd_pass, style])
+        both_ms[style] = _ms(rows[-1])
+      timed = {p: ms for p, ms in both_ms.items() if ms is not None}
+      bwd_pass = min(timed, key=timed.get, default="one")
+      fastest = timed.get(bwd_pass, fastest)
+      cf.update(per_pass_fwd_ms_per_run=forward_ms, per_pass_fwd_bwd_ms_per_run=both_ms)
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "steps_per_chunk": steps, "steps": steps_range,
-                    "fwd_bwd_ms_per_run": fastest, "prefetch": prefetch, **cf,
+                    "fwd_bwd_ms_per_run": fastest, "per_pass": [fwd_pass, bwd_pass], **cf,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks, "loop": loop,
                     "channel_loop_fwd_bwd_ms_per_run": {
                         str(t): ms for t, ms in timings["backward, channel loop"].items()}}
@@ -132,5 +147,5 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
                                                      "backward": pallas_chunked.BACKWARD,
                                                      "blocks": pallas_chunked.CHANNEL_BLOCKS,
                                                      "loop": pallas_chunked.BACKWARD_LOOP,
-                                                     "prefetch": pallas_chunked.PREFETCH},
+                                                     "per_pass": pallas_chunked.PASS},
           "rows": rows, "best": {"chunked": best} if best else {}}

@@ -331,7 +331,7 @@ TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", F
                  "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1),
                                                 "loop": ("BACKWARD_LOOP", "states"),
                                                 "steps": ("STEPS", (8, 16)),
-                                                "prefetch": ("PREFETCH", (False, False))})}
+                                                "per_pass": ("PASS", ("one", "one"))})}
 
 
 def apply(result: dict) -> dict:
@@ -407,9 +407,9 @@ def render(result: dict) -> str:
                      + (f", STEPS {tuple(p['steps'])}" if "steps" in p else "")
                      + (f"; L = 8: {p['steps_8_fwd_bwd_ms_per_run']}"
                         if "steps_8_fwd_bwd_ms_per_run" in p else "")
-                     + (f"; read ahead {p['prefetch_fwd_bwd_ms_per_run']} (forward "
-                        f"{p['prefetch_fwd_ms_per_run']}), PREFETCH {tuple(p['prefetch'])}"
-                        if "prefetch_fwd_bwd_ms_per_run" in p else "")
+                     + (f"; per pass, forward {p['per_pass_fwd_ms_per_run']}, forward + "
+                        f"backward {p['per_pass_fwd_bwd_ms_per_run']}: PASS "
+                        f"{tuple(p['per_pass'])}" if "per_pass" in p else "")
                      + f"; pallas_parallel {p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
       continue
     if kind == "parallel":

@@ -115,8 +115,12 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
       ("phase", "backward, channels first", list(fastest)),
       ("phase", "backward, L = 8", list(fastest)),  # 36 steps: 4 chunks of 9 (2 or 4 fill the
       # warps of either tile), or 8 of 8
-      *[("phase", "forward, as chosen", [8, 1])] * at_eight,
-      ("phase", "forward, read ahead", [8, 1]), ("phase", "backward, read ahead", list(fastest)),
+      *[("phase", "forward, per pass: one", [8, 1])] * at_eight,
+      ("phase", "forward, per pass: ahead", [8, 1]), ("phase", "forward, per pass: two", [8, 1]),
+      *[("phase", "backward, per pass: one", list(fastest))] * (
+          best["phase"]["per_pass"][0] != "one"),  # its baseline with a faster forward
+      ("phase", "backward, per pass: ahead", list(fastest)),
+      ("phase", "backward, per pass: two", list(fastest)),
       ("phase", "pallas_parallel", list(pallas_parallel.BACKWARD["phase"]))], out["rows"]
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert set(best) == {"phase"} and best["phase"]["pallas_parallel_fwd_bwd_ms_per_run"] > 0, best
@@ -169,19 +173,23 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
       "channels", [8, 2], 1, [4, 1, 16]), best
   assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
   assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
-  # timed last, so fastest: each state's inputs read a state ahead, on the chosen loop
-  assert rows[-3:-1] == [("forward, read ahead", [4, 1, 16], None),
-                         ("backward, read ahead", [8, 2], None)], rows
-  assert best["prefetch"] == [True, True], best
-  assert best["fwd_bwd_ms_per_run"] == best["prefetch_fwd_bwd_ms_per_run"], best
-  assert "PREFETCH (True, True)" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS", "PREFETCH"):
+  # timed last, so fastest: two states a pass in the forward, and (the channel loop has no
+  # "two") the next channel's inputs read ahead in the backward, after its baseline with that
+  # forward
+  assert rows[-5:-1] == [("forward, per pass: ahead", [4, 1, 16], None),
+                         ("forward, per pass: two", [4, 1, 16], None),
+                         ("backward, per pass: one", [8, 2], None),
+                         ("backward, per pass: ahead", [8, 2], None)], rows
+  assert best["per_pass"] == ["two", "ahead"], best
+  assert best["fwd_bwd_ms_per_run"] == best["per_pass_fwd_bwd_ms_per_run"]["ahead"], best
+  assert "PASS ('two', 'ahead')" in bench_tiles.render(out)
+  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS", "PASS"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
   bench_tiles.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
       "channels", (8, 2)), "the fastest channel loop was not applied"
-  assert tuple(pallas_chunked.PREFETCH["real"]) == (True, True), (
-      "the faster read-ahead kernels were not applied")
+  assert tuple(pallas_chunked.PASS["real"]) == ("two", "ahead"), (
+      "the faster passes of the kernels' loops were not applied")
   assert pallas_chunked.FORWARD["real"] == (4, 1, 16), "the fastest forward's steps were lost"
 
 

@@ -56,25 +56,31 @@ def test_values_and_gradients_match_the_sequential_scan(family, length, h0, step
       f"{family}, {length} steps, loop over {loop}")
 
 
-@pytest.mark.parametrize("family,loop", [("signed_decay", "states"), ("decay", "channels"),
-                                         ("rotation", "states")])
-def test_states_read_a_state_ahead_give_the_same_values_and_gradients(family, loop):
-  """`prefetch`: each kernel's loop reads the next state's (or channel's) inputs while this one
-  computes, carried to the next pass: the forward's and backward's loops carry more, and every
+@pytest.mark.parametrize("family,loop,per_pass", [
+    ("signed_decay", "states", "ahead"), ("decay", "channels", "ahead"),
+    ("rotation", "states", "ahead"), ("signed_decay", "states", "two"),
+    ("decay", "channels", "two"), ("rotation", "states", "two")])
+def test_each_pass_of_the_kernels_loops_may_read_ahead_or_take_two_states(family, loop, per_pass):
+  """`per_pass` (`PASS`): each pass of the kernels' loops reads the next state's (or channel's)
+  inputs while this one computes ("ahead": the loops carry them, so carry more) or takes two
+  states (the loops then run half as many passes, an odd one after them); every
   value and gradient still matches the sequential scan across chunk boundaries."""
   f = to_factors(family, factored_inputs(family, 37, d=5, n=3))
-  fn = lambda prefetch: (lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), 4, loop=loop,
-                                                       prefetch=prefetch))
-  assert_matches_the_sequential_scan(fn(True), f, f"{family}, loop over {loop}, read ahead")
-  carried = {}
-  for prefetch in (False, True):
-    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(prefetch)(f))))(f).jaxpr
-    carried[prefetch] = [max(q.params["num_carry"] for q in equations(e.params["jaxpr"])
-                             if q.primitive.name == "scan")
-                         for e in equations(jaxpr) if e.primitive.name == "pallas_call"]
-  assert all(on > off for on, off in zip(carried[True], carried[False])), (
-      f"{family}, loop over {loop}: the kernels' loops (forward, backward) carry {carried[True]} "
-      f"read ahead against {carried[False]}: nothing read ahead")
+  fn = lambda per_pass: (lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), 4, loop=loop,
+                                                       per_pass=per_pass))
+  assert_matches_the_sequential_scan(fn(per_pass), f, f"{family}, loop over {loop}, {per_pass}")
+  loops = {}
+  for style in ("one", per_pass):
+    jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(style)(f))))(f).jaxpr
+    loops[style] = [max(((q.params["length"], q.params["num_carry"])
+                         for q in equations(e.params["jaxpr"]) if q.primitive.name == "scan"),
+                        key=lambda lc: lc[1])
+                    for e in equations(jaxpr) if e.primitive.name == "pallas_call"]
+  for (length, carry), (one_length, one_carry) in zip(loops[per_pass], loops["one"]):
+    assert ((length, carry > one_carry) == (one_length, True) if per_pass == "ahead" else
+            length == one_length // 2), (
+        f"{family}, loop over {loop}: the kernels' loops (passes, carried) {loops[per_pass]} "
+        f"{per_pass}, against {loops['one']} one state a pass")
 
 
 def assert_matches_the_sequential_scan(fn, f, what):

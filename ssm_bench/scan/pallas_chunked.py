@@ -71,15 +71,18 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
-# Whether each kernel's loop reads the next state's (the channel loop: channel's) inputs while
-# the current one computes (`kernels.state_loop`), per kind, (forward, backward). A loop pass
-# reads them at its start and needs them a few instructions on, which a warp waits out unless
-# others cover it (at 168-233 registers an SM holds 8-12 warps of the backward); read ahead,
-# ptxas issues them 240-440 instructions before use (SASS for sm_90 at the paper cell; 30 more
-# registers in the forward, none in the state loop's backward, no spills at the default tiles;
-# the loop 2-8% longer). Untimed on a GPU: `chunked_tiles` times both. Same values (to float32
-# rounding: the loop is compiled differently).
-PREFETCH = {"real": (False, False), "phase": (False, False)}
+# What a pass of each kernel's loop takes (`kernels.loop_passes`), per kind, (forward,
+# backward): "one" state (the channel loop: channel), "ahead" (one, the next one's inputs read
+# while it computes) or "two" (two a pass). The chunked kernels' H200 times did not follow their
+# instruction counts (forward 0.150 ms per run against 0.093 counted), and their SASS shows
+# stalls the counts miss: a pass uses its loads 2-104 instructions (median) after issuing them,
+# and walks one dependent recurrence per thread. Read ahead, ptxas issues the loads 240-440
+# instructions before use (30 more registers in the forward, none in the state loop's
+# backward); two a pass, the forward interleaves two recurrences at the same 96 registers (the
+# backward needs 254). Sm_90 at the paper cell, results/bench/README.md ("A pass of the
+# kernels' loops"). Untimed on a GPU: `chunked_tiles` times them. Same values (to float32
+# rounding: the loop compiles differently).
+PASS = {"real": ("one", "one"), "phase": ("one", "one")}
 # L, steps per chunk, by default per kind: of range(*STEPS[kind]), the one that leaves a thread
 # the fewest steps, then pads the time axis least (`steps_for`): 60 steps are 4 chunks of 15 (no
 # padding, where 8 pads them to 64), 64 are 8 of 8. The backward's 4 and 16 counted worse than
@@ -155,10 +158,10 @@ def _name(kind, kernel):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (prefetch, _) = static
+  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (per_pass, _) = static
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S // steps, steps, ins[-1].ndim == 2, cf)
-  kernel = functools.partial(kernels.FORWARD[kind], neg=neg, n_states=N, prefetch=prefetch)
+  kernel = functools.partial(kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass)
   y = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(_chunked(ins[0], steps).shape, jnp.float32),
       grid=(b, D // bd), in_specs=in_specs, out_specs=per_td, interpret=interpret,
@@ -185,7 +188,7 @@ def _time_order(v, steps):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, prefetch) = static
+  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, per_pass) = static
   (b, D), S, N = _dims(ins, cf)
   bd, G = block * blocks, S // steps  # a backward program's channels; chunks
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
@@ -215,10 +218,10 @@ def _fused_bwd(static, res, dy):
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
   kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N,
-                              prefetch=prefetch)
+                              per_pass=per_pass)
             if by_channel else
             functools.partial(kernels.BACKWARD[kind], neg=neg, n_states=N, blocks=blocks,
-                              prefetch=prefetch,
+                              per_pass=per_pass,
                               barrier=not interpret))
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [chunked_td],
@@ -318,10 +321,20 @@ def plan(kind: str, length: int, channels: int, states: int, forward=None, backw
               span(length, fwd_steps, bwd_steps))
 
 
+def _passes(kind: str, per_pass) -> tuple[str, str]:
+  """(forward, backward) of `scan`'s per_pass, checked (`kernels.PASSES`)."""
+  pair = (PASS[kind] if per_pass is None else
+          (per_pass, per_pass) if isinstance(per_pass, str) else tuple(per_pass))
+  if len(pair) != 2 or not set(pair) <= set(kernels.PASSES):
+    raise ValueError(f"pallas_chunked: per_pass {per_pass!r}; choose one of "
+                     f"{', '.join(kernels.PASSES)}, or a (forward, backward) pair of them")
+  return pair
+
+
 def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
          interpret: bool | None = None, blocks: int | None = None, loop: str | None = None,
-         prefetch: bool | tuple[bool, bool] | None = None):
+         per_pass: str | tuple[str, str] | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
   channels-first factors (read as they are) y is (d, b, t). The constant family goes to
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
@@ -329,8 +342,8 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   forward's own steps per chunk, (channels, warps, L); `steps`: L of both kernels unless the
   forward tile passed names its own (default: `plan`);
   `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`); `loop`: what a
-  backward program loops over (default `BACKWARD_LOOP`); `prefetch`: (forward, backward), or
-  one for both, whether their loops read a state ahead (default `PREFETCH`)."""
+  backward program loops over (default `BACKWARD_LOOP`); `per_pass`: what a pass of each
+  kernel's loop takes, (forward, backward) or one for both (default `PASS`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
@@ -356,7 +369,6 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, (fwd_steps, bwd_steps), interpret, cf,
-            blocks, loop, PREFETCH[kind] if prefetch is None else
-            (prefetch, prefetch) if isinstance(prefetch, bool) else tuple(prefetch))
+            blocks, loop, _passes(kind, per_pass))
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

@@ -127,18 +127,29 @@ def adjoint_steps(a, e, b, u, h0, neg, steps):
     yield k, g, (2.0 * e[k] if neg else a[k]) * g * before[k], after[k], incoming
 
 
-def state_loop(n_states, read, body, init, prefetch):
-  """fori_loop over the states n of body(n, read(n), carry): `read` loads state n's inputs.
-  With `prefetch`, state n + 1's are read while state n computes (carried to the next pass),
-  so their loads' latency hides behind a pass of arithmetic instead of stalling its start."""
-  if not prefetch:
-    return jax.lax.fori_loop(0, n_states, lambda n, c: body(n, read(n), c), init)
+PASSES = ("one", "ahead", "two")  # what a pass of a kernel's loop takes (`loop_passes`)
 
-  def step(n, carry):
+
+def loop_passes(n, read, body, init, per_pass="one"):
+  """fori_loop over the loop's n states (or channels) i of body(i, read(i), carry), where `read`
+  loads i's inputs. per_pass: "one" state a pass; "ahead", one, with the next one's inputs read
+  while it computes (carried to the next pass: their loads' latency hides behind a pass of
+  arithmetic instead of stalling its start); "two", two states a pass (two independent
+  recurrences to interleave, and the loop's own instructions once per two)."""
+  if per_pass == "one":
+    return jax.lax.fori_loop(0, n, lambda i, c: body(i, read(i), c), init)
+  if per_pass == "two":
+    out = jax.lax.fori_loop(0, n // 2, lambda j, c: body(
+        2 * j + 1, read(2 * j + 1), body(2 * j, read(2 * j), c)), init)
+    return body(n - 1, read(n - 1), out) if n % 2 else out
+  if per_pass != "ahead":
+    raise ValueError(f"per_pass {per_pass!r}; choose one of {', '.join(PASSES)}")
+
+  def step(i, carry):
     carry, now = carry
-    ahead = read(jnp.minimum(n + 1, n_states - 1))
-    return body(n, now, carry), ahead
-  return jax.lax.fori_loop(0, n_states, step, (init, read(0)))[0]
+    ahead = read(jnp.minimum(i + 1, n - 1))
+    return body(i, now, carry), ahead
+  return jax.lax.fori_loop(0, n, step, (init, read(0)))[0]
 
 
 def _real_reads(refs, steps, channels=slice(None)):
@@ -159,7 +170,7 @@ def _real(inputs, x, dt, neg):
 
 
 def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states,
-                 prefetch=False):
+                 per_pass="one"):
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   x, dt = load(x_ref), load(dt_ref)
 
@@ -167,14 +178,14 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_
     _, _, a, b, _, C, h0 = _real(inputs, x, dt, neg)
     _, after, _ = states(a, b, h0, len(x))
     return tuple(y + h * c for y, h, c in zip(ys, after, C))
-  ys = state_loop(n_states, _real_reads(refs, len(x)), body,
-                  (jnp.zeros(x[0].shape, jnp.float32),) * len(x), prefetch)
+  ys = loop_passes(n_states, _real_reads(refs, len(x)), body,
+                   (jnp.zeros(x[0].shape, jnp.float32),) * len(x), per_pass)
   store(y_ref, ys)
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
                   dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states, blocks, barrier,
-                  prefetch=False):
+                  per_pass="one"):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
   chunk, then the gradients; shared rows (dB, dC) are one partial sum per program (a state's L
   steps summed over channels at once and written as one row: `joined_time_sums`), its channels
@@ -182,11 +193,12 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   walk_blocks(lambda channels, adding: _real_block(
       refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
-      adding, neg=neg, n_states=n_states, prefetch=prefetch), x_ref.shape[0], blocks, barrier)
+      adding, neg=neg, n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks,
+      barrier)
 
 
 def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref,
-                channels, adding, neg, n_states, prefetch):
+                channels, adding, neg, n_states, per_pass):
   steps = x_ref.shape[-1]
   x, dt, dy = (load(ref, channels) for ref in (x_ref, dt_ref, dy_ref))
 
@@ -207,15 +219,15 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
       dh0_ref[0][n, channels] = first_chunk_sum(incoming)
     return tuple(dx) + tuple(ddt)
   zeros = jnp.zeros(x[0].shape, jnp.float32)
-  out = state_loop(n_states, _real_reads(refs, steps, channels), body, (zeros,) * (2 * steps),
-                   prefetch)
+  out = loop_passes(n_states, _real_reads(refs, steps, channels), body,
+                    (zeros,) * (2 * steps), per_pass)
   store(dx_ref, out[:steps], channels)
   store(ddt_ref, out[steps:], channels)
 
 
 def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref,
                              ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states,
-                             prefetch=False):
+                             per_pass="one"):
   """`real_backward` with the roles of states and channels swapped: a program's tiles are
   (states, G) (all N states across lanes) and it loops over its channels. The gradients shared
   over channels (dB, dC) then add up elementwise in registers across the loop and are written
@@ -252,7 +264,7 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
       dh0_ref[0][:, d] = first_chunk_sum(incoming)
     return tuple(dB) + tuple(dC)
   zeros = jnp.zeros(B[0].shape, jnp.float32)
-  out = state_loop(x_ref.shape[0], read, body, (zeros,) * (2 * steps), prefetch)
+  out = loop_passes(x_ref.shape[0], read, body, (zeros,) * (2 * steps), per_pass)
   store(dB_ref, out[:steps])
   store(dC_ref, out[steps:])
 
@@ -303,7 +315,7 @@ def _running(v, steps):
 
 
 def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                  y_ref, *, neg, n_states, prefetch=False):
+                  y_ref, *, neg, n_states, per_pass="one"):
   del neg
   refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                         h0r_ref, h0i_ref)))
@@ -318,14 +330,14 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
       z = add(Ch0, mul(CB, U))
       out.append(y + p[0] * z[0] - p[1] * z[1])
     return tuple(out)
-  ys = state_loop(n_states, _phase_reads(refs, steps), body,
-                  (jnp.zeros(x[0].shape, jnp.float32),) * steps, prefetch)
+  ys = loop_passes(n_states, _phase_reads(refs, steps), body,
+                   (jnp.zeros(x[0].shape, jnp.float32),) * steps, per_pass)
   store(y_ref, ys)
 
 
 def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
                    dy_ref, dx_ref, dphi_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref, *dh0_refs, neg,
-                   n_states, blocks, barrier, prefetch=False):
+                   n_states, blocks, barrier, per_pass="one"):
   """h_t and g_t per step (above), then the gradients; phi's is one partial sum over the
   program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
   sums over time."""
@@ -334,11 +346,12 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
                                         h0r_ref, h0i_ref)))
   walk_blocks(lambda channels, adding: _phase_block(
       refs, x_ref, dy_ref, dx_ref, dphi_ref, (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
-      channels, adding, n_states=n_states, prefetch=prefetch), x_ref.shape[0], blocks, barrier)
+      channels, adding, n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks,
+      barrier)
 
 
 def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, channels, adding,
-                 n_states, prefetch):
+                 n_states, per_pass):
   steps = x_ref.shape[-1]
   x, dy = load(x_ref, channels), load(dy_ref, channels)
 
@@ -367,8 +380,8 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
     for ref, value in zip(dh0_refs, later):  # G~_0
       ref[n, channels] = first_chunk_sum(value)
     return tuple(dx)
-  out = state_loop(n_states, _phase_reads(refs, steps, channels), body,
-                   (jnp.zeros(x[0].shape, jnp.float32),) * steps, prefetch)
+  out = loop_passes(n_states, _phase_reads(refs, steps, channels), body,
+                    (jnp.zeros(x[0].shape, jnp.float32),) * steps, per_pass)
   store(dx_ref, out, channels)
 
 

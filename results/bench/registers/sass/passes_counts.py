@@ -1,11 +1,11 @@
-"""The chunked kernels with and without each state's inputs read a state ahead
-(`pallas_chunked.PREFETCH`), compiled for sm_90 at the paper cell: registers, spills, the state
-loop's PTX and SASS instructions, and how many SASS instructions of the loop lie between each
-global load and the first instruction that uses what it loaded (a warp stalls there unless the
-load has landed). Needs `pip install triton==3.9.0` (its ptxas and nvdisasm); with jax 0.11 a
+"""The chunked kernels with each pass of their loops taking one state, one with the next
+state's inputs read ahead, or two states (`pallas_chunked.PASS`), compiled for sm_90 at the
+paper cell: registers, spills, the loop's PTX and SASS instructions (per state), and how many
+SASS instructions of the loop lie between each global load and the first instruction that uses
+what it loaded (a warp stalls there unless the load has landed). Needs `pip install triton==3.9.0` (its ptxas and nvdisasm); with jax 0.11 a
 GPU's compute capability is named by `launch.bench_compiled.as_gpu`:
 
-    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python results/bench/registers/sass/prefetch_counts.py OUT.json
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python results/bench/registers/sass/passes_counts.py OUT.json
 """
 import json, os, re, subprocess, sys, tempfile, statistics
 from launch import bench_compiled, bench_registers as br
@@ -78,9 +78,11 @@ CASES = [("decay", (8, 1), (8, 1), "states"), ("decay", (8, 1), (128, 4), "chann
 rows = []
 for family, fwd, bwd, loop in CASES:
   f = random_factors(family, 1, 60, 128, 64)
-  for prefetch in (False, True):
+  for per_pass in ("one", "ahead", "two"):
+    if per_pass == "two" and loop == "channels":  # at 255 registers already
+      continue
     scan = lambda f: pallas_chunked.scan(f, forward=fwd, backward=bwd, interpret=False,
-                                         loop=loop, prefetch=prefetch)
+                                         loop=loop, per_pass=per_pass)
     fn = br.jax.grad(lambda f: br.jnp.sum(br.jnp.sin(scan(f))))
     with bench_compiled.as_gpu("h200"):
       texts = br.triton_modules(fn, f)
@@ -88,7 +90,8 @@ for family, fwd, bwd, loop in CASES:
       if which == "forward" and loop == "channels":  # the state loop's forward, above
         continue
       row = {"family": family, "which": which, "tile": list(tile), "loop": loop,
-             "prefetch": prefetch, **compile_one(ttir, tile[1])}
+             "per_pass": per_pass, **compile_one(ttir, tile[1])}
+      row["sass_loop_per_state"] = row["sass_loop"] / (2 if per_pass == "two" else 1)
       rows.append(row)
       print(json.dumps(row), flush=True)
 json.dump({"sizes": dict(batch=256, length=60, d_model=128, d_state=64),
