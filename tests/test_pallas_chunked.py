@@ -83,6 +83,13 @@ def test_each_pass_of_the_kernels_loops_may_read_ahead_or_take_two_states(family
         f"{per_pass}, against {loops['one']} one state a pass")
 
 
+def test_an_unknown_pass_of_the_loops_names_the_choices():
+  f = to_factors("decay", factored_inputs("decay", 9, d=5, n=3))
+  for bad in ("three", ("one",), ("one", "four")):
+    with pytest.raises(ValueError, match="per_pass .*; choose one of one, ahead, two"):
+      pallas_chunked.scan(f, per_pass=bad, interpret=True)
+
+
 def assert_matches_the_sequential_scan(fn, f, what):
   """fn(f)'s values and every gradient, h0's included, against the sequential scan's."""
   w = jnp.asarray(np.random.default_rng(4).normal(size=f.x.shape), jnp.float32)
