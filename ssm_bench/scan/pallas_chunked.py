@@ -75,7 +75,7 @@ LOOPS = ("states", "channels")
 # backward): "one" state (the channel loop: channel), "ahead" (one, the next one's inputs read
 # while it computes) or "two" (two a pass). The chunked kernels' H200 times did not follow their
 # instruction counts (forward 0.150 ms per run against 0.093 counted), and their SASS shows
-# stalls the counts miss: a pass uses its loads 2-104 instructions (median) after issuing them,
+# stalls the counts miss: a pass uses its loads a median 25-104 instructions after issuing them,
 # and walks one dependent recurrence per thread. Read ahead, ptxas issues the loads 240-440
 # instructions before use (30 more registers in the forward, none in the state loop's
 # backward); two a pass, the forward interleaves two recurrences at the same 96 registers (the

@@ -8,11 +8,13 @@ written as one contiguous row (`store_time_sums`): per reduction across lanes or
 exchange instead of L.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
-with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states, G)
-tiles (`real_backward_by_channel`). The phase kind (rotation: a_t = exp(i theta_t[n]), shared over
-channels; B, C and h0 complex per (channel, state), as (re, im) pairs multiplied by `ARITH`)
-needs no product at all: in the frame that rotates with the running product of a, its
-recurrence is a running sum, scanned across chunks by a cumsum of two operands.
+with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states,
+G) tiles (`real_backward_by_channel`). Each loop (`loop_passes`) takes one state a pass, or one
+with the next one's inputs read ahead, or two. The phase kind (rotation: a_t = exp(i
+theta_t[n]), shared over channels; B, C and h0 complex per (channel, state), as (re, im) pairs
+multiplied by `ARITH`) needs no product at all: in the frame that rotates with the running
+product of a, its recurrence is a running sum, scanned across chunks by a cumsum of two
+operands.
 """
 from __future__ import annotations
 
