@@ -217,6 +217,34 @@ LANE_SCANS = {"decay": ("exclusive_recurrence_scan", [1, 2]),
               "signed_decay": ("exclusive_recurrence_scan", [1, 2]), "rotation": ("cumsum", [2, 4])}
 
 
+@pytest.mark.parametrize("family,loop,per_pass", [
+    ("decay", "states", "ahead"), ("decay", "states", "two"), ("decay", "channels", "ahead"),
+    ("rotation", "states", "ahead"), ("rotation", "states", "two")])
+def test_each_pass_of_the_loops_lowers_for_cuda(family, loop, per_pass):
+  """The loops read ahead (an index clamped to the last state) or two states a pass lower to
+  Triton as the plain loop does: a forward and a backward kernel."""
+  from launch.bench_registers import triton_modules
+  n = 4 if loop == "channels" else 5  # all states in the channel loop's tiles; or an odd last
+  f = to_factors(family, factored_inputs(family, 60, b=2, d=16, n=n))
+  loss = lambda f: jnp.sum(pallas_chunked.scan(
+      f, interpret=False, loop=loop, per_pass=per_pass,
+      backward=(16, 4) if loop == "channels" else None) ** 2)
+  assert len(triton_modules(jax.grad(loss), f)) == 2, f"{family}, {loop}, {per_pass}"
+
+
+def test_the_channel_loop_compiled_needs_a_power_of_two_of_states(monkeypatch):
+  """Its tiles hold all N states, and Triton's tiles are powers of two: as the default it
+  hands 5 states to the state loop, asked for by name it says why not (interpret mode, where
+  the tests run it at 3 states, has no such limit)."""
+  from launch.bench_registers import triton_modules
+  f = to_factors("decay", factored_inputs("decay", 60, b=2, d=16, n=5))
+  monkeypatch.setitem(pallas_chunked.BACKWARD_LOOP, "real", "channels")
+  loss = lambda f, **kw: jnp.sum(pallas_chunked.scan(f, interpret=False, **kw) ** 2)
+  assert len(triton_modules(jax.grad(loss), f)) == 2, "5 states did not go to the state loop"
+  with pytest.raises(ValueError, match="holds all 5 states in its tiles.*power of two"):
+    triton_modules(jax.grad(lambda f: loss(f, loop="channels")), f)
+
+
 @pytest.mark.parametrize("family", pallas_chunked.FAMILIES)
 def test_kernels_lower_for_cuda_with_one_scan_across_lanes_per_recurrence(family):
   """The Triton lowering runs on CPU (the primitive's `tt.scan` rule is found and verifies):

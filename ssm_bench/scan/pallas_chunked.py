@@ -351,6 +351,12 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   kind, cf = sequential_kernel.KINDS[f.family], f.channels_first
   D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
   N = f.h0.shape[-1]
+  if not interpret and N & (N - 1) and (loop or BACKWARD_LOOP[kind]) == "channels":
+    # the channel loop's tiles hold all N states, and Triton's tiles are powers of two
+    if loop:
+      raise ValueError(f"pallas_chunked: the backward that loops over channels holds all "
+                       f"{N} states in its tiles, which compiled must be a power of two")
+    loop = "states"
   fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S = plan(kind, T, D, N, forward, backward,
                                                            steps, blocks, loop)
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
