@@ -44,7 +44,6 @@ MEASURED_TB_S = {"h200": 4.07}
 KERNELS = bench_profile.KINDS[0][0]  # the scan kernels, as bench_profile names them
 _WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
 _CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? call\(.*?to_apply=%([\w.\-]+)", re.M)
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*?\{\n(.*?)\n\}$", re.M | re.S)
 _NAME = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ", re.M)
 
 
@@ -109,7 +108,7 @@ def step_bytes(text: str, steps: int) -> dict:
   the training loop's body (the entry's while that runs `steps` iterations), with each loop
   nested in it counted by its body's instructions times its known trip count, and each call
   by its computation's."""
-  bodies = dict(_COMPUTATION.findall(text))
+  bodies = dict(bench_profile.COMPUTATION.findall(text))
   loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
   nested = {**loops, **{name: (computation, 1) for name, computation in _CALL.findall(text)}}
   entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
