@@ -8,7 +8,7 @@ XLA compiles for a GPU from a description of it (SMs, bandwidth, caches, compute
 program is the one a lent GPU would build, with that XLA's fusions, the Pallas kernels lowered
 through Triton, and cuBLAS calls where autotuning would have chosen among gemms (the one part
 that differs: results/bench/README.md, "A GPU's step compiled without a GPU"). The section sums
-the bytes each instruction of one training step reads and writes (`bench_profile.hlo_bytes`;
+the bytes each instruction of one training step reads and writes (`hlo.bytes_moved`;
 the training loop's body, a loop inside it once per iteration) by kind of op, and names the
 costliest ops. Outside the scan kernels a 27-run step ran at the H200's bandwidth (4.07 TB/s:
 "The bytes of a 27-run step"), so these bytes say, before a GPU minute is spent, what a change
@@ -31,7 +31,7 @@ import time
 
 import jax
 
-from launch import bench_profile
+from launch import bench_profile, hlo
 from ssm_bench import train
 
 TARGETS = {p.stem: p for p in sorted((pathlib.Path(__file__).parent / "gpu_targets")
@@ -108,7 +108,7 @@ def step_bytes(text: str, steps: int) -> dict:
   the training loop's body (the entry's while that runs `steps` iterations), with each loop
   nested in it counted by its body's instructions times its known trip count, and each call
   by its computation's."""
-  bodies = dict(bench_profile.COMPUTATION.findall(text))
+  bodies = dict(hlo.COMPUTATION.findall(text))
   loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
   nested = {**loops, **{name: (computation, 1) for name, computation in _CALL.findall(text)}}
   entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
@@ -116,7 +116,7 @@ def step_bytes(text: str, steps: int) -> dict:
            if n == steps and re.search(r"%" + re.escape(name) + r" = ", bodies[entry])]
   if not outer:
     raise ValueError(f"no loop of {steps} iterations in the compiled program's entry")
-  moved, out = bench_profile.hlo_bytes(text), collections.Counter()
+  moved, out = hlo.bytes_moved(text), collections.Counter()
 
   def add(computation: str, times: int):
     for name in _NAME.findall(bodies[computation]):
@@ -144,7 +144,7 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
     text = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)),
                             on_device(hp)).compile().as_text()
   compile_s = time.perf_counter() - t0
-  moved, sources = step_bytes(text, cfg.log_every), bench_profile.hlo_sources(text)
+  moved, sources = step_bytes(text, cfg.log_every), hlo.sources(text)
   per_kind, ops = collections.Counter(), []
   for name, nbytes in moved.items():
     source = sources.get(name, "")
