@@ -80,9 +80,9 @@ def bytes_moved(text: str) -> dict:
   those slices, and a buffer it updates in place (a dynamic-update-slice of a parameter, as a
   scan stores each step's state) counts the update written, not the buffer (a scan of 60 steps
   that stores a (256, 64, 128) state each step moves 8 MB a step, not its 500 MB buffer twice);
-  so do unfused dynamic slices and updates. An async pair counts once, at its start. Still an upper bound for the rest (a fusion that
-  reads part of an operand otherwise counts all of it). Both spellings of a name, as
-  `sources`."""
+  so do unfused dynamic slices and updates. An async pair counts once, at its start. Still an
+  upper bound for the rest (a fusion that reads part of an operand otherwise counts all of
+  it). Both spellings of a name, as `sources`."""
   lines = _LINE.findall(text)
   size = {name: _shape_bytes(shape) for name, shape, _, _ in lines}
   fused = {name: body for name, body in COMPUTATION.findall(text)}
