@@ -42,6 +42,12 @@ def _ms(row):
   return row.get("ms_per_run") if row.get("matches_reference") else None
 
 
+def _fastest(ms_by_pass: dict) -> str:
+  """The pass whose row timed fastest ("one" if none matched the reference)."""
+  timed = {p: ms for p, ms in ms_by_pass.items() if ms is not None}
+  return min(timed, key=timed.get, default="one")
+
+
 def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"), grid=None,
                         need_gpu: bool = True):
   """Rows per (kind, kernel, tile) and the best pair per kind. `kinds`: a list of kinds or
@@ -115,8 +121,7 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
         run(f"forward, per pass: {style}", _fwd(chunked(forward=best_fwd, per_pass=style, **at)),
             want_y, best_fwd, per_pass=style)
         forward_ms[style] = _ms(rows[-1])
-      timed = {p: ms for p, ms in forward_ms.items() if ms is not None}
-      fwd_pass = min(timed, key=timed.get, default="one")
+      fwd_pass = _fastest(forward_ms)
       both_ms = {"one": fastest}
       if fwd_pass != "one":  # the backward's baseline with the forward as it will run
         run("backward, per pass: one", _grad(chunked(
@@ -129,9 +134,8 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
             forward=best_fwd, backward=key, per_pass=(fwd_pass, style), **at)), want_g, key,
             forward_tile=list(best_fwd), per_pass=[fwd_pass, style])
         both_ms[style] = _ms(rows[-1])
-      timed = {p: ms for p, ms in both_ms.items() if ms is not None}
-      bwd_pass = min(timed, key=timed.get, default="one")
-      fastest = timed.get(bwd_pass, fastest)
+      bwd_pass = _fastest(both_ms)
+      fastest = both_ms.get(bwd_pass) or fastest
       cf.update(per_pass_fwd_ms_per_run=forward_ms, per_pass_fwd_bwd_ms_per_run=both_ms)
       best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
                     "steps_per_chunk": steps, "steps": steps_range,

@@ -8,7 +8,7 @@ XLA compiles for a GPU from a description of it (SMs, bandwidth, caches, compute
 program is the one a lent GPU would build, with that XLA's fusions, the Pallas kernels lowered
 through Triton, and cuBLAS calls where autotuning would have chosen among gemms (the one part
 that differs: results/bench/README.md, "A GPU's step compiled without a GPU"). The section sums
-the bytes each instruction of one training step reads and writes (`hlo.bytes_moved`;
+the bytes each instruction of one training step reads and writes (`hlo.loop_body_bytes`:
 the training loop's body, a loop inside it once per iteration) by kind of op, and names the
 costliest ops. Outside the scan kernels a 27-run step ran at the H200's bandwidth (4.07 TB/s:
 "The bytes of a 27-run step"), so these bytes say, before a GPU minute is spent, what a change
@@ -26,7 +26,6 @@ import collections
 import contextlib
 import json
 import pathlib
-import re
 import time
 
 import jax
@@ -42,9 +41,6 @@ TOP_OPS = 12
 # 27-run step"), 85% of the part's 4.8. A target without one gets no time.
 MEASURED_TB_S = {"h200": 4.07}
 KERNELS = bench_profile.KINDS[0][0]  # the scan kernels, as bench_profile names them
-_WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
-_CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? call\(.*?to_apply=%([\w.\-]+)", re.M)
-_NAME = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ", re.M)
 
 
 class TargetError(Exception):
@@ -98,37 +94,6 @@ def as_gpu(target: str | None):
       module.get_gpu_info = fn
 
 
-def _trips(attrs: str) -> int:
-  m = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', attrs)
-  return int(m.group(1)) if m else 1
-
-
-def step_bytes(text: str, steps: int) -> dict:
-  """{instruction: bytes per training step} of a compiled chunk's HLO text: the instructions of
-  the training loop's body (the entry's while that runs `steps` iterations), with each loop
-  nested in it counted by its body's instructions times its known trip count, and each call
-  by its computation's."""
-  bodies = dict(hlo.COMPUTATION.findall(text))
-  loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
-  nested = {**loops, **{name: (computation, 1) for name, computation in _CALL.findall(text)}}
-  entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
-  outer = [body for name, (body, n) in loops.items()
-           if n == steps and re.search(r"%" + re.escape(name) + r" = ", bodies[entry])]
-  if not outer:
-    raise ValueError(f"no loop of {steps} iterations in the compiled program's entry")
-  moved, out = hlo.bytes_moved(text), collections.Counter()
-
-  def add(computation: str, times: int):
-    for name in _NAME.findall(bodies[computation]):
-      if name in nested:
-        body, n = nested[name]
-        add(body, times * n)
-      elif name in moved:
-        out[name] += moved[name] * times
-  add(outer[0], 1)
-  return dict(out)
-
-
 def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
   """One row: cfg's training chunk vmapped over k runs, compiled for `target` (on `device`, its
   `target_device`), its bytes per training step by kind and the costliest ops."""
@@ -144,7 +109,7 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
     text = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)),
                             on_device(hp)).compile().as_text()
   compile_s = time.perf_counter() - t0
-  moved, sources = step_bytes(text, cfg.log_every), hlo.sources(text)
+  moved, sources = hlo.loop_body_bytes(text, cfg.log_every), hlo.sources(text)
   per_kind, ops = collections.Counter(), []
   for name, nbytes in moved.items():
     source = sources.get(name, "")

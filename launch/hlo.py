@@ -1,6 +1,7 @@
 """What a compiled program's HLO text says about each instruction: where it comes from (the jax
 op path and Python line: `sources`) and how many bytes it reads and writes (`bytes_moved`). The
-profile section names and weighs a trace's ops by them, the compiled section a step's."""
+profile section names and weighs a trace's ops by them, the compiled section a step's
+(`loop_body_bytes`: the training loop's body, nested loops by their trip counts)."""
 from __future__ import annotations
 
 import collections
@@ -64,6 +65,9 @@ _LINE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([a-z][\w\-]*)\(([^)]*)\)
 _ROOT = re.compile(r"^\s*ROOT %([\w.\-]+) = ", re.M)
 _CALLS = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = [^\n]*?calls=%([\w.\-]+)", re.M)
 # A computation of the HLO text: its name and its instructions
+_WHILE = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? while\(.*?body=%([\w.\-]+)(.*)$", re.M)
+_CALL = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*? call\(.*?to_apply=%([\w.\-]+)", re.M)
+_NAME = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = ", re.M)
 COMPUTATION = re.compile(r"^(?:ENTRY )?%([\w.\-]+) .*?\{\n(.*?)\n\}$", re.M | re.S)
 
 
@@ -136,3 +140,34 @@ def _fusion_bytes(body: str, operand_bytes: list) -> int:
     update = (opcode[w] == "dynamic-update-slice" and real(args[w][0]) in in_place)
     moved += size[args[w][1]] if update else size[w]
   return moved
+
+
+def _trips(attrs: str) -> int:
+  m = re.search(r'"known_trip_count":\{"n":"(\d+)"\}', attrs)
+  return int(m.group(1)) if m else 1
+
+
+def loop_body_bytes(text: str, steps: int) -> dict:
+  """{instruction: bytes per training step} of a compiled chunk's HLO text: the instructions of
+  the training loop's body (the entry's while that runs `steps` iterations), with each loop
+  nested in it counted by its body's instructions times its known trip count, and each call
+  by its computation's."""
+  bodies = dict(COMPUTATION.findall(text))
+  loops = {name: (body, _trips(attrs)) for name, body, attrs in _WHILE.findall(text)}
+  nested = {**loops, **{name: (computation, 1) for name, computation in _CALL.findall(text)}}
+  entry = re.search(r"^ENTRY %([\w.\-]+) ", text, re.M).group(1)
+  outer = [body for name, (body, n) in loops.items()
+           if n == steps and re.search(r"%" + re.escape(name) + r" = ", bodies[entry])]
+  if not outer:
+    raise ValueError(f"no loop of {steps} iterations in the compiled program's entry")
+  moved, out = bytes_moved(text), collections.Counter()
+
+  def add(computation: str, times: int):
+    for name in _NAME.findall(bodies[computation]):
+      if name in nested:
+        body, n = nested[name]
+        add(body, times * n)
+      elif name in moved:
+        out[name] += moved[name] * times
+  add(outer[0], 1)
+  return dict(out)

@@ -3,7 +3,7 @@ import jax
 import pytest
 
 from bench_flags import TINY, small_flags  # noqa: F401 (the module's flags)
-from launch import bench_compiled
+from launch import bench_compiled, hlo
 
 # A chunk of 5 steps whose body runs one 8-iteration loop and calls a computation: the step's
 # bytes are the body's fusion (2 x 4 x 4 floats in, 4 x 4 out), the called one's (4 x 4 in and
@@ -42,12 +42,12 @@ ENTRY %main (a: (s32[], f32[4,4])) -> (s32[], f32[4,4]) {
 
 
 def test_a_steps_bytes_are_its_loops_body_with_inner_loops_times_their_trips():
-  moved = bench_compiled.step_bytes(_PROGRAM, steps=5)
+  moved = hlo.loop_body_bytes(_PROGRAM, steps=5)
   assert moved == {"step_fusion": 3 * 64, "called_fusion": 2 * 64, "inner_fusion": 8 * 2 * 64}, (
       f"expected the body's and the called fusion once, the inner loop's 8 times, nothing "
       f"outside: {moved}")
   with pytest.raises(ValueError, match="no loop of 10 iterations"):
-    bench_compiled.step_bytes(_PROGRAM, steps=10)
+    hlo.loop_body_bytes(_PROGRAM, steps=10)
 
 
 def test_compiled_section_sums_a_steps_bytes_by_kind_on_this_machine():
