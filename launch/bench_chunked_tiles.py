@@ -11,9 +11,11 @@ its own tiles on the same factors (as `parallel_tiles --apply_tiles` left them, 
 first): the ratio that decides whether `scan.AUTO` takes the chunked kernel for that family.
 The best pair is timed again at 8 steps per chunk where its own L is not a power of two
 (`pallas_chunked.STEPS`), and then with each pass of the kernels' loops taking the next
-state's inputs ahead, or two states (`pallas_chunked.PASS`). The `best` line gives the values
-for `pallas_chunked.FORWARD`, `BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS` and
-`PASS`; `--apply_tiles` makes them the defaults for the sections after it in the same run.
+state's inputs ahead, or two states (`pallas_chunked.PASS`). For the real kind the forward
+tiles include the forward that loops over time (tiles marked "time" in `GRID["forward"]`,
+`pallas_chunked.FORWARD_LOOP`). The `best` line gives the values for `pallas_chunked.FORWARD`
+(or `FORWARD_BY_TIME`), `FORWARD_LOOP`, `BACKWARD`, `CHANNEL_BLOCKS`, `BACKWARD_LOOP`, `STEPS`
+and `PASS`; `--apply_tiles` makes them the defaults for the sections after it in the same run.
 """
 from __future__ import annotations
 
@@ -30,7 +32,12 @@ from launch.bench_tiles import (_fwd, _grad, _references, _stacked_factors,
 # instructions counted for (8, 1) and (16, 1) of both kinds (results/bench/README.md). Left
 # out, as both H200 sweeps (h200/8_*, 9_*) timed them 11-58% slower than the fastest tile of
 # each kind: forward (32, 1) and (32, 2), backward (8, 2) and (16, 2).
-GRID = {"forward": [(8, 1), (16, 1), (16, 2), (8, 1, 16), (16, 1, 16), (16, 2, 16)],
+# A forward tile marked TIME is the real kind's forward looping over time (one channel a lane:
+# (32, 1) counted fewest per run at the paper cell, (64, 2) and (128, 4) the same code in fewer
+# programs; results/bench/README.md, "The forward walking time").
+TIME = "time"
+GRID = {"forward": [(8, 1), (16, 1), (16, 2), (8, 1, 16), (16, 1, 16), (16, 2, 16),
+                    (32, 1, TIME), (64, 2, TIME), (128, 4, TIME)],
         "backward": [(4, 1), (8, 1), (16, 1)],
         # the real kind's backward looping over channels (`pallas_chunked.BACKWARD_LOOP`): the
         # tiles PTX counts without spills at the paper cell, (128, 4) the fewest instructions
@@ -40,6 +47,19 @@ GRID = {"forward": [(8, 1), (16, 1), (16, 2), (8, 1, 16), (16, 1, 16), (16, 2, 1
 def _ms(row):
   """A timed row's ms per run, if it matched the reference."""
   return row.get("ms_per_run") if row.get("matches_reference") else None
+
+
+def _scan_args(forward=None, **kw) -> dict:
+  """`pallas_chunked.scan`'s (or `plan`'s) arguments for a sweep's forward tile: one marked
+  TIME is the time loop's (channels, warps)."""
+  if forward is not None and forward[-1] == TIME:
+    return dict(kw, forward=tuple(forward[:-1]), forward_loop="time")
+  return dict(kw, forward=forward)
+
+
+def forward_tiles(grid: dict, kind: str) -> list:
+  """The grid's forward tiles the kind has: the time loop's (marked TIME) are the real kind's."""
+  return [t for t in grid["forward"] if t[-1] != TIME or kind == "real"]
 
 
 def _fastest(ms_by_pass: dict) -> str:
@@ -66,14 +86,17 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
     timings = {"forward": {}, "backward": {}, "backward, channel loop": {}}
     # one state a pass of the kernels' loops unless a row says otherwise (`pallas_chunked.PASS`
     # is chosen last, below)
-    chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **{"per_pass": "one", **kw}))
+    chunked = lambda **kw: (lambda f: pallas_chunked.scan(f, **_scan_args(
+        **{"per_pass": "one", **kw})))
+    kind_grid = dict(grid, forward=forward_tiles(grid, kind))
 
     def run(kernel, fn, want, tile, **extra):
       rows.append(checked_row("chunked_tiles", kind, family, kernel, tile, fn, f, want, reps, k,
                               timings, **extra))
 
-    best_fwd = sweep_pair(run, chunked, grid, want_y, want_g, timings,
+    best_fwd = sweep_pair(run, chunked, kind_grid, want_y, want_g, timings,
                           pallas_chunked.FORWARD[kind])
+    by_time = best_fwd[-1] == TIME
     if timings["backward"]:
       key = min(timings["backward"], key=timings["backward"].get)
       per_blocks, blocks = sweep_blocks(
@@ -98,8 +121,9 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
       # of two, as before `pallas_chunked.STEPS` took the L that pads least; if faster, the
       # kind's STEPS becomes (8, 9)
       steps, steps_range = pallas_chunked.plan(
-          kind, sizes["length"], sizes["d_model"], sizes["d_state"], best_fwd, key,
-          blocks=blocks, loop=loop).steps[1], list(pallas_chunked.STEPS[kind])
+          kind, sizes["length"], sizes["d_model"], sizes["d_state"], **_scan_args(
+              forward=best_fwd, backward=key, blocks=blocks, loop=loop)).steps[1], list(
+                  pallas_chunked.STEPS[kind])
       if steps & (steps - 1):
         run("backward, L = 8", _grad(chunked(forward=best_fwd, backward=key, blocks=blocks,
                                              loop=loop, steps=8)), want_g, key,
@@ -117,7 +141,7 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
             want_y, best_fwd)
         forward_ms["one"] = _ms(rows[-1])
       passes = pallas_chunked.kernels.PASSES
-      for style in passes[1:]:
+      for style in passes[1:] if not by_time else ():  # the time loop: one step a pass
         run(f"forward, per pass: {style}", _fwd(chunked(forward=best_fwd, per_pass=style, **at)),
             want_y, best_fwd, per_pass=style)
         forward_ms[style] = _ms(rows[-1])
@@ -137,7 +161,8 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
       bwd_pass = _fastest(both_ms)
       fastest = both_ms.get(bwd_pass) or fastest
       cf.update(per_pass_fwd_ms_per_run=forward_ms, per_pass_fwd_bwd_ms_per_run=both_ms)
-      best[kind] = {"family": family, "forward": list(best_fwd), "backward": list(key),
+      best[kind] = {"family": family, "forward": list(best_fwd[:2] if by_time else best_fwd),
+                    "forward_loop": TIME if by_time else "states", "backward": list(key),
                     "steps_per_chunk": steps, "steps": steps_range,
                     "fwd_bwd_ms_per_run": fastest, "per_pass": [fwd_pass, bwd_pass], **cf,
                     "blocks_fwd_bwd_ms_per_run": per_blocks, "blocks": blocks, "loop": loop,
@@ -148,6 +173,9 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
     if kind in best:
       best[kind]["pallas_parallel_fwd_bwd_ms_per_run"] = rows[-1].get("ms_per_run")
   return {"k": k, "sizes": dict(sizes), "defaults": {"forward": pallas_chunked.FORWARD,
+                                                     "forward_loop": pallas_chunked.FORWARD_LOOP,
+                                                     "forward_by_time":
+                                                         pallas_chunked.FORWARD_BY_TIME,
                                                      "backward": pallas_chunked.BACKWARD,
                                                      "blocks": pallas_chunked.CHANNEL_BLOCKS,
                                                      "loop": pallas_chunked.BACKWARD_LOOP,

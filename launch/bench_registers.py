@@ -49,6 +49,8 @@ GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can tim
 # the chunked real kind's backward looping over channels (`pallas_chunked.BACKWARD_LOOP`):
 # programs of up to all d_model channels, 4-8 warps
 CHANNEL_LOOP_GRID = [(16, 1), (16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (128, 8)]
+# its forward looping over time (`pallas_chunked.FORWARD_LOOP`): one channel a lane
+TIME_LOOP_GRID = [(32, 1), (64, 2), (128, 4)]
 KERNELS = ("pallas", "pallas_parallel", "pallas_chunked")
 # The time-parallel kernels: a program's state loop over its whole sequence, whose instruction
 # count predicts its time (`warp_instructions_per_run`); pallas_chunked has no const kind.
@@ -184,7 +186,9 @@ def warp_instructions_per_run(row: dict, sizes: dict) -> float:
   channels, warps = row["tile"][:2]  # a chunked forward tile may add its steps per chunk
   programs = sizes.get("batch", 1) * -(-sizes["d_model"] // channels)
   once = row["instructions"] - row["loop_instructions"]
-  loops = channels if row.get("loop") == "channels" else sizes["d_state"]  # BACKWARD_LOOP
+  # the loop's trips: channels or states (BACKWARD_LOOP), or the time block's steps
+  loops = (channels if row.get("loop") == "channels" else
+           _time_block(sizes) if row.get("loop") == "time" else sizes["d_state"])
   return programs * warps * (once + loops * row["loop_instructions"])
 
 
@@ -211,9 +215,18 @@ def calibrate(rows: list, timed_rows: list, sizes: dict, kind: str = "real",
           "corr_forward": corr(pairs["forward"]), "corr_backward": corr(pairs["backward"])}
 
 
+def _time_block(sizes: dict) -> int:
+  """The steps a chunked forward looping over time walks: its time block."""
+  from ssm_bench.scan import pallas_chunked
+  return pallas_chunked.plan("real", sizes["length"], sizes["d_model"], sizes["d_state"],
+                             forward_loop="time").span
+
+
 def _scan_fn(kernel: str, tile, time_major: bool = False, loop: str | None = None):
   from ssm_bench.scan import pallas, pallas_chunked, pallas_parallel
-  if kernel == "pallas_chunked":
+  if kernel == "pallas_chunked" and loop == "time":  # the forward looping over time
+    scan = lambda f: pallas_chunked.scan(f, forward=tile, interpret=False, forward_loop="time")
+  elif kernel == "pallas_chunked":
     scan = lambda f: pallas_chunked.scan(f, forward=tile, backward=tile[:2], interpret=False,
                                          loop=loop)
   elif kernel == "pallas_parallel":
@@ -225,14 +238,16 @@ def _scan_fn(kernel: str, tile, time_major: bool = False, loop: str | None = Non
 
 
 def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const"), grid=None,
-                    arch: int = 90, layouts=None, channel_loop_grid=None) -> dict:
+                    arch: int = 90, layouts=None, channel_loop_grid=None,
+                    time_loop_grid=None) -> dict:
   """Rows per (kernel, kind, tile, forward/backward): registers, spills, fits, instructions;
   the sizes' length decides the time-parallel kernel's tile (it holds the whole sequence), and
   that kernel is compiled in each of `layouts` (default: all of `pallas_parallel.LAYOUTS`),
   with its issue work per run and the time that predicts on an H100. `kinds`: a list of kinds or
   `bench_tiles.kinds_of`'s {kind: family} (mamba's decay and negmamba's signed decay are two
   time-parallel backward kernels of the real kind). The chunked real kind's backward is compiled
-  looping over channels too, at `channel_loop_grid` (default `CHANNEL_LOOP_GRID`)."""
+  looping over channels too, at `channel_loop_grid` (default `CHANNEL_LOOP_GRID`), and its
+  forward looping over time at `time_loop_grid` (default `TIME_LOOP_GRID`)."""
   from ssm_bench.scan import pallas_chunked, pallas_parallel
   triton, _ = _triton()
   rows, layouts = [], tuple(pallas_parallel.LAYOUTS) if layouts is None else layouts
@@ -241,14 +256,16 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
       continue
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     runs = [(tile, tm, None) for tile, tm in itertools.product(
-        grid or GRID, layouts if kernel == "pallas_parallel" else (False,))]
+        GRID if grid is None else grid, layouts if kernel == "pallas_parallel" else (False,))]
     if kernel == "pallas_chunked" and kind == "real":  # its backward looping over channels
       runs += [(tile, False, "channels") for tile in (
           CHANNEL_LOOP_GRID if channel_loop_grid is None else channel_loop_grid)]
+      runs += [(tile, False, "time") for tile in (
+          TIME_LOOP_GRID if time_loop_grid is None else time_loop_grid)]
     for tile, tm, loop in runs:
       texts = triton_modules(_scan_fn(kernel, tile, tm, loop), f)
       for which, ttir in zip(("forward", "backward"), texts):
-        if loop and which == "forward":  # the same forward kernel as the state loop's
+        if (loop == "time") != (which == "forward") and loop:  # the kernel each loop changes
           continue
         row = {"kernel": kernel, "kind": kind, "family": family, "tile": list(tile),
                "which": which, "time_major": tm, **({"loop": loop} if loop else {}),
@@ -284,7 +301,7 @@ def render(result: dict) -> str:
   by_key = {}
   for r in result["rows"]:
     layout = {True: " time-major", "rows": " rows time-major"}.get(r.get("time_major"), "")
-    layout += " channel loop" if r.get("loop") == "channels" else ""
+    layout += {"channels": " channel loop", "time": " time loop"}.get(r.get("loop"), "")
     key = (r["kernel"] + layout, r["kind"],
            r.get("family"))
     by_key.setdefault(key, {}).setdefault(tuple(r["tile"]), {})[r["which"]] = cell(r)

@@ -329,6 +329,7 @@ def bench_parallel_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase",
 TIME_PARALLEL = {"parallel": ("pallas_parallel", {"time_major": ("TIME_MAJOR", False),
                                                   "blocks": ("CHANNEL_BLOCKS", 1)}),
                  "chunked": ("pallas_chunked", {"blocks": ("CHANNEL_BLOCKS", 1),
+                                                "forward_loop": ("FORWARD_LOOP", "states"),
                                                 "loop": ("BACKWARD_LOOP", "states"),
                                                 "steps": ("STEPS", (8, 16)),
                                                 "per_pass": ("PASS", ("one", "one"))})}
@@ -352,7 +353,10 @@ def apply(result: dict) -> dict:
         if not p.get("channels_first_matches", True):  # wrong as the layers read it: kept out
           applied.setdefault(name, {})[k] = "not applied: wrong on channels-first factors"
           continue
-        module.FORWARD[k], module.BACKWARD[k] = tuple(p["forward"]), tuple(p["backward"])
+        # a chunked forward that loops over time keeps its tile apart from the state loop's
+        forward = "FORWARD_BY_TIME" if p.get("forward_loop") == "time" else "FORWARD"
+        getattr(module, forward)[k], module.BACKWARD[k] = (tuple(p["forward"]),
+                                                           tuple(p["backward"]))
         chosen = applied.setdefault(name, {})[k] = {"forward": p["forward"],
                                                     "backward": p["backward"]}
         for field, (attr, default) in settings.items():
@@ -399,6 +403,8 @@ def render(result: dict) -> str:
         lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "
                      f"BACKWARD {tuple(p['backward'])}"
                      + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
+                     + (f", FORWARD_LOOP {p['forward_loop']!r}"
+                        if p.get("forward_loop", "states") != "states" else "")
                      + (f", BACKWARD_LOOP {p['loop']!r}" if "loop" in p else "")
                      + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; blocks "
                      f"per program {p.get('blocks_fwd_bwd_ms_per_run')}"

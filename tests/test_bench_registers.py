@@ -80,6 +80,10 @@ def test_counts_the_state_loop_and_marks_a_loop_inside_it_as_uncounted():
   # the chunked backward looping over channels: 25 per channel of the program's 8
   assert bench_registers.warp_instructions_per_run(
       dict(row, loop="channels"), {"batch": 2, "d_model": 16, "d_state": 4}) == 8 * (5 + 8 * 25)
+  # the chunked forward looping over time: 25 per step of its time block (37 steps: 4 x 10)
+  assert bench_registers.warp_instructions_per_run(
+      dict(row, loop="time"), {"batch": 2, "d_model": 16, "d_state": 4, "length": 37}) == (
+      8 * (5 + 40 * 25))
 
 
 def test_calibration_recovers_the_issue_rate_that_timed_the_tiles():
@@ -130,10 +134,19 @@ def test_default_tiles_of_the_time_parallel_kernel_compile_for_sm90_without_spil
                                                       ("backward", pallas_chunked.BACKWARD))]:
       tile = pallas_parallel.default_tile(default[:2], span) + tuple(default[2:])  # (.., L)
       result = bench_registers.bench_registers(sizes, kernels=("pallas_chunked",),
-                                               kinds=(kind,), grid=[tile], channel_loop_grid=())
+                                               kinds=(kind,), grid=[tile], channel_loop_grid=(),
+                                               time_loop_grid=())
       for r in (r for r in result["rows"] if r["which"] == which):
         assert r.get("spill_stores") == 0 and r["fits"], (
             f"{length} steps, chunked {kind} {which} {tile}: {r}")
+  # the real forward looping over time, at the paper's 64 states (all in a lane's registers;
+  # its length only sets the loop's trips)
+  tile = pallas_chunked.FORWARD_BY_TIME["real"]
+  result = bench_registers.bench_registers({"length": 60, "d_model": tile[0], "d_state": 64},
+                                           kernels=("pallas_chunked",), kinds=("real",), grid=[],
+                                           channel_loop_grid=(), time_loop_grid=[tile])
+  assert [(r["which"], r["loop"], r.get("spill_stores"), r["fits"]) for r in result["rows"]] == [
+      ("forward", "time", 0, True)], f"chunked real forward looping over time: {result}"
 
 
 def test_render_names_a_forward_tile_with_its_own_steps_per_chunk():

@@ -193,6 +193,47 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   assert pallas_chunked.FORWARD["real"] == (4, 1, 16), "the fastest forward's steps were lost"
 
 
+
+def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(monkeypatch):
+  """A forward tile marked "time" (`GRID["forward"]`, the real kind's only) runs the forward
+  that loops over time, checked as every tile; with the clock making it the fastest it is best
+  (its (channels, warps) and `FORWARD_LOOP` "time", no per-pass rows for a forward that takes
+  one step a pass) and `--apply_tiles` sets `FORWARD_BY_TIME`, leaving the state loop's tile."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked
+  time = bench_chunked_tiles.TIME
+  assert all(t[-1] != time for t in bench_chunked_tiles.forward_tiles(
+      bench_chunked_tiles.GRID, "phase")), "the phase kind was given the time loop's tiles"
+  assert (8, 1) in bench_chunked_tiles.forward_tiles(bench_chunked_tiles.GRID, "phase")
+  assert any(t[-1] == time for t in bench_chunked_tiles.forward_tiles(
+      bench_chunked_tiles.GRID, "real"))
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  real, loops = pallas_chunked.scan, []
+  monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: loops.append(
+      kw.get("forward_loop")) or real(f, **kw))
+  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
+  timed = bench_tiles.timed
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
+      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  grid = dict(ONE_TILE, forward=[(4, 1), (8, 1, time)])
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
+                                                grid=grid, need_gpu=False)
+  rows = [(r["kernel"], r["tile"]) for r in out["rows"]]
+  assert ("forward", [8, 1, time]) in rows and "time" in loops, (rows, loops)
+  assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
+  assert not [r for r in rows if r[0].startswith("forward, per pass: ")], rows
+  best = out["best"]["chunked"]["real"]
+  assert (best["forward"], best["forward_loop"], best["per_pass"][0]) == ([8, 1], time, "one"), best
+  assert "FORWARD_LOOP 'time'" in bench_tiles.render(out)
+  for name in ("FORWARD", "FORWARD_BY_TIME", "FORWARD_LOOP", "BACKWARD", "CHANNEL_BLOCKS",
+               "BACKWARD_LOOP", "STEPS", "PASS"):
+    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  state_tile = pallas_chunked.FORWARD["real"]
+  bench_tiles.apply(out)
+  assert (pallas_chunked.FORWARD_LOOP["real"], pallas_chunked.FORWARD_BY_TIME["real"],
+          pallas_chunked.FORWARD["real"]) == (time, (8, 1), state_tile), (
+      "the time loop's forward was not applied as FORWARD_LOOP and FORWARD_BY_TIME")
+
 def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_applied(monkeypatch):
   """The sweeps read batch-major factors; the layers hand channels-first ones to the kernels
   (`CHANNELS_FIRST_LAYERS`). A kernel 1% off on those alone passes every batch-major row, and

@@ -83,6 +83,41 @@ def test_each_pass_of_the_kernels_loops_may_read_ahead_or_take_two_states(family
         f"{per_pass}, against {loops['one']} one state a pass")
 
 
+@pytest.mark.parametrize("family,length,h0,steps", [
+    ("decay", 60, "shared", 8), ("signed_decay", 37, "row", 4), ("signed_decay", 255, "row", 8)])
+def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, length, h0, steps):
+  """`forward_loop="time"` (`FORWARD_LOOP`): the forward walks a channel's steps one by one
+  with its states unrolled, and reads the backward's chunks step by step across their
+  boundaries; values (and the backward's gradients) are the sequential scan's, h0 shared or per
+  row, and its kernel loops over the time block's S steps with no scan across lanes."""
+  f = to_factors(family, factored_inputs(family, length, d=5, n=3))
+  f = dataclasses.replace(f, h0=f.h0[0]) if h0 == "shared" else f
+  fn = lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, forward_loop="time")
+  assert_matches_the_sequential_scan(fn, f, f"{family}, {length} steps, forward over time")
+  forward = [e for e in equations(jax.make_jaxpr(fn)(f).jaxpr)
+             if e.primitive.name == "pallas_call"][0].params["jaxpr"]
+  walks = [(q.params["length"], q.params["num_carry"]) for q in equations(forward)
+           if q.primitive.name == "scan"]
+  lanes = {q.primitive.name for q in equations(forward)} & {"exclusive_recurrence_scan"}
+  S = pallas_chunked.span(length, steps)
+  assert (walks, lanes) == ([(S, 4)], set()), (  # carried: the step and the 3 states
+      f"{family}: the forward's loops (steps, carried) {walks} and scans across lanes "
+      f"{sorted(lanes)}, want one loop of {S} steps carrying the step and 3 states, and none")
+
+
+def test_an_unknown_forward_loop_names_the_choices():
+  f = to_factors("decay", factored_inputs("decay", 9, d=5, n=3))
+  with pytest.raises(ValueError, match="forward loop 'tme' for the real kind; choose one of "
+                                       "states, time"):
+    pallas_chunked.scan(f, forward_loop="tme", interpret=True)
+  with pytest.raises(ValueError, match="its tile is \\(channels, warps\\), got \\(4, 1, 16\\)"):
+    pallas_chunked.scan(f, (4, 1, 16), forward_loop="time", interpret=True)
+  g = to_factors("rotation", factored_inputs("rotation", 9, d=5, n=3))
+  with pytest.raises(ValueError, match="forward loop 'time' for the phase kind; choose one of "
+                                       "states$"):
+    pallas_chunked.scan(g, forward_loop="time", interpret=True)
+
+
 def test_an_unknown_pass_of_the_loops_names_the_choices():
   f = to_factors("decay", factored_inputs("decay", 9, d=5, n=3))
   for bad in ("three", ("one",), ("one", "four")):
@@ -231,6 +266,17 @@ def test_each_pass_of_the_loops_lowers_for_cuda(family, loop, per_pass):
       backward=(16, 4) if loop == "channels" else None) ** 2)
   assert len(triton_modules(jax.grad(loss), f)) == 2, f"{family}, {loop}, {per_pass}"
 
+
+
+@pytest.mark.parametrize("family", ["decay", "signed_decay"])
+def test_the_forward_that_loops_over_time_lowers_for_cuda(family):
+  """One channel a lane, 32 a warp (`FORWARD_BY_TIME`), its N states unrolled: a forward and a
+  backward kernel, and evaluation's primal one."""
+  from launch.bench_registers import triton_modules
+  f = to_factors(family, factored_inputs(family, 60, b=2, d=32, n=4))
+  scan_ = lambda f: pallas_chunked.scan(f, interpret=False, forward_loop="time")
+  assert len(triton_modules(jax.grad(lambda f: jnp.sum(scan_(f) ** 2)), f)) == 2, family
+  assert len(triton_modules(scan_, f)) == 1, family
 
 def test_the_channel_loop_compiled_needs_a_power_of_two_of_states(monkeypatch):
   """Its tiles hold all N states, and Triton's tiles are powers of two: as the default it

@@ -26,8 +26,9 @@ the L in `STEPS` that pads time least once the warps are filled (`steps_for`: th
 b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
 `pallas_parallel`'s. The real kind's backward can loop over channels instead of states
 (`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over channels (dB,
-dC) are summed in registers rather than left as one partial sum per program. This module is
-the call: tiles, block specs, the custom VJP.
+dC) are summed in registers rather than left as one partial sum per program; its forward can
+loop over time instead of states (`FORWARD_LOOP`: one channel a lane, all states in its
+registers, no scan across chunks). This module is the call: tiles, block specs, the custom VJP.
 """
 from __future__ import annotations
 
@@ -71,6 +72,15 @@ CHANNEL_BLOCKS = {"real": 1, "phase": 1}
 # tile is then (channels per program, warps)). Untimed on a GPU: `.ci/gpu_plan 1` times both.
 BACKWARD_LOOP = {"real": "states", "phase": "states"}
 LOOPS = ("states", "channels")
+# What a forward program loops over: "states" (`kernels.FORWARD`) or, for the real kind,
+# "time" (`kernels.real_forward_by_time`: one channel a lane, all N states in its registers;
+# its tile, in FORWARD_BY_TIME, is (channels, warps), 32 a warp). Counted for sm_90 at the
+# paper cell: 28.6 M SASS warp-instructions per run at (32, 1) against the state loop's 43.8 M
+# (results/bench/README.md, "The forward walking time"). Untimed on a GPU: `chunked_tiles` times
+# it (tiles marked "time").
+FORWARD_LOOP = {"real": "states", "phase": "states"}
+FORWARD_LOOPS = ("states", "time")
+FORWARD_BY_TIME = {"real": (32, 1)}
 # What a pass of each kernel's loop takes (`kernels.loop_passes`), per kind, (forward,
 # backward): "one" state (the channel loop: channel), "ahead" (one, the next one's inputs read
 # while it computes) or "two" (two a pass). The chunked kernels' H200 times did not follow their
@@ -158,10 +168,11 @@ def _name(kind, kernel):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (per_pass, _) = static
+  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (per_pass, _), fwd_loop = static
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S // steps, steps, ins[-1].ndim == 2, cf)
-  kernel = functools.partial(kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass)
+  kernel = functools.partial(kernels.real_forward_by_time if fwd_loop == "time" else
+                             kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass)
   y = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(_chunked(ins[0], steps).shape, jnp.float32),
       grid=(b, D // bd), in_specs=in_specs, out_specs=per_td, interpret=interpret,
@@ -188,7 +199,8 @@ def _time_order(v, steps):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, per_pass) = static
+  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, per_pass), _ = (
+      static)
   (b, D), S, N = _dims(ins, cf)
   bd, G = block * blocks, S // steps  # a backward program's channels; chunks
   f32, n_d, shared = jnp.float32, D // bd, ins[-1].ndim == 2
@@ -284,23 +296,35 @@ def _steps_of(tile) -> int | None:
 
 class Plan(NamedTuple):
   """What a scan of given sizes runs (`plan`): tiles (forward's without its L), channel blocks
-  per backward program, the backward's loop, (the forward's L, the backward's L), the span."""
+  per backward program, the backward's loop, (the forward's L, the backward's L), the span,
+  the forward's loop."""
   forward: tuple[int, int]
   backward: tuple[int, int]
   blocks: int
   loop: str
   steps: tuple[int, int]
   span: int
+  forward_loop: str
 
 
 def plan(kind: str, length: int, channels: int, states: int, forward=None, backward=None,
-         steps: int | None = None, blocks: int | None = None, loop: str | None = None) -> Plan:
+         steps: int | None = None, blocks: int | None = None, loop: str | None = None,
+         forward_loop: str | None = None) -> Plan:
   """`scan`'s arguments resolved against the defaults for `length` steps of `channels` and
   `states`. Steps per chunk: `steps` for both kernels unless the forward tile names its own;
-  by default the default forward tile's, if it has one, and `steps_for` the length."""
+  by default the default forward tile's, if it has one, and `steps_for` the length. A forward
+  that loops over time reads the backward's chunks (its steps one by one, whatever L is)."""
   P = sequential_kernel._pow2(length)  # default tiles as for time padded to a power of two
+  forward_loop = forward_loop or FORWARD_LOOP[kind]
+  if forward_loop not in FORWARD_LOOPS or (forward_loop == "time" and kind != "real"):
+    raise ValueError(f"forward loop {forward_loop!r} for the {kind} kind; choose one of "
+                     f"{', '.join(FORWARD_LOOPS if kind == 'real' else FORWARD_LOOPS[:1])}")
+  default_fwd = FORWARD_BY_TIME[kind] if forward_loop == "time" else FORWARD[kind]
+  if forward_loop == "time" and forward is not None and len(forward) > 2:
+    raise ValueError(f"pallas_chunked: a forward that loops over time walks steps one by one; "
+                     f"its tile is (channels, warps), got {tuple(forward)}")
   fwd = sequential_kernel._tile(forward and forward[:2],
-                                pallas_parallel.default_tile(FORWARD[kind][:2], P), channels)
+                                pallas_parallel.default_tile(default_fwd[:2], P), channels)
   bwd = sequential_kernel._tile(backward, pallas_parallel.default_tile(BACKWARD[kind], P),
                                 channels)
   blocks = CHANNEL_BLOCKS[kind] if blocks is None else blocks
@@ -311,14 +335,15 @@ def plan(kind: str, length: int, channels: int, states: int, forward=None, backw
                      f"{', '.join(LOOPS if kind == 'real' else LOOPS[:1])}")
   blocks = 1 if loop == "channels" else blocks  # the channel loop sums shared rows itself
   blocks = max(1, min(blocks, sequential_kernel._pow2(channels) // bwd[0]))
-  own = _steps_of(forward) or steps or _steps_of(FORWARD[kind])
+  own = None if forward_loop == "time" else (_steps_of(forward) or steps
+                                              or _steps_of(default_fwd))
   # chunks that fill the backward tile's warps: its tiles are (rows, G), rows its channels, or
   # all states where it loops over channels
   lanes = max(1, 32 * bwd[1] // (states if loop == "channels" else bwd[0]))
   bwd_steps = steps or steps_for(length, kind, own, lanes)
   fwd_steps = own or bwd_steps
   return Plan(fwd, bwd, blocks, loop, (fwd_steps, bwd_steps),
-              span(length, fwd_steps, bwd_steps))
+              span(length, fwd_steps, bwd_steps), forward_loop)
 
 
 def _passes(kind: str, per_pass) -> tuple[str, str]:
@@ -334,7 +359,7 @@ def _passes(kind: str, per_pass) -> tuple[str, str]:
 def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
          backward: tuple[int, int] | None = None, steps: int | None = None,
          interpret: bool | None = None, blocks: int | None = None, loop: str | None = None,
-         per_pass: str | tuple[str, str] | None = None):
+         per_pass: str | tuple[str, str] | None = None, forward_loop: str | None = None):
   """y (b, t, d) of the factored recurrence, fused; same contract as the reference; for
   channels-first factors (read as they are) y is (d, b, t). The constant family goes to
   `pallas_parallel`, sequences longer than MAX_LENGTH steps to `pallas` (as `pallas_parallel`
@@ -343,7 +368,9 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   forward tile passed names its own (default: `plan`);
   `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`); `loop`: what a
   backward program loops over (default `BACKWARD_LOOP`); `per_pass`: what a pass of each
-  kernel's loop takes, (forward, backward) or one for both (default `PASS`)."""
+  kernel's loop takes, (forward, backward) or one for both (default `PASS`; a forward that
+  loops over time takes one step a pass); `forward_loop`: what a forward program loops over
+  (default `FORWARD_LOOP`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
@@ -357,8 +384,8 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
       raise ValueError(f"pallas_chunked: the backward that loops over channels holds all "
                        f"{N} states in its tiles, which compiled must be a power of two")
     loop = "states"
-  fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S = plan(kind, T, D, N, forward, backward,
-                                                           steps, blocks, loop)
+  fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S, fwd_loop = plan(
+      kind, T, D, N, forward, backward, steps, blocks, loop, forward_loop)
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
   f32 = lambda v: v.astype(jnp.float32)
   per_t = lambda v, width: (  # (batch, width, S), channels first (width, batch, S)
@@ -375,6 +402,6 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, (fwd_steps, bwd_steps), interpret, cf,
-            blocks, loop, _passes(kind, per_pass))
+            blocks, loop, _passes(kind, per_pass), fwd_loop)
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

@@ -9,7 +9,8 @@ exchange instead of L.
 
 The real kind (decay, signed decay: a_t per (step, channel)) scans (product of a, end state)
 with `exclusive_recurrence_scan`; its backward also comes looping over channels with (states,
-G) tiles (`real_backward_by_channel`). Each loop (`loop_passes`) takes one state a pass, or one
+G) tiles (`real_backward_by_channel`), and its forward looping over time with no tiles of time
+at all (`real_forward_by_time`). Each loop (`loop_passes`) takes one state a pass, or one
 with the next one's inputs read ahead, or two. The phase kind (rotation: a_t = exp(i
 theta_t[n]), shared over channels; B, C and h0 complex per (channel, state), as (re, im) pairs
 multiplied by `ARITH`) needs no product at all: in the frame that rotates with the running
@@ -183,6 +184,31 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_
   ys = loop_passes(n_states, _real_reads(refs, len(x)), body,
                    (jnp.zeros(x[0].shape, jnp.float32),) * len(x), per_pass)
   store(y_ref, ys)
+
+
+def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states,
+                         per_pass="one"):
+  """`real_forward` walking time instead of states: a program's channels one per lane, its
+  steps one by one (t = c L + k of the (G, L) view), and all N states of each channel unrolled
+  as N (channels,) vectors in that lane's registers, so the recurrence needs no scan across
+  chunks and y_t's sum over the states none across lanes; B_t and C_t are scalars read once per
+  step, shared by every lane."""
+  del per_pass
+  G, L = x_ref.shape[1:]
+  lam = [sequential_kernel.log2_scaled(lam_ref[n, :]) for n in range(n_states)]
+
+  def step(t, h):
+    c, k = jax.lax.div(t, L), jax.lax.rem(t, L)  # t >= 0: no floor correction
+    x, dt = x_ref[:, c, k], dt_ref[:, c, k]
+    y, out = None, []
+    for n in range(n_states):
+      e = jnp.exp2(dt * lam[n])
+      hn = (2.0 * e - 1.0 if neg else e) * h[n] + x * B_ref[n, c, k]
+      y = C_ref[n, c, k] * hn if y is None else y + C_ref[n, c, k] * hn
+      out.append(hn)
+    y_ref[:, c, k] = y
+    return tuple(out)
+  jax.lax.fori_loop(0, G * L, step, tuple(h0_ref[n, :] for n in range(n_states)))
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
@@ -389,3 +415,4 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
 
 FORWARD = {"real": real_forward, "phase": phase_forward}
 BACKWARD = {"real": real_backward, "phase": phase_backward}
+

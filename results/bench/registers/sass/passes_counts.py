@@ -71,28 +71,29 @@ def compile_one(ttir, warps):
   return row
 
 
-# the defaults' tiles (forward (8, 1), phase (16, 1); backward (8, 1)) and the channel loop's
-# best count (128, 4)
-CASES = [("decay", (8, 1), (8, 1), "states"), ("decay", (8, 1), (128, 4), "channels"),
-         ("signed_decay", (8, 1), (8, 1), "states"), ("rotation", (16, 1), (8, 1), "states")]
-rows = []
-for family, fwd, bwd, loop in CASES:
-  f = random_factors(family, 1, 60, 128, 64)
-  for per_pass in ("one", "ahead", "two"):
-    if per_pass == "two" and loop == "channels":  # at 255 registers already
-      continue
-    scan = lambda f: pallas_chunked.scan(f, forward=fwd, backward=bwd, interpret=False,
-                                         loop=loop, per_pass=per_pass)
-    fn = br.jax.grad(lambda f: br.jnp.sum(br.jnp.sin(scan(f))))
-    with bench_compiled.as_gpu("h200"):
-      texts = br.triton_modules(fn, f)
-    for which, ttir, tile in zip(("forward", "backward"), texts, (fwd, bwd)):
-      if which == "forward" and loop == "channels":  # the state loop's forward, above
+if __name__ == "__main__":
+  # the defaults' tiles (forward (8, 1), phase (16, 1); backward (8, 1)) and the channel loop's
+  # best count (128, 4)
+  CASES = [("decay", (8, 1), (8, 1), "states"), ("decay", (8, 1), (128, 4), "channels"),
+           ("signed_decay", (8, 1), (8, 1), "states"), ("rotation", (16, 1), (8, 1), "states")]
+  rows = []
+  for family, fwd, bwd, loop in CASES:
+    f = random_factors(family, 1, 60, 128, 64)
+    for per_pass in ("one", "ahead", "two"):
+      if per_pass == "two" and loop == "channels":  # at 255 registers already
         continue
-      row = {"family": family, "which": which, "tile": list(tile), "loop": loop,
-             "per_pass": per_pass, **compile_one(ttir, tile[1])}
-      row["sass_loop_per_state"] = row["sass_loop"] / (2 if per_pass == "two" else 1)
-      rows.append(row)
-      print(json.dumps(row), flush=True)
-json.dump({"sizes": dict(batch=256, length=60, d_model=128, d_state=64),
-           "triton": triton.__version__, "rows": rows}, open(sys.argv[1], "w"), indent=1)
+      scan = lambda f: pallas_chunked.scan(f, forward=fwd, backward=bwd, interpret=False,
+                                           loop=loop, per_pass=per_pass)
+      fn = br.jax.grad(lambda f: br.jnp.sum(br.jnp.sin(scan(f))))
+      with bench_compiled.as_gpu("h200"):
+        texts = br.triton_modules(fn, f)
+      for which, ttir, tile in zip(("forward", "backward"), texts, (fwd, bwd)):
+        if which == "forward" and loop == "channels":  # the state loop's forward, above
+          continue
+        row = {"family": family, "which": which, "tile": list(tile), "loop": loop,
+               "per_pass": per_pass, **compile_one(ttir, tile[1])}
+        row["sass_loop_per_state"] = row["sass_loop"] / (2 if per_pass == "two" else 1)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+  json.dump({"sizes": dict(batch=256, length=60, d_model=128, d_state=64),
+             "triton": triton.__version__, "rows": rows}, open(sys.argv[1], "w"), indent=1)

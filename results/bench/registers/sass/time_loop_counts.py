@@ -1,0 +1,31 @@
+"""The chunked real forward looping over time (`pallas_chunked.FORWARD_LOOP` "time") against the
+state loop's, compiled for sm_90 at the paper cell: registers, spills, the loop's PTX and SASS
+instructions (per step for the time loop, per state for the state loop), the loads' distance
+to their first use (`passes_counts`), and the SASS warp-instructions of one run (programs x
+warps x the loop's trips x its instructions). Needs `pip install triton==3.9.0`, as
+passes_counts:
+
+    JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 PYTHONPATH=.:results/bench/registers/sass \\
+        python results/bench/registers/sass/time_loop_counts.py OUT.json
+"""
+import json, sys
+from passes_counts import bench_compiled, br, compile_one, pallas_chunked, random_factors, triton
+
+SIZES = dict(batch=256, length=60, d_model=128, d_state=64)
+# the state loop's default forward tile, and the time loop's: one channel a lane, in 1-4 warps
+CASES = [("states", (8, 1)), ("time", (32, 1)), ("time", (64, 2)), ("time", (128, 4))]
+rows = []
+for family in ("decay", "signed_decay"):
+  f = random_factors(family, 1, SIZES["length"], SIZES["d_model"], SIZES["d_state"])
+  for loop, tile in CASES:
+    with bench_compiled.as_gpu("h200"):
+      ttir = br.triton_modules(lambda f: pallas_chunked.scan(
+          f, forward=tile, interpret=False, forward_loop=loop), f)[0]
+    row = {"family": family, "forward_loop": loop, "tile": list(tile), **compile_one(ttir, tile[1])}
+    trips = SIZES["length"] if loop == "time" else SIZES["d_state"]  # 60 steps: 4 x 15, no pad
+    row["sass_warp_instructions_per_run"] = (
+        SIZES["batch"] * SIZES["d_model"] // tile[0] * tile[1] * trips * row["sass_loop"])
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+json.dump({"sizes": SIZES, "triton": triton.__version__, "rows": rows}, open(sys.argv[1], "w"),
+          indent=1)
