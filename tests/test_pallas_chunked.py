@@ -105,6 +105,21 @@ def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, leng
       f"{sorted(lanes)}, want one loop of {S} steps carrying the step and 3 states, and none")
 
 
+
+def test_past_the_time_loops_states_the_default_forward_loops_over_states(monkeypatch):
+  """A time loop's lane holds every state (`TIME_LOOP_MAX_STATES`, past which it spills): as
+  the default it hands more states to the state loop; asked for by name it runs."""
+  f = to_factors("decay", factored_inputs("decay", 12, d=5, n=3))
+  monkeypatch.setitem(pallas_chunked.FORWARD_LOOP, "real", "time")
+  forward = lambda **kw: {q.primitive.name for q in equations([
+      e for e in equations(jax.make_jaxpr(lambda f: pallas_chunked.scan(f, **kw))(f).jaxpr)
+      if e.primitive.name == "pallas_call"][0].params["jaxpr"])}
+  assert "exclusive_recurrence_scan" not in forward(), "3 states: the default time loop"
+  monkeypatch.setattr(pallas_chunked, "TIME_LOOP_MAX_STATES", 2)
+  assert "exclusive_recurrence_scan" in forward(), "3 states past 2 did not go to the state loop"
+  assert "exclusive_recurrence_scan" not in forward(forward_loop="time"), (
+      "a time loop asked for by name was not run")
+
 def test_an_unknown_forward_loop_names_the_choices():
   f = to_factors("decay", factored_inputs("decay", 9, d=5, n=3))
   with pytest.raises(ValueError, match="forward loop 'tme' for the real kind; choose one of "

@@ -81,6 +81,9 @@ LOOPS = ("states", "channels")
 FORWARD_LOOP = {"real": "states", "phase": "states"}
 FORWARD_LOOPS = ("states", "time")
 FORWARD_BY_TIME = {"real": (32, 1)}
+# A lane holds 2 N + about 40 registers in the time loop: at (32, 1) 96 states take 255 and
+# 128 spill 124 bytes (sm_90, Triton 3.9.0), so past this many the default is the state loop.
+TIME_LOOP_MAX_STATES = 96
 # What a pass of each kernel's loop takes (`kernels.loop_passes`), per kind, (forward,
 # backward): "one" state (the channel loop: channel), "ahead" (one, the next one's inputs read
 # while it computes) or "two" (two a pass). The chunked kernels' H200 times did not follow their
@@ -384,6 +387,8 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
       raise ValueError(f"pallas_chunked: the backward that loops over channels holds all "
                        f"{N} states in its tiles, which compiled must be a power of two")
     loop = "states"
+  if forward_loop is None and FORWARD_LOOP[kind] == "time" and N > TIME_LOOP_MAX_STATES:
+    forward_loop = "states"  # asked for by name, a time loop that spills still runs
   fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S, fwd_loop = plan(
       kind, T, D, N, forward, backward, steps, blocks, loop, forward_loop)
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
