@@ -400,11 +400,12 @@ def render(result: dict) -> str:
       continue
     if kind == "chunked":
       for k, p in b.items():
-        lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD {tuple(p['forward'])}, "
+        by_time = p.get("forward_loop") == "time"  # its tile goes to FORWARD_BY_TIME
+        lines.append(f"  best chunked {k}{_of(p)}: pallas_chunked.FORWARD"
+                     f"{'_BY_TIME' if by_time else ''} {tuple(p['forward'])}, "
                      f"BACKWARD {tuple(p['backward'])}"
                      + (f", CHANNEL_BLOCKS {p['blocks']}" if p.get("blocks", 1) > 1 else "")
-                     + (f", FORWARD_LOOP {p['forward_loop']!r}"
-                        if p.get("forward_loop", "states") != "states" else "")
+                     + (", FORWARD_LOOP 'time'" if by_time else "")
                      + (f", BACKWARD_LOOP {p['loop']!r}" if "loop" in p else "")
                      + f" ({p['fwd_bwd_ms_per_run']} ms per run, forward + backward; blocks "
                      f"per program {p.get('blocks_fwd_bwd_ms_per_run')}"

@@ -224,7 +224,9 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
   assert not [r for r in rows if r[0].startswith("forward, per pass: ")], rows
   best = out["best"]["chunked"]["real"]
   assert (best["forward"], best["forward_loop"], best["per_pass"][0]) == ([8, 1], time, "one"), best
-  assert "FORWARD_LOOP 'time'" in bench_tiles.render(out)
+  text = bench_tiles.render(out)
+  assert "pallas_chunked.FORWARD_BY_TIME (8, 1), BACKWARD" in text and (
+      "FORWARD_LOOP 'time'" in text), text
   for name in ("FORWARD", "FORWARD_BY_TIME", "FORWARD_LOOP", "BACKWARD", "CHANNEL_BLOCKS",
                "BACKWARD_LOOP", "STEPS", "PASS"):
     monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
