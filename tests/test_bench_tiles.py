@@ -17,6 +17,16 @@ pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conf
 ONE_TILE = {"forward": [(4, 1)], "backward": [(4, 1)]}
 
 
+def keep_defaults(monkeypatch, *modules):
+  """`apply` writes the kernels' defaults (the upper-case dicts of their modules): each is
+  replaced by a copy that monkeypatch puts back after the test, so no sweep's choice (a PASS
+  timed fastest in interpret mode) leaks into a later test in the same worker."""
+  for module in modules:
+    for name, value in vars(module).items():
+      if name.isupper() and isinstance(value, dict):
+        monkeypatch.setattr(module, name, dict(value))
+
+
 def rejects_a_one_percent_error(monkeypatch, module, sweep, rows=None, **kwargs):
   """The sweep again with `module.scan` 1% off: no row (of its first `rows`) matches and none
   is best; off a GPU, the sweep without need_gpu=False refuses to run."""
@@ -132,8 +142,7 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
   assert best["phase"]["blocks"] == (2 if two and two < timed[fastest] else 1), best
   assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
   assert f"STEPS {tuple(best['phase']['steps'])}; L = 8: {eight}" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "STEPS"):
-    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  keep_defaults(monkeypatch, pallas_chunked)
   best["phase"]["blocks"], best["phase"]["steps"] = 2, [8, 9]  # as if they had won: applied
   applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
   assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"],
@@ -183,8 +192,7 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   assert best["per_pass"] == ["two", "ahead"], best
   assert best["fwd_bwd_ms_per_run"] == best["per_pass_fwd_bwd_ms_per_run"]["ahead"], best
   assert "PASS ('two', 'ahead')" in bench_tiles.render(out)
-  for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS", "BACKWARD_LOOP", "STEPS", "PASS"):
-    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  keep_defaults(monkeypatch, pallas_chunked)
   bench_tiles.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
       "channels", (8, 2)), "the fastest channel loop was not applied"
@@ -227,9 +235,7 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
   text = bench_tiles.render(out)
   assert "pallas_chunked.FORWARD_BY_TIME (8, 1), BACKWARD" in text and (
       "FORWARD_LOOP 'time'" in text), text
-  for name in ("FORWARD", "FORWARD_BY_TIME", "FORWARD_LOOP", "BACKWARD", "CHANNEL_BLOCKS",
-               "BACKWARD_LOOP", "STEPS", "PASS"):
-    monkeypatch.setattr(pallas_chunked, name, dict(getattr(pallas_chunked, name)))
+  keep_defaults(monkeypatch, pallas_chunked)
   state_tile = pallas_chunked.FORWARD["real"]
   bench_tiles.apply(out)
   assert (pallas_chunked.FORWARD_LOOP["real"], pallas_chunked.FORWARD_BY_TIME["real"],
@@ -254,6 +260,7 @@ def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_ap
   best = out["best"]["chunked"]["real"]
   assert best["channels_first_matches"] is False, best
   assert "WRONG on channels-first factors" in bench_tiles.render(out)
+  keep_defaults(monkeypatch, pallas_chunked)
   for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
     monkeypatch.setattr(pallas_chunked, name, {"real": (99, 9), "phase": (99, 9)})
   assert "not applied" in bench_tiles.apply(out)["pallas_chunked"]["real"]
@@ -304,8 +311,7 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
       True, win["tile"], win["chunk"], cfg.eval_seqs, whole["ms_per_run"],
       whole["ms_per_run"]), whole
   assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles.render(out)
-  for name in ("FORWARD", "CHUNK", "PREFETCH"):
-    monkeypatch.setattr(pallas, name, dict(getattr(pallas, name)))
+  keep_defaults(monkeypatch, pallas)
   bench_tiles.apply(out)
   assert (pallas.FORWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"]) == (
       tuple(win["tile"]), win["chunk"], best["prefetch"]), "the best was not applied"
@@ -331,11 +337,7 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   sweep found, both kernels; without the flag the defaults stay."""
   from launch import bench_tiles
   from ssm_bench.scan import pallas, pallas_parallel
-  for module, names in ((pallas, ("FORWARD", "BACKWARD", "CHUNK", "PREFETCH")),
-                        (pallas_parallel, ("FORWARD", "BACKWARD", "TIME_MAJOR",
-                                           "CHANNEL_BLOCKS"))):
-    for name in names:  # apply() writes into copies that monkeypatch puts back afterwards
-      monkeypatch.setattr(module, name, dict(getattr(module, name)))
+  keep_defaults(monkeypatch, pallas, pallas_parallel)
   monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
   parallel_best = {"best": {"parallel": {"real": {"forward": [8, 2], "backward": [4, 8],
                                                   "time_major": True, "blocks": 4}}},
