@@ -257,7 +257,7 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     runs = [(tile, tm, None) for tile, tm in itertools.product(
         GRID if grid is None else grid, layouts if kernel == "pallas_parallel" else (False,))]
-    if kernel == "pallas_chunked" and kind == "real":  # its backward looping over channels
+    if kernel == "pallas_chunked" and kind == "real":  # its loops over channels and time
       runs += [(tile, False, "channels") for tile in (
           CHANNEL_LOOP_GRID if channel_loop_grid is None else channel_loop_grid)]
       runs += [(tile, False, "time") for tile in (
@@ -265,8 +265,8 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
     for tile, tm, loop in runs:
       texts = triton_modules(_scan_fn(kernel, tile, tm, loop), f)
       for which, ttir in zip(("forward", "backward"), texts):
-        if (loop == "time") != (which == "forward") and loop:  # the kernel each loop changes
-          continue
+        if loop and which != ("forward" if loop == "time" else "backward"):
+          continue  # each loop is one kernel's: the other is the state loop's, above
         row = {"kernel": kernel, "kind": kind, "family": family, "tile": list(tile),
                "which": which, "time_major": tm, **({"loop": loop} if loop else {}),
                "elements_per_thread": elements_per_thread(ttir, tile[1])}
