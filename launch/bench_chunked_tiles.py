@@ -141,7 +141,7 @@ def bench_chunked_tiles(reps, sizes: dict, k: int = 27, kinds=("real", "phase"),
             want_y, best_fwd)
         forward_ms["one"] = _ms(rows[-1])
       passes = pallas_chunked.kernels.PASSES
-      for style in passes[1:] if not by_time else ():  # the time loop: one step a pass
+      for style in passes[1:]:  # states a pass, or the time loop's steps
         run(f"forward, per pass: {style}", _fwd(chunked(forward=best_fwd, per_pass=style, **at)),
             want_y, best_fwd, per_pass=style)
         forward_ms[style] = _ms(rows[-1])

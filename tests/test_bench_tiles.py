@@ -205,8 +205,8 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
 def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(monkeypatch):
   """A forward tile marked "time" (`GRID["forward"]`, the real kind's only) runs the forward
   that loops over time, checked as every tile; with the clock making it the fastest it is best
-  (its (channels, warps) and `FORWARD_LOOP` "time", no per-pass rows for a forward that takes
-  one step a pass) and `--apply_tiles` sets `FORWARD_BY_TIME`, leaving the state loop's tile."""
+  (its (channels, warps) and `FORWARD_LOOP` "time", its passes timed as the state loop's are)
+  and `--apply_tiles` sets `FORWARD_BY_TIME`, leaving the state loop's tile."""
   from launch import bench_chunked_tiles, bench_tiles
   from ssm_bench.scan import pallas_chunked
   time = bench_chunked_tiles.TIME
@@ -229,9 +229,10 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
   rows = [(r["kernel"], r["tile"]) for r in out["rows"]]
   assert ("forward", [8, 1, time]) in rows and "time" in loops, (rows, loops)
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
-  assert not [r for r in rows if r[0].startswith("forward, per pass: ")], rows
+  assert [r for r in rows if r[0].startswith("forward, per pass: ")] == [
+      ("forward, per pass: ahead", [8, 1, time]), ("forward, per pass: two", [8, 1, time])], rows
   best = out["best"]["chunked"]["real"]
-  assert (best["forward"], best["forward_loop"], best["per_pass"][0]) == ([8, 1], time, "one"), best
+  assert (best["forward"], best["forward_loop"], best["per_pass"][0]) == ([8, 1], time, "two"), best
   text = bench_tiles.render(out)
   assert "pallas_chunked.FORWARD_BY_TIME (8, 1), BACKWARD" in text and (
       "FORWARD_LOOP 'time'" in text), text

@@ -83,28 +83,34 @@ def test_each_pass_of_the_kernels_loops_may_read_ahead_or_take_two_states(family
         f"{per_pass}, against {loops['one']} one state a pass")
 
 
-@pytest.mark.parametrize("family,length,h0,steps", [
-    ("decay", 60, "shared", 8), ("signed_decay", 37, "row", 4), ("signed_decay", 255, "row", 8)])
-def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, length, h0, steps):
+@pytest.mark.parametrize("family,length,h0,steps,per_pass", [
+    ("decay", 60, "shared", 8, "one"), ("signed_decay", 37, "row", 4, "one"),
+    ("signed_decay", 255, "row", 8, "one"), ("signed_decay", 37, "row", 4, "ahead"),
+    ("decay", 9, "row", 9, "two")])  # 9 steps: 4 passes of two and an odd last one
+def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, length, h0, steps,
+                                                                    per_pass):
   """`forward_loop="time"` (`FORWARD_LOOP`): the forward walks a channel's steps one by one
   with its states unrolled, and reads the backward's chunks step by step across their
   boundaries; values (and the backward's gradients) are the sequential scan's, h0 shared or per
-  row, and its kernel loops over the time block's S steps with no scan across lanes."""
+  row, and its kernel loops over the time block's S steps with no scan across lanes: a step a
+  pass, with the next one's x and dt carried ahead, or two a pass (`per_pass`)."""
   f = to_factors(family, factored_inputs(family, length, d=5, n=3))
   f = dataclasses.replace(f, h0=f.h0[0]) if h0 == "shared" else f
-  fn = lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, forward_loop="time")
-  assert_matches_the_sequential_scan(fn, f, f"{family}, {length} steps, forward over time")
+  fn = lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, forward_loop="time",
+                                     per_pass=(per_pass, "one"))
+  assert_matches_the_sequential_scan(fn, f, f"{family}, {length} steps, forward over time, "
+                                            f"{per_pass} a pass")
   forward = [e for e in equations(jax.make_jaxpr(fn)(f).jaxpr)
              if e.primitive.name == "pallas_call"][0].params["jaxpr"]
   walks = [(q.params["length"], q.params["num_carry"]) for q in equations(forward)
            if q.primitive.name == "scan"]
   lanes = {q.primitive.name for q in equations(forward)} & {"exclusive_recurrence_scan"}
   S = pallas_chunked.span(length, steps)
-  assert (walks, lanes) == ([(S, 4)], set()), (  # carried: the step and the 3 states
-      f"{family}: the forward's loops (steps, carried) {walks} and scans across lanes "
-      f"{sorted(lanes)}, want one loop of {S} steps carrying the step and 3 states, and none")
-
-
+  # carried: the step, the 3 states, and read ahead x and dt
+  want = [(S // 2 if per_pass == "two" else S, 4 + 2 * (per_pass == "ahead"))]
+  assert (walks, lanes) == (want, set()), (
+      f"{family}, {per_pass}: the forward's loops (steps, carried) {walks} and scans across "
+      f"lanes {sorted(lanes)}, want {want} and none")
 
 def test_past_the_time_loops_states_the_default_forward_loops_over_states(monkeypatch):
   """A time loop's lane holds every state (`TIME_LOOP_MAX_STATES`, past which it spills): as

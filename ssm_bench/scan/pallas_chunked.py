@@ -371,9 +371,9 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   forward tile passed names its own (default: `plan`);
   `blocks`: channel blocks per backward program (default `CHANNEL_BLOCKS`); `loop`: what a
   backward program loops over (default `BACKWARD_LOOP`); `per_pass`: what a pass of each
-  kernel's loop takes, (forward, backward) or one for both (default `PASS`; a forward that
-  loops over time takes one step a pass); `forward_loop`: what a forward program loops over
-  (default `FORWARD_LOOP`)."""
+  kernel's loop takes, (forward, backward) or one for both (default `PASS`; for a forward that
+  loops over time, steps); `forward_loop`: what a forward program loops over (default
+  `FORWARD_LOOP`)."""
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:

@@ -191,15 +191,20 @@ def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *,
   """`real_forward` walking time instead of states: a program's channels one per lane, its
   steps one by one (t = c L + k of the (G, L) view), and all N states of each channel unrolled
   as N (channels,) vectors in that lane's registers, so the recurrence needs no scan across
-  chunks and y_t's sum over the states none across lanes; B_t and C_t are scalars read once per
-  step, shared by every lane."""
-  del per_pass
+  chunks and y_t's sum over the states none across lanes; B_t and C_t are scalars read in the
+  step, shared by every lane. A pass of its loop (`loop_passes`) takes a step, or a step with
+  the next one's x and dt read ahead (a lane's strided loads: B and C ahead would hold 2 N more
+  registers), or two steps."""
   G, L = x_ref.shape[1:]
   lam = [sequential_kernel.log2_scaled(lam_ref[n, :]) for n in range(n_states)]
+  at = lambda t: (jax.lax.div(t, L), jax.lax.rem(t, L))  # (chunk, step in it); t >= 0
 
-  def step(t, h):
-    c, k = jax.lax.div(t, L), jax.lax.rem(t, L)  # t >= 0: no floor correction
-    x, dt = x_ref[:, c, k], dt_ref[:, c, k]
+  def read(t):
+    c, k = at(t)
+    return x_ref[:, c, k], dt_ref[:, c, k]
+
+  def step(t, inputs, h):
+    (c, k), (x, dt) = at(t), inputs
     y, out = None, []
     for n in range(n_states):
       e = jnp.exp2(dt * lam[n])
@@ -208,7 +213,7 @@ def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *,
       out.append(hn)
     y_ref[:, c, k] = y
     return tuple(out)
-  jax.lax.fori_loop(0, G * L, step, tuple(h0_ref[n, :] for n in range(n_states)))
+  loop_passes(G * L, read, step, tuple(h0_ref[n, :] for n in range(n_states)), per_pass)
 
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
