@@ -318,7 +318,9 @@ def plan(kind: str, length: int, channels: int, states: int, forward=None, backw
   by default the default forward tile's, if it has one, and `steps_for` the length. A forward
   that loops over time reads the backward's chunks (its steps one by one, whatever L is)."""
   P = sequential_kernel._pow2(length)  # default tiles as for time padded to a power of two
-  forward_loop = forward_loop or FORWARD_LOOP[kind]
+  if forward_loop is None:  # by default, not past the states a lane holds; by name it runs
+    forward_loop = FORWARD_LOOP[kind]
+    forward_loop = "states" if states > TIME_LOOP_MAX_STATES else forward_loop
   if forward_loop not in FORWARD_LOOPS or (forward_loop == "time" and kind != "real"):
     raise ValueError(f"forward loop {forward_loop!r} for the {kind} kind; choose one of "
                      f"{', '.join(FORWARD_LOOPS if kind == 'real' else FORWARD_LOOPS[:1])}")
@@ -387,8 +389,6 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
       raise ValueError(f"pallas_chunked: the backward that loops over channels holds all "
                        f"{N} states in its tiles, which compiled must be a power of two")
     loop = "states"
-  if forward_loop is None and FORWARD_LOOP[kind] == "time" and N > TIME_LOOP_MAX_STATES:
-    forward_loop = "states"  # asked for by name, a time loop that spills still runs
   fwd, bwd, blocks, loop, (fwd_steps, bwd_steps), S, fwd_loop = plan(
       kind, T, D, N, forward, backward, steps, blocks, loop, forward_loop)
   Dp = -(-D // max(fwd[0], bwd[0] * blocks)) * max(fwd[0], bwd[0] * blocks)
