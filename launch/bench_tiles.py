@@ -77,7 +77,8 @@ def families_of(kinds) -> dict[str, str]:
 
 
 def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) -> scan.Factors:
-  """Factors of a scan family with the value ranges its layers produce."""
+  """Factors of a scan family with the value ranges its layers produce, handed as they hand
+  them (the real families' x and dt before Mamba's rule: `scan.Factors.discretize`)."""
   k = jax.random.split(jax.random.PRNGKey(key), 6)
   c = lambda kk, shape: jax.lax.complex(jax.random.normal(kk, shape),
                                         jax.random.normal(jax.random.fold_in(kk, 1), shape)) * 0.1
@@ -86,7 +87,7 @@ def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) ->
     return scan.Factors(
         family, x=x, B=jax.random.normal(k[1], (b, t, n)), C=jax.random.normal(k[2], (b, t, n)),
         h0=jnp.full((b, d, n), n ** -0.5),
-        dt=jax.nn.softplus(jax.random.normal(k[3], (b, t, d)) - 1),
+        dt=jax.random.normal(k[3], (b, t, d)) - 1, discretize="mamba",
         lam=-jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
   common_ = dict(x=x, B=c(k[1], (d, n)), C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)))
   if family == "rotation":

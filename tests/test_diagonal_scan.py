@@ -222,6 +222,45 @@ def test_factors_that_do_not_fit_fail_in_one_line_naming_the_expected_shape(chan
   assert problem in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
+def before_mambas_rule(f):
+  """Real factors as a Mamba layer hands them (`Factors.discretize`): dt the pre-activation
+  (both signs, through softplus's bend), x unscaled."""
+  return dataclasses.replace(f, dt=4.0 * f.dt - 3.0, discretize="mamba")
+
+
+def discretized_by_hand(fn):
+  """fn of the factors with Mamba's rule written out here, as arguments of the handed ones."""
+  def apply(f):
+    dt = jnp.logaddexp(f.dt, 0.0)
+    return fn(dataclasses.replace(f, x=dt * f.x, dt=dt, discretize="given"))
+  return apply
+
+
+@pytest.mark.parametrize("method", ["sequential", "associative", "chunked"])
+@pytest.mark.parametrize("family", ["decay", "signed_decay"])
+def test_factors_before_mambas_rule_scan_softplus_dt_and_x_scaled_by_it(method, family):
+  """`discretize="mamba"`: the scan uses dt' = softplus(dt) and x' = dt' x, values and the
+  gradients of what was handed (the fused kernel's own are in test_pallas_chunked.py)."""
+  f = before_mambas_rule(to_factors(family, factored_inputs(family, 9, d=3, n=2)))
+  fn = lambda f: scan.diagonal_scan(f, method)
+  w = jnp.cos
+  got, got_g = output_and_grad(fn, w)(f)
+  want, want_g = output_and_grad(discretized_by_hand(fn), w)(f)
+  np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{method}: values")
+  for name in ("x", "dt", "lam", "B", "C", "h0"):
+    np.testing.assert_allclose(getattr(got_g, name), getattr(want_g, name), rtol=1e-5,
+                               atol=1e-5, err_msg=f"{method}, {family}: d/d{name} differs")
+
+
+def test_a_discretize_rule_other_than_the_real_families_step_size_fails_in_one_line():
+  with pytest.raises(ValueError, match="^unknown discretize 'zoh'; choose one of given, mamba$"):
+    to_factors("decay", factored_inputs("decay", 7)).with_steps(discretize="zoh")
+  f = to_factors("rotation", factored_inputs("rotation", 7))
+  with pytest.raises(ValueError, match="^rotation factors: discretize='mamba' is a rule for the "
+                                       "step size dt of the decay and signed_decay families$"):
+    scan.diagonal_scan(f.with_steps(discretize="mamba"), "chunked")
+
+
 def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):
   """One step per chunk (the complex families' CPU size) saves every state: off the CPU, where
   chunked is the memory-light fallback, every family must keep chunks of CHUNK steps."""

@@ -18,8 +18,8 @@ from ssm_bench.scan import pallas_chunked, pallas_parallel
 from ssm_bench.scan.recurrence_scan import exclusive_recurrence_scan
 from launch.bench_train_many import outside_kernels
 from test_diagonal_scan import (assert_channels_first_gives_the_same_bits,
-                       assert_runs_under_vmap_match_the_sequential_scan, channels_first,
-                       factored_inputs, output_and_grad, to_factors)
+                       assert_runs_under_vmap_match_the_sequential_scan, before_mambas_rule,
+                       channels_first, factored_inputs, output_and_grad, to_factors)
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -111,6 +111,29 @@ def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, leng
   assert (walks, lanes) == (want, set()), (
       f"{family}, {per_pass}: the forward's loops (steps, carried) {walks} and scans across "
       f"lanes {sorted(lanes)}, want {want} and none")
+
+@pytest.mark.parametrize("family,length,steps,forward_loop,loop", [
+    ("decay", 60, None, "states", "states"), ("signed_decay", 37, 4, "time", "channels"),
+    ("signed_decay", 60, None, "states", "channels"), ("decay", 37, 4, "time", "states")])
+def test_the_kernels_apply_mambas_rule_to_what_they_read(family, length, steps, forward_loop,
+                                                         loop):
+  """Factors handed before Mamba's rule (`Factors.discretize`: dt the pre-activation, x
+  unscaled): each forward and backward loop applies it to what it reads and writes the
+  gradients of what it was handed, the sequential scan's of the rule written out (60 steps as 4
+  chunks of 15: the channel loop's rows joined up to 16; 37 padded to 40), and no sequence is
+  softplus'd or scaled outside the kernels (XLA would write dt' and x' out and read them again:
+  1.9 GB of a 27-run mamba step compiled for an H200)."""
+  f = before_mambas_rule(to_factors(family, factored_inputs(family, length, d=5, n=3)))
+  fn = lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop,
+                                     forward_loop=forward_loop)
+  assert_matches_the_sequential_scan(fn, f, f"{family}, {length} steps, forward over "
+                                            f"{forward_loop}, backward over {loop}")
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f).jaxpr
+  outside = [e.primitive.name for e in outside_kernels(jaxpr)
+             if e.primitive.name in ("exp", "log1p", "logistic", "mul")
+             and length in e.invars[0].aval.shape]
+  assert not outside, f"{family}: the rule's ops on sequences outside the kernels: {outside}"
+
 
 def test_past_the_time_loops_states_the_default_forward_loops_over_states(monkeypatch):
   """A time loop's lane holds every state (`TIME_LOOP_MAX_STATES`, past which it spills): as

@@ -41,12 +41,15 @@ def uniform_init(low: float, high: float):
   return init
 
 
-def low_rank_dt(u, d: int, cfg, name_prefix: str = "dt", channels_first: bool = False):
-  """Delta_t = softplus(W_up W_down u_t + b): Mamba's low-rank, input-dependent step size."""
+def low_rank_dt(u, d: int, cfg, name_prefix: str = "dt", channels_first: bool = False,
+                softplus: bool = True):
+  """Delta_t = softplus(W_up W_down u_t + b): Mamba's low-rank, input-dependent step size;
+  without `softplus`, its pre-activation (for factors that apply it: `Factors.discretize`)."""
   rank = max(1, math.ceil(d / 16))
   r = dense(u, rank, f"{name_prefix}_down", channels_first, channels_first, use_bias=False)
-  return nn.softplus(dense(r, d, f"{name_prefix}_up", channels_first, channels_first,
-                           bias_init=dt_bias_init(cfg.dt_min, cfg.dt_max)))
+  pre = dense(r, d, f"{name_prefix}_up", channels_first, channels_first,
+              bias_init=dt_bias_init(cfg.dt_min, cfg.dt_max))
+  return nn.softplus(pre) if softplus else pre
 
 
 class ChannelsFirstDense(nn.Module):

@@ -26,14 +26,16 @@ class Mamba(nn.Module):
     z = common.dense(v, d, "in_z", cf)
     if cfg.conv_kernel:
       u = nn.silu(common.CausalConv(cfg.conv_kernel, cf, name="conv")(u))
-    dt = common.low_rank_dt(u, d, cfg, channels_first=cf)
+    # the step size's pre-activation and u unscaled: the scan applies Mamba's rule
+    # (`scan.Factors.discretize`), in registers where the kernel reads them
+    dt = common.low_rank_dt(u, d, cfg, channels_first=cf, softplus=False)
     B = common.dense(u, n, "B", cf, cf, use_bias=False)
     C = common.dense(u, n, "C", cf, cf, use_bias=False)
     A_log = self.param("A_log", lambda _, s: jnp.log(jnp.broadcast_to(
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
-    f = scan.Factors(family, x=dt * u, B=B, C=C,
-                     h0=h0, dt=dt, lam=-jnp.exp(A_log), channels_first=cf)  # h0 shared: (d, n)
+    f = scan.Factors(family, x=u, B=B, C=C, h0=h0, dt=dt, lam=-jnp.exp(A_log),
+                     channels_first=cf, discretize="mamba")  # h0 shared: (d, n)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u

@@ -52,7 +52,7 @@ def _unchunk(v):
 def scan(f: F.Factors, chunk: int | None = None):
   length = f.length
   chunk = min(chunk or default_chunk(f.family), length)
-  f = pad_time(f, chunk)
+  f = pad_time(f.discretized(), chunk)
   if f.family in ("decay", "signed_decay"):
     return _real(f.family == "signed_decay", chunk, f.x, f.dt, f.lam, f.B, f.C, f.h0)[:, :length]
   ar, ai = ((jnp.cos(f.theta), jnp.sin(f.theta)) if f.family == "rotation"

@@ -16,6 +16,12 @@ the fused kernels read the built-in layers' pairing only (`kernel_layout`: per s
 real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
 x is real in every family; the real families' B, C and h0 are real too.
 
+`discretize="mamba"` hands the real families' x and dt before Mamba's rule: dt is the step
+size's pre-activation and x the input before its scaling, and the recurrence uses
+dt' = softplus(dt) and x' = dt' x (`discretized`). The real kernels of `pallas_chunked` read them so and
+apply the rule in registers, where XLA would write dt' and x' out and read them again; every
+other method scans `discretized()` factors, which compute the same thing first.
+
 A layer names its family in its registry record (`scan_family`); the layers are not named here.
 
 `Factors` holds them; `materialize` builds a_t and the input term for a window of steps, which is
@@ -35,6 +41,7 @@ import jax.numpy as jnp
 
 FAMILIES = ("decay", "signed_decay", "constant", "rotation")
 COMPLEX = ("constant", "rotation")
+DISCRETIZE = ("given", "mamba")  # x and dt as the recurrence uses them, or before Mamba's rule
 _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when present)
 
 
@@ -55,10 +62,22 @@ class Factors:
   theta: jax.Array | None = None  # rotation
   a: jax.Array | None = None  # constant
   channels_first: bool = dataclasses.field(default=False, metadata=dict(static=True))
+  discretize: str = dataclasses.field(default="given", metadata=dict(static=True))
 
   def __post_init__(self):
     if self.family not in FAMILIES:
       raise ValueError(f"unknown family {self.family!r}; choose one of {', '.join(FAMILIES)}")
+    if self.discretize not in DISCRETIZE:
+      raise ValueError(f"unknown discretize {self.discretize!r}; choose one of "
+                       f"{', '.join(DISCRETIZE)}")
+
+  def discretized(self) -> "Factors":
+    """The same recurrence with x and dt as it uses them (Mamba's rule applied: the class
+    docstring); the factors themselves when they already are."""
+    if self.discretize == "given":
+      return self
+    dt = jax.nn.softplus(self.dt)
+    return dataclasses.replace(self, x=dt * self.x, dt=dt, discretize="given")
 
   @property
   def is_complex(self) -> bool:
@@ -76,6 +95,9 @@ class Factors:
     if self.x.ndim != 3:
       raise ValueError(f"{self.family} factors: x has shape {self.x.shape}; expected "
                        f"{'(d, batch, time)' if self.channels_first else '(batch, time, d)'}")
+    if self.discretize != "given" and self.family not in ("decay", "signed_decay"):
+      raise ValueError(f"{self.family} factors: discretize={self.discretize!r} is a rule for "
+                       "the step size dt of the decay and signed_decay families")
     if jnp.iscomplexobj(self.x):
       raise ValueError(f"{self.family} factors: x is complex; x is real (a complex input "
                        "vector goes in B)")
@@ -148,6 +170,7 @@ def decay(dt, lam, signed: bool, slope: bool = False):
 
 def transition(f: Factors):
   """a_t broadcastable to (b, t, d, n)."""
+  f = f.discretized()
   if f.family in ("decay", "signed_decay"):
     return decay(f.dt, f.lam, f.family == "signed_decay")
   if f.family == "rotation":
@@ -157,6 +180,7 @@ def transition(f: Factors):
 
 def materialize(f: Factors):
   """(a_t, b_t, C broadcastable to the state) over f's time window: O(b t d n) memory."""
+  f = f.discretized()
   B, C = (v[..., None, :] if v.ndim == 3 else v for v in (f.B, f.C))
   return transition(f), f.x[..., None] * B, C
 

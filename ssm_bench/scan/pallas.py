@@ -404,7 +404,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   `forward` / `backward`: (channels per program, warps) of each kernel; `chunk`: steps between
   the states the forward saves for the backward; `join`: pair the real backward's reductions;
   `prefetch`: read each chunk's inputs before its steps (`_Io`); None: the defaults above."""
-  kind = KINDS[f.family]
+  f, kind = f.discretized(), KINDS[f.family]
   chunk = chunk or CHUNK[kind]
   _check_pow2("chunk", chunk)
   if interpret is None:

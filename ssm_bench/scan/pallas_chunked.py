@@ -169,13 +169,21 @@ def _name(kind, kernel):
   return f"pallas_chunked_{kind}_{kernel}"
 
 
+def _rule(kind, rule):
+  """The real kernels' keyword for x and dt handed before Mamba's rule (`F.Factors.discretize`):
+  they apply it to what they read, and write the gradients of what they were handed."""
+  return {"rule": rule} if kind == "real" else {}
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _fused(static, *ins):
-  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (per_pass, _), fwd_loop = static
+  kind, neg, (bd, warps), _, (steps, _), interpret, cf, _, _, (per_pass, _), fwd_loop, rule = (
+      static)
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S // steps, steps, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.real_forward_by_time if fwd_loop == "time" else
-                             kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass)
+                             kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass,
+                             **_rule(kind, rule))
   y = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(_chunked(ins[0], steps).shape, jnp.float32),
       grid=(b, D // bd), in_specs=in_specs, out_specs=per_td, interpret=interpret,
@@ -202,7 +210,7 @@ def _time_order(v, steps):
 
 def _fused_bwd(static, res, dy):
   ins, h0_grad = res
-  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, per_pass), _ = (
+  kind, neg, _, (block, warps), (_, steps), interpret, cf, blocks, loop, (_, per_pass), _, rule = (
       static)
   (b, D), S, N = _dims(ins, cf)
   bd, G = block * blocks, S // steps  # a backward program's channels; chunks
@@ -233,11 +241,10 @@ def _fused_bwd(static, res, dy):
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
   kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N,
-                              per_pass=per_pass)
+                              per_pass=per_pass, **_rule(kind, rule))
             if by_channel else
             functools.partial(kernels.BACKWARD[kind], neg=neg, n_states=N, blocks=blocks,
-                              per_pass=per_pass,
-                              barrier=not interpret))
+                              per_pass=per_pass, barrier=not interpret, **_rule(kind, rule)))
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [chunked_td],
       out_specs=[o[1] for o in outs], interpret=interpret, name=_name(kind, "backward"),
@@ -407,6 +414,6 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, (fwd_steps, bwd_steps), interpret, cf,
-            blocks, loop, _passes(kind, per_pass), fwd_loop)
+            blocks, loop, _passes(kind, per_pass), fwd_loop, f.discretize)
   y = _fused(static, *ins)
   return y[:D, :, :T] if cf else jnp.swapaxes(y[:, :D, :T], 1, 2)

@@ -79,8 +79,12 @@ def store_time_sums(ref, row, tiles, add=False):
   tiles, are powers of two: for another L the tiles are joined with zero ones up to the next
   power of two L', and the (G L',) row holds them (`pallas_chunked._time_order` drops them
   outside), where one reduction per step or per power-of-two run of steps counted more."""
-  zeros = [jnp.zeros_like(tiles[0])] * (row_steps(len(tiles)) - len(tiles))
-  accumulate(ref, (row, slice(None)), joined_time_sums(list(tiles) + zeros), add)
+  accumulate(ref, (row, slice(None)), joined_time_sums(_padded(tiles)), add)
+
+
+def _padded(tiles):
+  """L tiles and zero ones up to a power of two (`row_steps`), as `_join` takes them."""
+  return list(tiles) + [jnp.zeros_like(tiles[0])] * (row_steps(len(tiles)) - len(tiles))
 
 
 def first_chunk_sum(v):
@@ -155,6 +159,29 @@ def loop_passes(n, read, body, init, per_pass="one"):
   return jax.lax.fori_loop(0, n, step, (init, read(0)))[0]
 
 
+def _softplus(v):
+  return jnp.maximum(v, 0.0) + jnp.log1p(jnp.exp(-jnp.abs(v)))
+
+
+def discretize(x, dt, rule):
+  """Lists of (x, dt) tiles as the recurrence uses them, from what the layer handed: as they
+  are, or by Mamba's rule (`factors.Factors.discretize`: dt' = softplus(dt), x' = dt' x)."""
+  if rule == "given":
+    return x, dt
+  dt = [_softplus(v) for v in dt]
+  return [v * d for v, d in zip(x, dt)], dt
+
+
+def handed_grads(dx, ddt, x, dt, rule):
+  """The gradients of the x and dt tiles the layer handed from those of the recurrence's
+  (`discretize`): dx' dt' and (ddt' + dx' x) sigmoid(dt) by Mamba's rule."""
+  if rule == "given":
+    return dx, ddt
+  grads = [(g * _softplus(r), (gd + g * v) / (1.0 + jnp.exp(-r)))
+           for g, gd, v, r in zip(dx, ddt, x, dt)]
+  return [g for g, _ in grads], [gd for _, gd in grads]
+
+
 def _real_reads(refs, steps, channels=slice(None)):
   """read(n): state n's (lam, B rows, C rows, h0)."""
   return lambda n: (refs["lam"][n, channels][:, None], rows(refs["B"], n, steps),
@@ -173,9 +200,9 @@ def _real(inputs, x, dt, neg):
 
 
 def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states,
-                 per_pass="one"):
+                 per_pass="one", rule="given"):
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
-  x, dt = load(x_ref), load(dt_ref)
+  x, dt = discretize(load(x_ref), load(dt_ref), rule)
 
   def body(n, inputs, ys):
     _, _, a, b, _, C, h0 = _real(inputs, x, dt, neg)
@@ -187,7 +214,7 @@ def real_forward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_
 
 
 def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *, neg, n_states,
-                         per_pass="one"):
+                         per_pass="one", rule="given"):
   """`real_forward` walking time instead of states: a program's channels one per lane, its
   steps one by one (t = c L + k of the (G, L) view), and all N states of each channel unrolled
   as N (channels,) vectors in that lane's registers, so the recurrence needs no scan across
@@ -201,7 +228,8 @@ def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *,
 
   def read(t):
     c, k = at(t)
-    return x_ref[:, c, k], dt_ref[:, c, k]
+    (x,), (dt,) = discretize([x_ref[:, c, k]], [dt_ref[:, c, k]], rule)
+    return x, dt
 
   def step(t, inputs, h):
     (c, k), (x, dt) = at(t), inputs
@@ -218,7 +246,7 @@ def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *,
 
 def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, ddt_ref,
                   dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states, blocks, barrier,
-                  per_pass="one"):
+                  per_pass="one", rule="given"):
   """Per state: h_{t-1}, h_t (`states`), the adjoint g_t = dy_t C_t + a_{t+1} g_{t+1} chunk by
   chunk, then the gradients; shared rows (dB, dC) are one partial sum per program (a state's L
   steps summed over channels at once and written as one row: `joined_time_sums`), its channels
@@ -226,14 +254,15 @@ def real_backward(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref, 
   refs = dict(lam=lam_ref, B=B_ref, C=C_ref, h0=h0_ref)
   walk_blocks(lambda channels, adding: _real_block(
       refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref, channels,
-      adding, neg=neg, n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks,
-      barrier)
+      adding, neg=neg, n_states=n_states, per_pass=per_pass, rule=rule), x_ref.shape[0],
+      blocks, barrier)
 
 
 def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, dC_ref, dh0_ref,
-                channels, adding, neg, n_states, per_pass):
+                channels, adding, neg, n_states, per_pass, rule):
   steps = x_ref.shape[-1]
-  x, dt, dy = (load(ref, channels) for ref in (x_ref, dt_ref, dy_ref))
+  x, dt = discretize(load(x_ref, channels), load(dt_ref, channels), rule)
+  dy = load(dy_ref, channels)
 
   def body(n, inputs, carry):
     dx, ddt = list(carry[:steps]), list(carry[steps:])
@@ -254,13 +283,16 @@ def _real_block(refs, x_ref, dt_ref, dy_ref, dx_ref, ddt_ref, dlam_ref, dB_ref, 
   zeros = jnp.zeros(x[0].shape, jnp.float32)
   out = loop_passes(n_states, _real_reads(refs, steps, channels), body,
                     (zeros,) * (2 * steps), per_pass)
-  store(dx_ref, out[:steps], channels)
-  store(ddt_ref, out[steps:], channels)
+  # what was handed is read again rather than held in registers across the loop
+  dx, ddt = handed_grads(out[:steps], out[steps:], load(x_ref, channels),
+                         load(dt_ref, channels), rule)
+  store(dx_ref, dx, channels)
+  store(ddt_ref, ddt, channels)
 
 
 def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_ref, dx_ref,
                              ddt_ref, dlam_ref, dB_ref, dC_ref, *dh0_ref, neg, n_states,
-                             per_pass="one"):
+                             per_pass="one", rule="given"):
   """`real_backward` with the roles of states and channels swapped: a program's tiles are
   (states, G) (all N states across lanes) and it loops over its channels. The gradients shared
   over channels (dB, dC) then add up elementwise in registers across the loop and are written
@@ -279,7 +311,8 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
 
   def body(d, inputs, carry):
     dB, dC = list(carry[:steps]), list(carry[steps:])
-    x, dt, dy, lam, h0 = inputs
+    handed, dy, lam, h0 = inputs[:2], inputs[2], inputs[3], inputs[4]
+    x, dt = discretize(*handed, rule)
     e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
     dlam, dx, ddt = None, [None] * steps, [None] * steps  # summed over the states at once
@@ -290,8 +323,14 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
       dx[k], ddt[k] = g * B[k], de * lam
       dB[k] = dB[k] + g * x[k]
       dC[k] = dC[k] + dy[k] * h
-    store_time_sums(dx_ref, d, dx)
-    store_time_sums(ddt_ref, d, ddt)
+    if rule == "given":
+      store_time_sums(dx_ref, d, dx)
+      store_time_sums(ddt_ref, d, ddt)
+    else:  # Mamba's rule on the sums over the states, in the rows' joined layout
+      row = lambda tiles: joined_time_sums(_padded(tiles))
+      (dx,), (ddt,) = handed_grads([row(dx)], [row(ddt)], *([row(v)] for v in handed), rule)
+      accumulate(dx_ref, (d, slice(None)), dx, False)
+      accumulate(ddt_ref, (d, slice(None)), ddt, False)
     dlam_ref[:, d] = jnp.sum(dlam, axis=1)
     if dh0_ref:
       dh0_ref[0][:, d] = first_chunk_sum(incoming)

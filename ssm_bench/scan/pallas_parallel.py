@@ -230,7 +230,7 @@ def scan(f: F.Factors, forward: tuple[int, int] | None = None,
   channel blocks per backward program (default `CHANNEL_BLOCKS` of the kind, at most the
   channels need). Channels-first factors are read as they are (their tiles are time-minor
   already: `time_major` does not apply), and y is then (d, b, t)."""
-  cf = f.channels_first
+  f, cf = f.discretized(), f.channels_first
   if not supports(f):
     y = sequential_kernel.scan(f.batch_major(), interpret=interpret)
     return jnp.moveaxis(y, -1, 0) if cf else y
