@@ -118,21 +118,35 @@ def test_a_forward_that_loops_over_time_matches_the_sequential_scan(family, leng
 def test_the_kernels_apply_mambas_rule_to_what_they_read(family, length, steps, forward_loop,
                                                          loop):
   """Factors handed before Mamba's rule (`Factors.discretize`: dt the pre-activation, x
-  unscaled): each forward and backward loop applies it to what it reads and writes the
-  gradients of what it was handed, the sequential scan's of the rule written out (60 steps as 4
-  chunks of 15: the channel loop's rows joined up to 16; 37 padded to 40), and no sequence is
-  softplus'd or scaled outside the kernels (XLA would write dt' and x' out and read them again:
-  1.9 GB of a 27-run mamba step compiled for an H200)."""
+  unscaled): the gradients of what was handed are the sequential scan's of the rule written out
+  (60 steps as 4 chunks of 15: the channel loop's rows joined up to 16; 37 padded to 40), and
+  no sequence is softplus'd or scaled outside the kernels (XLA would write dt' and x' out and
+  read them again: 1.9 GB of a 27-run mamba step compiled for an H200), but around the
+  backward that loops over channels (in it the rule doubled the loop)."""
   f = before_mambas_rule(to_factors(family, factored_inputs(family, length, d=5, n=3)))
   fn = lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), steps, loop=loop,
                                      forward_loop=forward_loop)
   assert_matches_the_sequential_scan(fn, f, f"{family}, {length} steps, forward over "
                                             f"{forward_loop}, backward over {loop}")
-  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f).jaxpr
-  outside = [e.primitive.name for e in outside_kernels(jaxpr)
-             if e.primitive.name in ("exp", "log1p", "logistic", "mul")
-             and length in e.invars[0].aval.shape]
-  assert not outside, f"{family}: the rule's ops on sequences outside the kernels: {outside}"
+  rule_outside = lambda fn: [
+      e.primitive.name for e in outside_kernels(jax.make_jaxpr(fn)(f).jaxpr)
+      if e.primitive.name in ("exp", "log1p", "expm1", "mul")
+      and any(n >= length for n in e.invars[0].aval.shape)]  # a time axis, padded or not
+  assert not rule_outside(fn), f"{family}: the forward's rule outside: {rule_outside(fn)}"
+  backward = rule_outside(jax.grad(lambda f: jnp.sum(fn(f))))
+  assert bool(backward) == (loop == "channels"), (
+      f"{family}, backward over {loop}: the rule's ops on sequences outside: {backward}")
+
+
+@pytest.mark.parametrize("loop", ["states", "channels"])
+def test_mambas_rule_where_softplus_underflows_gives_the_sequential_scans_gradients(loop):
+  """dt's pre-activation at -120 (softplus 0 in float32, and x' with it) in some channels and
+  steps: every gradient finite and the sequential scan's (the backward divides x' by dt')."""
+  f = before_mambas_rule(to_factors("decay", factored_inputs("decay", 37, d=5, n=3)))
+  f = f.with_steps(dt=f.dt.at[:, ::3, 1:3].set(-120.0))
+  assert_matches_the_sequential_scan(
+      lambda f: pallas_chunked.scan(f, (4, 1), (4, 1), 4, loop=loop), f,
+      f"softplus underflowing, backward over {loop}")
 
 
 def test_past_the_time_loops_states_the_default_forward_loops_over_states(monkeypatch):

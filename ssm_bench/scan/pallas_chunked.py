@@ -236,12 +236,19 @@ def _fused_bwd(static, res, dy):
   per_nd = (jax.ShapeDtypeStruct((b, N, D), f32),
             pl.BlockSpec((None, N, bd), lambda i, j: (i, 0, j)))
   by_channel = loop == "channels"
+  # The channel loop reads a channel's x and dt rows per pass, where Mamba's rule doubled its
+  # loop and spilled (SASS at the paper cell: 1039 -> 2147 per channel, 88 -> 308 bytes): XLA
+  # applies it around that kernel instead, in passes fused with their neighbours.
+  outside = by_channel and rule != "given"
+  handed = ins[:2]
+  if outside:
+    ins = tuple(v[0] for v in kernels.discretize([ins[0]], [ins[1]], rule)) + ins[2:]
   outs = ([per_td(by_channel)] * 2 + [per_nd] + [per_tn(not by_channel)] * 2 if kind == "real"
           else [per_td(False), per_tn(True)] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
   kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N,
-                              per_pass=per_pass, **_rule(kind, rule))
+                              per_pass=per_pass)
             if by_channel else
             functools.partial(kernels.BACKWARD[kind], neg=neg, n_states=N, blocks=blocks,
                               per_pass=per_pass, barrier=not interpret, **_rule(kind, rule)))
@@ -254,8 +261,11 @@ def _fused_bwd(static, res, dy):
   dh0 = tuple(v.sum(0) if shared else v for v in dh0) or (None,) * len(_h0_positions(kind))
   restore = lambda v, flat: _time_order(v, steps) if flat else _unchunked(v)
   if kind == "real":
-    dx, ddt, dlam, dB, dC = g
-    return (restore(dx, by_channel), restore(ddt, by_channel), dlam.sum(0),
+    dx, ddt, dlam, dB, dC = (restore(v, by_channel) if i < 2 else v for i, v in enumerate(g))
+    if outside:
+      (dx,), (ddt,) = kernels.handed_grads(
+          [dx], [ddt], *kernels.discretize([handed[0]], [handed[1]], rule), rule)
+    return (dx, ddt, dlam.sum(0),
             restore(dB.sum(partials), not by_channel),
             restore(dC.sum(partials), not by_channel)) + dh0
   dx, dphi, *per_nd_grads = g  # d phi, then d Br, d Bi, d Cr, d Ci
