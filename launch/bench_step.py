@@ -92,7 +92,7 @@ def bench_scan(reps, sizes: dict, methods):
   bandwidth = 2 * big.size * 4 / copy_s  # read + write
   moved = 2 * 4 * (3 * b * t * d + 2 * b * t * n)  # forward and backward: x, dt, y; B, C
   floor_s = moved / bandwidth
-  want = _numpy_negmamba(jax.tree.map(lambda v: np.asarray(v[:1], np.float64), f))
+  want = _numpy_negmamba(jax.tree.map(lambda v: np.asarray(v[:1], np.float64), f.discretized()))
   rows = []
   for method in methods:
     fwd = jax.jit(lambda f, m=method: scan.diagonal_scan(f, m))

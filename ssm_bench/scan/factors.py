@@ -18,9 +18,9 @@ x is real in every family; the real families' B, C and h0 are real too.
 
 `discretize="mamba"` hands the real families' x and dt before Mamba's rule: dt is the step
 size's pre-activation and x the input before its scaling, and the recurrence uses
-dt' = softplus(dt) and x' = dt' x (`discretized`). The real kernels of `pallas_chunked` read them so and
-apply the rule in registers, where XLA would write dt' and x' out and read them again; every
-other method scans `discretized()` factors, which compute the same thing first.
+dt' = softplus(dt) and x' = dt' x (`discretized`). The real kernels of `pallas_chunked` read
+them so and apply the rule in registers, where XLA would write dt' and x' out and read them
+again; every other method scans `discretized()` factors, which compute the same thing first.
 
 A layer names its family in its registry record (`scan_family`); the layers are not named here.
 

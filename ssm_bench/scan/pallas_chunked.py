@@ -23,11 +23,12 @@ scan alone, 27 runs, each kernel at the sweep's best tiles): real 0.495 against 
 times the two side by side. G is a power of two (Triton's tiles are), L need not be: by default
 the L in `STEPS` that pads time least once the warps are filled (`steps_for`: the paper cell's
 60 steps are 4 chunks of 15, nothing padded); padded steps have x = dt = theta = 0 (a = 1,
-b = 0). Channels-first factors (`scan.channels_first`) are read as they are, like
-`pallas_parallel`'s. The real kind's backward can loop over channels instead of states
-(`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over channels (dB,
-dC) are summed in registers rather than left as one partial sum per program; its forward can
-loop over time instead of states (`FORWARD_LOOP`: one channel a lane, all states in its
+b = 0; handed before Mamba's rule, dt' = log 2, but padded steps come last and take dy = 0,
+so nothing reaches a real step). Channels-first factors (`scan.channels_first`) are read as
+they are, like `pallas_parallel`'s. The real kind's backward can loop over channels instead
+of states (`BACKWARD_LOOP`): all states in a program's tiles, so the gradients shared over
+channels (dB, dC) are summed in registers rather than left as one partial sum per program; its
+forward can loop over time instead of states (`FORWARD_LOOP`: one channel a lane, all states in its
 registers, no scan across chunks). This module is the call: tiles, block specs, the custom VJP.
 """
 from __future__ import annotations
@@ -40,6 +41,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 from ssm_bench.scan import factors as F
+from ssm_bench.scan import mamba_rule
 from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan import pallas_chunked_kernels as kernels
 from ssm_bench.scan import pallas_parallel
@@ -242,7 +244,7 @@ def _fused_bwd(static, res, dy):
   outside = by_channel and rule != "given"
   handed = ins[:2]
   if outside:
-    ins = tuple(v[0] for v in kernels.discretize([ins[0]], [ins[1]], rule)) + ins[2:]
+    ins = tuple(v[0] for v in mamba_rule.discretize([ins[0]], [ins[1]], rule)) + ins[2:]
   outs = ([per_td(by_channel)] * 2 + [per_nd] + [per_tn(not by_channel)] * 2 if kind == "real"
           else [per_td(False), per_tn(True)] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
@@ -263,8 +265,8 @@ def _fused_bwd(static, res, dy):
   if kind == "real":
     dx, ddt, dlam, dB, dC = (restore(v, by_channel) if i < 2 else v for i, v in enumerate(g))
     if outside:
-      (dx,), (ddt,) = kernels.handed_grads(
-          [dx], [ddt], *kernels.discretize([handed[0]], [handed[1]], rule), rule)
+      (dx,), (ddt,) = mamba_rule.handed_grads(
+          [dx], [ddt], *mamba_rule.discretize([handed[0]], [handed[1]], rule), rule)
     return (dx, ddt, dlam.sum(0),
             restore(dB.sum(partials), not by_channel),
             restore(dC.sum(partials), not by_channel)) + dh0

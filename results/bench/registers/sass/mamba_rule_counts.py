@@ -11,10 +11,14 @@ rows = []
 for family in ("decay", "signed_decay"):
   f = random_factors(family, 1, 60, 128, 64)  # before Mamba's rule, as the layers hand them
   for label, factors in (("given", f.discretized()), ("mamba", f)):
-    scan = lambda f: pallas_chunked.scan(f, forward=(8, 1), backward=(8, 1), interpret=False, loop="states")
+    scan = lambda f: pallas_chunked.scan(f, forward=(8, 1), backward=(8, 1), interpret=False,
+                                         loop="states")
     with bench_compiled.as_gpu("h200"):
-      texts = br.triton_modules(br.jax.grad(lambda f: br.jnp.sum(br.jnp.sin(scan(f)))), factors)
+      loss = lambda f: br.jnp.sum(br.jnp.sin(scan(f)))
+      texts = br.triton_modules(br.jax.grad(loss), factors)
     for which, ttir in zip(("forward", "backward"), texts):
-      rows.append({"family": family, "factors": label, "which": which, "tile": [8, 1], **compile_one(ttir, 1)})
+      rows.append({"family": family, "factors": label, "which": which, "tile": [8, 1],
+                   **compile_one(ttir, 1)})
       print(json.dumps(rows[-1]), flush=True)
-json.dump({"sizes": dict(batch=256, length=60, d_model=128, d_state=64), "rows": rows}, open(sys.argv[1], "w"), indent=1)
+json.dump({"sizes": dict(batch=256, length=60, d_model=128, d_state=64), "rows": rows},
+          open(sys.argv[1], "w"), indent=1)
