@@ -87,7 +87,7 @@ def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) ->
     return scan.Factors(
         family, x=x, B=jax.random.normal(k[1], (b, t, n)), C=jax.random.normal(k[2], (b, t, n)),
         h0=jnp.full((b, d, n), n ** -0.5),
-        dt=jax.random.normal(k[3], (b, t, d)) - 1, discretize="mamba",
+        dt=jax.random.normal(k[3], (b, t, d)) - 1, discretize="softplus",
         lam=-jnp.broadcast_to(jnp.arange(1, n + 1, dtype=jnp.float32), (d, n)))
   common_ = dict(x=x, B=c(k[1], (d, n)), C=c(k[2], (d, n)), h0=c(k[3], (b, d, n)))
   if family == "rotation":

@@ -225,7 +225,7 @@ def test_factors_that_do_not_fit_fail_in_one_line_naming_the_expected_shape(chan
 def before_mambas_rule(f):
   """Real factors as a Mamba layer hands them (`Factors.discretize`): dt the pre-activation
   (both signs, through softplus's bend), x unscaled."""
-  return dataclasses.replace(f, dt=4.0 * f.dt - 3.0, discretize="mamba")
+  return dataclasses.replace(f, dt=4.0 * f.dt - 3.0, discretize="softplus")
 
 
 def discretized_by_hand(fn):
@@ -239,7 +239,7 @@ def discretized_by_hand(fn):
 @pytest.mark.parametrize("method", ["sequential", "associative", "chunked"])
 @pytest.mark.parametrize("family", ["decay", "signed_decay"])
 def test_factors_before_mambas_rule_scan_softplus_dt_and_x_scaled_by_it(method, family):
-  """`discretize="mamba"`: the scan uses dt' = softplus(dt) and x' = dt' x, values and the
+  """`discretize="softplus"`: the scan uses dt' = softplus(dt) and x' = dt' x, values and the
   gradients of what was handed (the fused kernel's own are in test_pallas_chunked.py)."""
   f = before_mambas_rule(to_factors(family, factored_inputs(family, 9, d=3, n=2)))
   fn = lambda f: scan.diagonal_scan(f, method)
@@ -253,12 +253,12 @@ def test_factors_before_mambas_rule_scan_softplus_dt_and_x_scaled_by_it(method, 
 
 
 def test_a_discretize_rule_other_than_the_real_families_step_size_fails_in_one_line():
-  with pytest.raises(ValueError, match="^unknown discretize 'zoh'; choose one of given, mamba$"):
+  with pytest.raises(ValueError, match="^unknown discretize 'zoh'; choose one of given, softplus$"):
     to_factors("decay", factored_inputs("decay", 7)).with_steps(discretize="zoh")
   f = to_factors("rotation", factored_inputs("rotation", 7))
-  with pytest.raises(ValueError, match="^rotation factors: discretize='mamba' is a rule for the "
+  with pytest.raises(ValueError, match="^rotation factors: discretize='softplus' is a rule for the "
                                        "step size dt of the decay and signed_decay families$"):
-    scan.diagonal_scan(f.with_steps(discretize="mamba"), "chunked")
+    scan.diagonal_scan(f.with_steps(discretize="softplus"), "chunked")
 
 
 def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):

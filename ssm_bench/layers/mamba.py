@@ -35,7 +35,7 @@ class Mamba(nn.Module):
         jnp.arange(1, s[1] + 1, dtype=jnp.float32), s)), (d, n))
     h0 = common.initial_state(self, cfg.initial_state, (d, n))
     f = scan.Factors(family, x=u, B=B, C=C, h0=h0, dt=dt, lam=-jnp.exp(A_log),
-                     channels_first=cf, discretize="mamba")  # h0 shared: (d, n)
+                     channels_first=cf, discretize="softplus")  # h0 shared: (d, n)
     common.sow_transition(self, f)
     D = self.param("D", nn.initializers.ones, (d,))
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * u

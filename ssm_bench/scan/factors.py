@@ -16,7 +16,7 @@ the fused kernels read the built-in layers' pairing only (`kernel_layout`: per s
 real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
 x is real in every family; the real families' B, C and h0 are real too.
 
-`discretize="mamba"` hands the real families' x and dt before Mamba's rule: dt is the step
+`discretize="softplus"` hands the real families' x and dt before Mamba's rule: dt is the step
 size's pre-activation and x the input before its scaling, and the recurrence uses
 dt' = softplus(dt) and x' = dt' x (`discretized`). The real kernels of `pallas_chunked` read
 them so and apply the rule in registers, where XLA would write dt' and x' out and read them
@@ -41,7 +41,7 @@ import jax.numpy as jnp
 
 FAMILIES = ("decay", "signed_decay", "constant", "rotation")
 COMPLEX = ("constant", "rotation")
-DISCRETIZE = ("given", "mamba")  # x and dt as the recurrence uses them, or before Mamba's rule
+DISCRETIZE = ("given", "softplus")  # x and dt as the recurrence uses them, or Mamba's rule
 _PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when present)
 
 

@@ -10,7 +10,7 @@ from passes_counts import bench_compiled, br, compile_one, pallas_chunked, rando
 rows = []
 for family in ("decay", "signed_decay"):
   f = random_factors(family, 1, 60, 128, 64)  # before Mamba's rule, as the layers hand them
-  for label, factors in (("given", f.discretized()), ("mamba", f)):
+  for label, factors in (("given", f.discretized()), ("softplus", f)):
     scan = lambda f: pallas_chunked.scan(f, forward=(8, 1), backward=(8, 1), interpret=False,
                                          loop="states")
     with bench_compiled.as_gpu("h200"):
