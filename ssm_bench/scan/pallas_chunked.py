@@ -242,9 +242,9 @@ def _fused_bwd(static, res, dy):
   # loop and spilled (SASS at the paper cell: 1039 -> 2147 per channel, 88 -> 308 bytes): XLA
   # applies it around that kernel instead, in passes fused with their neighbours.
   outside = by_channel and rule != "given"
-  handed = ins[:2]
   if outside:
-    ins = tuple(v[0] for v in mamba_rule.discretize([ins[0]], [ins[1]], rule)) + ins[2:]
+    x, dt = mamba_rule.discretize([ins[0]], [ins[1]], rule)  # once, for both sides
+    ins = (x[0], dt[0]) + ins[2:]
   outs = ([per_td(by_channel)] * 2 + [per_nd] + [per_tn(not by_channel)] * 2 if kind == "real"
           else [per_td(False), per_tn(True)] + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
@@ -265,8 +265,7 @@ def _fused_bwd(static, res, dy):
   if kind == "real":
     dx, ddt, dlam, dB, dC = (restore(v, by_channel) if i < 2 else v for i, v in enumerate(g))
     if outside:
-      (dx,), (ddt,) = mamba_rule.handed_grads(
-          [dx], [ddt], *mamba_rule.discretize([handed[0]], [handed[1]], rule), rule)
+      (dx,), (ddt,) = mamba_rule.handed_grads([dx], [ddt], x, dt, rule)
     return (dx, ddt, dlam.sum(0),
             restore(dB.sum(partials), not by_channel),
             restore(dC.sum(partials), not by_channel)) + dh0
