@@ -6,11 +6,12 @@ costs on a fresh CI machine, and no entry left by an older checkout can answer f
 test. Shared within the run, so the many tests that train the same tiny programs (in process or
 through `python -m launch...`) compile each one once.
 
-Compiled at LLVM's lowest level (`--xla_backend_optimization_level=0`) where jax has only its CPU
-backend and XLA_FLAGS names no level: the same HLO as users' programs, fusions and buffers
-included, with machine code that takes a third less time to generate and rounds like another
-machine's (BUILD_NOTES, "Tests and CI"; test_models checks each layer's training step against the
-default level). With an accelerator plugin installed the tests compile as users do.
+Compiled lighter than users' programs where jax has only its CPU backend and XLA_FLAGS names no
+level (`TESTS_COMPILE`): LLVM's lowest level and XLA's older loop emitters for fusions. The same
+HLO, fusions and buffers as users' programs, with machine code that takes about half the time to
+generate and rounds like another machine's (BUILD_NOTES, "Tests and CI"; test_models checks each
+layer's training step against `USERS_COMPILE`). With an accelerator plugin installed the tests
+compile as users do.
 """
 import importlib.metadata
 import os
@@ -21,7 +22,9 @@ import tempfile
 from launch import common
 
 _OWNED = []  # the directory this process made, removed when it ends
-OPT_LEVEL = "--xla_backend_optimization_level"
+# XLA's options for the tests' compiles, and the defaults users' programs compile with
+TESTS_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+USERS_COMPILE = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
 def accelerator_plugins() -> list[str]:
@@ -37,8 +40,9 @@ def pytest_configure(config):
     _OWNED.append(path)
     flags = os.environ.get("XLA_FLAGS", "")
     # before any backend starts; workers and subprocesses inherit it
-    if OPT_LEVEL not in flags and not accelerator_plugins():
-      os.environ["XLA_FLAGS"] = f"{flags} {OPT_LEVEL}=0".strip()
+    if "--xla_backend_optimization_level" not in flags and not accelerator_plugins():
+      ours = " ".join(f"--{k}={str(v).lower()}" for k, v in TESTS_COMPILE.items())
+      os.environ["XLA_FLAGS"] = f"{flags} {ours}".strip()
   common.enable_compilation_cache()
 
 
