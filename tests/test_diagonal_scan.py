@@ -101,8 +101,10 @@ def test_an_h0_shared_by_every_batch_row_gives_what_its_broadcast_gives(family):
     g_rows = dataclasses.replace(g_rows, h0=g_rows.h0.sum(0))
     np.testing.assert_allclose(y, y_rows, rtol=1e-6, atol=1e-6, err_msg=f"{method}: y differs")
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(g), jax.tree.leaves(g_rows)):
-      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=(
-          f"{method}: gradient {jax.tree_util.keystr(path)} with a shared h0 differs"))
+      # atol scales with the leaf: a small entry summed from large terms keeps their rounding.
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(b).max())),
+                                 err_msg=f"{method}: gradient {jax.tree_util.keystr(path)}"
+                                 " with a shared h0 differs")
   for factors, want in ((f, 0), (per_row, 1 if family == "decay" else 2)):
     jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(scan.diagonal_scan(f, "pallas_parallel"))))(
         factors).jaxpr
