@@ -8,10 +8,12 @@ through `python -m launch...`) compile each one once.
 
 Compiled lighter than users' programs where jax has only its CPU backend and XLA_FLAGS names no
 level (`TESTS_COMPILE`): LLVM's lowest level and XLA's older loop emitters for fusions. The same
-HLO, fusions and buffers as users' programs, with machine code that takes about half the time to
-generate and rounds like another machine's (BUILD_NOTES, "Tests and CI"; test_models checks each
-layer's training step against `USERS_COMPILE`). With an accelerator plugin installed the tests
-compile as users do.
+HLO and fusions as users' programs, with machine code that takes about half the time to generate
+and rounds like another machine's (BUILD_NOTES, "Tests and CI"; test_models checks each layer's
+training step against `USERS_COMPILE`). It also rounds two equal programs (a layout, a group of
+one) differently where users' compile gives the same bits: tests that compare two programs bit
+for bit compile both with `USERS_COMPILE`. With an accelerator plugin installed the tests compile
+as users do.
 """
 import importlib.metadata
 import os
