@@ -32,6 +32,7 @@ from launch import bench_projection
 from launch import bench_registers
 from launch import bench_step
 from launch import bench_tiles
+from launch import bench_tiles_result
 from launch import bench_train_many
 from launch import bench_precision
 from launch import bench_profile
@@ -209,7 +210,7 @@ def bench_sampling(reps):
 def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
   if section in TILE_SECTIONS:
-    return bench_tiles.render(result)
+    return bench_tiles_result.render(result)
   if section == "profile":
     return bench_profile.render(result)
   if section == "eval_profile":
@@ -378,7 +379,7 @@ def main(argv):
   for section in _SECTIONS.value:
     out[section] = benches[section]()
     if _APPLY_TILES.value and section in TILE_SECTIONS:
-      out[section]["applied"] = bench_tiles.apply(out[section])
+      out[section]["applied"] = bench_tiles_result.apply(out[section])
     if _APPLY_TILES.value and section == "train_many":
       out["train_many_applied"] = bench_train_many.apply_layer_layout(out[section])
     if not _JSON.value:

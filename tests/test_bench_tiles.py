@@ -10,6 +10,7 @@ import jax
 from bench_flags import run_section_per_models, small_flags  # noqa: F401 (the module's flags)
 from launch import bench
 from launch import bench_train_many
+from launch import bench_tiles_result
 from launch import common
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
@@ -68,7 +69,7 @@ def test_tiles_section_sweeps_each_kernel_checks_each_tile_and_needs_a_gpu(monke
   assert all(r["matches_reference"] for r in out["rows"]), out["rows"]
   assert set(out["best"]) == {"real", "const"} and out["best"]["real"]["backward"] == [4, 1]
   assert {k: type(b["prefetch"]) for k, b in out["best"].items()} == {"real": bool, "const": bool}
-  text = bench_tiles.render(out)
+  text = bench_tiles_result.render(out)
   assert "best real (decay): FORWARD" in text and "PREFETCH" in text, text
   rejects_a_one_percent_error(monkeypatch, pallas, bench_tiles.bench_tiles, sizes=tiny, k=2,
                               models=("aussm",), grid=grid)
@@ -102,7 +103,7 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
   assert best["phase"]["blocks"] == (2 if two_blocks < min(per_layout.values()) else 1), best
   assert out["rows"][-2]["blocks"] == 2, "the blocks row did not run with 2 blocks"
   assert best["phase"]["channels_first_matches"], best
-  assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles.render(out)
+  assert "best parallel phase (rotation): pallas_parallel.FORWARD" in bench_tiles_result.render(out)
   rejects_a_one_percent_error(monkeypatch, pallas_parallel, bench_tiles.bench_parallel_tiles,
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
 
@@ -140,11 +141,11 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
   assert tuple(best["phase"]["backward"]) == fastest, (best, timed)
   two = best["phase"]["blocks_fwd_bwd_ms_per_run"].get(2)
   assert best["phase"]["blocks"] == (2 if two and two < timed[fastest] else 1), best
-  assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles.render(out)
-  assert f"STEPS {tuple(best['phase']['steps'])}; L = 8: {eight}" in bench_tiles.render(out)
+  assert "best chunked phase (rotation): pallas_chunked.FORWARD" in bench_tiles_result.render(out)
+  assert f"STEPS {tuple(best['phase']['steps'])}; L = 8: {eight}" in bench_tiles_result.render(out)
   keep_defaults(monkeypatch, pallas_chunked)
   best["phase"]["blocks"], best["phase"]["steps"] = 2, [8, 9]  # as if they had won: applied
-  applied = bench_tiles.apply(out)["pallas_chunked"]["phase"]
+  applied = bench_tiles_result.apply(out)["pallas_chunked"]["phase"]
   assert (pallas_chunked.FORWARD["phase"], pallas_chunked.BACKWARD["phase"],
           pallas_chunked.CHANNEL_BLOCKS["phase"], pallas_chunked.STEPS["phase"]) == (
       tuple(applied["forward"]), tuple(applied["backward"]), applied["blocks"],
@@ -181,7 +182,7 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   assert (best["loop"], best["backward"], best["blocks"], best["forward"]) == (
       "channels", [8, 2], 1, [4, 1, 16]), best
   assert best["channels_first_matches"] and loops[-2:] == ["channels"] * 2, (best, loops[-4:])
-  assert "BACKWARD_LOOP 'channels'" in bench_tiles.render(out)
+  assert "BACKWARD_LOOP 'channels'" in bench_tiles_result.render(out)
   # timed last, so fastest: two states a pass in the forward, and (the channel loop has no
   # "two") the next channel's inputs read ahead in the backward, after its baseline with that
   # forward
@@ -191,9 +192,9 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
                          ("backward, per pass: ahead", [8, 2], None)], rows
   assert best["per_pass"] == ["two", "ahead"], best
   assert best["fwd_bwd_ms_per_run"] == best["per_pass_fwd_bwd_ms_per_run"]["ahead"], best
-  assert "PASS ('two', 'ahead')" in bench_tiles.render(out)
+  assert "PASS ('two', 'ahead')" in bench_tiles_result.render(out)
   keep_defaults(monkeypatch, pallas_chunked)
-  bench_tiles.apply(out)
+  bench_tiles_result.apply(out)
   assert (pallas_chunked.BACKWARD_LOOP["real"], pallas_chunked.BACKWARD["real"]) == (
       "channels", (8, 2)), "the fastest channel loop was not applied"
   assert tuple(pallas_chunked.PASS["real"]) == ("two", "ahead"), (
@@ -233,12 +234,12 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
       ("forward, per pass: ahead", [8, 1, time]), ("forward, per pass: two", [8, 1, time])], rows
   best = out["best"]["chunked"]["real"]
   assert (best["forward"], best["forward_loop"], best["per_pass"][0]) == ([8, 1], time, "two"), best
-  text = bench_tiles.render(out)
+  text = bench_tiles_result.render(out)
   assert "pallas_chunked.FORWARD_BY_TIME (8, 1), BACKWARD" in text and (
       "FORWARD_LOOP 'time'" in text), text
   keep_defaults(monkeypatch, pallas_chunked)
   state_tile = pallas_chunked.FORWARD["real"]
-  bench_tiles.apply(out)
+  bench_tiles_result.apply(out)
   assert (pallas_chunked.FORWARD_LOOP["real"], pallas_chunked.FORWARD_BY_TIME["real"],
           pallas_chunked.FORWARD["real"]) == (time, (8, 1), state_tile), (
       "the time loop's forward was not applied as FORWARD_LOOP and FORWARD_BY_TIME")
@@ -260,11 +261,11 @@ def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_ap
       f"the channels-first check did not catch a kernel wrong on those factors alone: {checked}")
   best = out["best"]["chunked"]["real"]
   assert best["channels_first_matches"] is False, best
-  assert "WRONG on channels-first factors" in bench_tiles.render(out)
+  assert "WRONG on channels-first factors" in bench_tiles_result.render(out)
   keep_defaults(monkeypatch, pallas_chunked)
   for name in ("FORWARD", "BACKWARD", "CHANNEL_BLOCKS"):
     monkeypatch.setattr(pallas_chunked, name, {"real": (99, 9), "phase": (99, 9)})
-  assert "not applied" in bench_tiles.apply(out)["pallas_chunked"]["real"]
+  assert "not applied" in bench_tiles_result.apply(out)["pallas_chunked"]["real"]
   assert pallas_chunked.FORWARD["real"] == (99, 9), "a pair wrong as the layers read it was applied"
 
 
@@ -311,9 +312,9 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
           whole["batch"], whole["ms_per_run_layer"], best["whole_set_ms_per_run_layer"]) == (
       True, win["tile"], win["chunk"], cfg.eval_seqs, whole["ms_per_run"],
       whole["ms_per_run"]), whole
-  assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles.render(out)
+  assert "best eval real (signed_decay): pallas.FORWARD" in bench_tiles_result.render(out)
   keep_defaults(monkeypatch, pallas)
-  bench_tiles.apply(out)
+  bench_tiles_result.apply(out)
   assert (pallas.FORWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"]) == (
       tuple(win["tile"]), win["chunk"], best["prefetch"]), "the best was not applied"
   rejects_a_one_percent_error(monkeypatch, pallas, bench_eval_tiles.bench_eval_tiles,
@@ -327,7 +328,7 @@ def test_parallel_tiles_sweeps_the_kinds_of_the_models_asked_for(monkeypatch):
   asked = []
   monkeypatch.setattr(bench_tiles, "bench_parallel_tiles", lambda reps, sizes, kinds, need_gpu:
                       asked.append(kinds) or {"rows": [], "best": {}})
-  monkeypatch.setattr(bench_tiles, "render", lambda result: "")
+  monkeypatch.setattr(bench_tiles_result, "render", lambda result: "")
   run_section_per_models("parallel_tiles", ["negmamba,rnn", "mamba", None])
   assert asked[:2] == [{"real": "signed_decay"}, {"real": "decay"}], asked
   assert list(asked[2]) == ["real", "phase", "const"], asked
@@ -375,4 +376,4 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   assert seen[1] == ((8, 2), (4, 8), (32, 8), (8, 2), 4, True, True, defaults[-3], True, 4), (
       f"train_many did not run with the swept tiles: {seen[1]}")
   assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
-  assert "applied for the rest of this run" in bench_tiles.render({"k": 1, **tiles_best})
+  assert "applied for the rest of this run" in bench_tiles_result.render({"k": 1, **tiles_best})
