@@ -29,6 +29,11 @@ TESTS_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitte
 USERS_COMPILE = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
+def tests_compile_flags() -> list[str]:
+  """`TESTS_COMPILE` as XLA_FLAGS entries."""
+  return [f"--{k}={str(v).lower()}" for k, v in TESTS_COMPILE.items()]
+
+
 def accelerator_plugins() -> list[str]:
   """jax's installed GPU/TPU plugins, found without starting a backend (XLA_FLAGS is read then)."""
   names = (d.metadata["Name"] or "" for d in importlib.metadata.distributions())
@@ -43,8 +48,7 @@ def pytest_configure(config):
     flags = os.environ.get("XLA_FLAGS", "")
     # before any backend starts; workers and subprocesses inherit it
     if "--xla_backend_optimization_level" not in flags and not accelerator_plugins():
-      ours = " ".join(f"--{k}={str(v).lower()}" for k, v in TESTS_COMPILE.items())
-      os.environ["XLA_FLAGS"] = f"{flags} {ours}".strip()
+      os.environ["XLA_FLAGS"] = " ".join([flags] + tests_compile_flags()).strip()
   common.enable_compilation_cache()
 
 

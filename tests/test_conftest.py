@@ -24,8 +24,7 @@ def test_the_test_run_compiles_lighter_than_users_on_a_cpu_only_install():
   flags = os.environ.get("XLA_FLAGS", "")
   if conftest.accelerator_plugins():
     pytest.skip(f"accelerator plugins {conftest.accelerator_plugins()}: compiled as users do")
-  missing = [f"--{k}={str(v).lower()}" for k, v in conftest.TESTS_COMPILE.items()
-             if f"--{k}={str(v).lower()}" not in flags.split()]
+  missing = [flag for flag in conftest.tests_compile_flags() if flag not in flags.split()]
   assert not missing, (
       f"XLA_FLAGS is {flags!r}: the tests (and the entry points they start) compile without "
       f"{missing}, as users' programs do: about twice the time (BUILD_NOTES, \"Tests and CI\")")
