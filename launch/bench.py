@@ -67,7 +67,8 @@ _SECTIONS = flags.DEFINE_list("sections", ["step", "scan", "train_many", "eval",
                               "step-by-step kernel's forward where it runs: evaluation, one "
                               "run, eval_chunk x eval_length, or --batch x --length), 'registers' "
                               "(each Triton kernel's registers and spills per tile, compiled "
-                              "for sm_90 by the triton package; no GPU needed), 'profile' "
+                              "by the triton package for --target's compute capability, "
+                              "default sm_90; no GPU needed), 'profile' "
                               "(a profiler trace of training steps by kind of op, at "
                               "--profile_k), 'eval_profile' (the same for one run's "
                               "evaluation as a sweep scores it), 'precision' "
@@ -82,14 +83,15 @@ _WORKERS_STEPS = flags.DEFINE_integer("bench_workers_steps", 1000, "workers: ste
                                       lower_bound=1)
 _PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile, compiled: vmapped group "
                                "sizes.")
-_TARGET = flags.DEFINE_string("target", "", "compiled: the GPU to compile for without one ("
+_TARGET = flags.DEFINE_string("target", "", "compiled, registers: the GPU to compile for without one ("
                               f"{', '.join(bench_compiled.TARGETS)}; launch/gpu_targets); "
                               "default: this machine's device.")
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",
                                  lower_bound=1)
-_OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json ('' for none).")
+_OUT = flags.DEFINE_string("out", "results/bench", "Directory for <backend>.json, or "
+                           "target_<name>.json with --target ('' for none).")
 _APPLY_TILES = flags.DEFINE_bool("apply_tiles", False, "The tile sections (tiles, "
                                  "parallel_tiles, chunked_tiles, eval_tiles): "
                                  "make the best tiles found the kernel's defaults for the "
@@ -337,9 +339,10 @@ def checked_flags() -> tuple[list, dict]:
              "eval_tiles": lambda: bench_eval_tiles.bench_eval_tiles(
                  _REPS.value, bench_eval_tiles.regime(sizes(), _BATCH.value, _LENGTH.value),
                  models=names, **gpu),
-             "registers": lambda: bench_registers.bench_registers(
-                 sizes(), kernels=[m for m in bench_registers.KERNELS
-                                   if not _METHODS.value or m in _METHODS.value],
+             "registers": lambda: bench_registers.for_target(
+                 _TARGET.value or bench_registers.TARGET, sizes(),
+                 kernels=[m for m in bench_registers.KERNELS
+                          if not _METHODS.value or m in _METHODS.value],
                  **({"kinds": bench_tiles.kinds_of(names)} if flags.FLAGS["models"].present
                     else {})),
              "precision": lambda: bench_precision.bench_precision(step_config, names,
@@ -363,7 +366,9 @@ def checked_flags() -> tuple[list, dict]:
     raise common.UsageError(f"unknown section {unknown[0]!r}; choose from {', '.join(benches)}")
   if _TARGET.value:  # unknown, or no CUDA plugin to compile with: one line, before anything runs
     try:
-      bench_compiled.target_device(_TARGET.value)
+      bench_compiled.compute_capability(_TARGET.value)
+      if "compiled" in _SECTIONS.value:  # the registers section needs only the triton package
+        bench_compiled.target_device(_TARGET.value)
     except bench_compiled.TargetError as e:
       raise common.UsageError(str(e)) from None
   return names, benches
@@ -373,7 +378,8 @@ def main(argv):
   del argv
   names, benches = checked_flags()
   out = {"backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
-         "jax": jax.__version__, "reps": _REPS.value, "sizes": sizes()}
+         "jax": jax.__version__, "reps": _REPS.value, "sizes": sizes(),
+         **({"target": _TARGET.value} if _TARGET.value else {})}
   if _REHEARSE.value:
     out["rehearsal"] = "interpret mode off a GPU: checks that the commands run, no timings"
   for section in _SECTIONS.value:
@@ -391,12 +397,14 @@ def main(argv):
 
 
 def write_out(out: dict, directory: str):
-  """Merge `out` into <directory>/<backend>.json: sections run now replace the same sections of
-  an earlier file ('' writes nothing)."""
+  """Merge `out` into <directory>/<backend>.json, or target_<name>.json for a GPU compiled for
+  without one (its cell and sections are that GPU's, not this machine's): sections run now
+  replace the same sections of an earlier file ('' writes nothing)."""
   if not directory:
     return
   os.makedirs(directory, exist_ok=True)
-  path = os.path.join(directory, f"{out['backend']}.json")
+  name = f"target_{out['target']}" if "target" in out else out["backend"]
+  path = os.path.join(directory, f"{name}.json")
   try:
     with open(path) as f:
       merged = json.load(f)

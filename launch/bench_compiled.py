@@ -26,12 +26,13 @@ import collections
 import contextlib
 import json
 import pathlib
+import re
 import time
 
 import jax
 
 from launch import bench_profile, hlo
-from ssm_bench import train
+from ssm_bench import memory, train
 
 TARGETS = {p.stem: p for p in sorted((pathlib.Path(__file__).parent / "gpu_targets")
                                      .glob("*.txtpb"))}
@@ -47,16 +48,31 @@ class TargetError(Exception):
   """A GPU target that cannot be compiled for here: one line saying what to install or pick."""
 
 
+def _known(target: str) -> pathlib.Path:
+  if target not in TARGETS:
+    raise TargetError(f"--target: unknown {target}; choose from {', '.join(TARGETS)}")
+  return TARGETS[target]
+
+
+def compute_capability(target: str) -> int:
+  """A target's compute capability as Triton and ptxas name it (sm_80: 80, sm_89: 89)."""
+  block = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", _known(target).read_text())
+  major = re.search(r"\bmajor:\s*(\d+)", block.group(1)) if block else None
+  if not major:
+    raise TargetError(f"{TARGETS[target]} names no cuda_compute_capability major")
+  minor = re.search(r"\bminor:\s*(\d+)", block.group(1))
+  return 10 * int(major.group(1)) + (int(minor.group(1)) if minor else 0)
+
+
 def target_device(target: str | None):
   """The device to compile for: this machine's first, or a compile-only GPU `target`."""
   if not target:
     return jax.devices()[0]
-  if target not in TARGETS:
-    raise TargetError(f"--target: unknown {target}; choose from {', '.join(TARGETS)}")
+  config = _known(target).read_text()
   from jax.experimental import topologies
   try:
     topology = topologies.get_topology_desc(target, "cuda", topology="1x1x1",
-                                            target_config=TARGETS[target].read_text())
+                                            target_config=config)
   except (NotImplementedError, RuntimeError) as e:
     raise TargetError(
         f"--target={target} needs jax's CUDA plugin ({type(e).__name__}: {str(e)[:120]}): "
@@ -106,9 +122,9 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
     init_many, chunk_many = trainer.compiled(donate=False)
     hp = train.hparams([cfg.replace(seed=i) for i in range(k)])
     t0 = time.perf_counter()
-    text = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)),
-                            on_device(hp)).compile().as_text()
+    compiled = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)), on_device(hp)).compile()
   compile_s = time.perf_counter() - t0
+  text = compiled.as_text()
   moved, sources = hlo.loop_body_bytes(text, cfg.log_every), hlo.sources(text)
   per_kind, ops = collections.Counter(), []
   for name, nbytes in moved.items():
@@ -119,7 +135,9 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
   gb = lambda b: float(f"{b / 1e9:.4g}")
   timed = outside_kernels_ms(per_kind, target)
   return {"k": k, "target": target or jax.devices()[0].device_kind, **timed,
-          "compile_s": round(compile_s, 2), "gb_per_step": gb(sum(per_kind.values())),
+          "compile_s": round(compile_s, 2),
+          "memory_gb": gb(memory.executable_bytes(compiled)),
+          "gb_per_step": gb(sum(per_kind.values())),
           "gb_per_run_step": gb(sum(per_kind.values()) / k),
           "gb_by_kind": {kind: gb(b) for kind, b in per_kind.most_common()},
           "top_ops": [{"op": n, "kind": kind, "gb": gb(b), "detail": s[:200]}
@@ -154,7 +172,8 @@ def render(rows) -> str:
       continue
     total = r["gb_per_step"] or 1.0
     out.append(f"{name}, compiled for {r['target']} in {r['compile_s']} s: {total:.4g} GB per "
-               f"step ({r['gb_per_run_step']:.4g} per run-step)")
+               f"step ({r['gb_per_run_step']:.4g} per run-step); XLA's memory estimate "
+               f"{r['memory_gb']:.4g} GB")
     out += [f"  {kind:<28} {gb:9.4g} GB  {100 * gb / total:5.1f}%"
             for kind, gb in r["gb_by_kind"].items()]
     if "outside_kernels_ms_per_step" in r:

@@ -55,7 +55,9 @@ KERNELS = ("pallas", "pallas_parallel", "pallas_chunked")
 # The time-parallel kernels: a program's state loop over its whole sequence, whose instruction
 # count predicts its time (`warp_instructions_per_run`); pallas_chunked has no const kind.
 PARALLEL = ("pallas_parallel", "pallas_chunked")
-REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_90
+REGISTER_FILE = 65536  # 32-bit registers per SM (and per block) on sm_70 to sm_100
+# The GPU counted for without --target (launch/gpu_targets): sm_90, as the issue rate's H100
+TARGET = "h100"
 # One tensor of the kernel holding more than this many elements per thread spills in every tile
 # measured (results/bench/README.md, "Registers") and compiles for minutes: it is reported as
 # skipped, not compiled.
@@ -279,7 +281,7 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
             row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
           if kernel in PARALLEL and "instructions" in row:
             row["warp_instructions_per_run"] = warp_instructions_per_run(row, sizes)
-            if row["branches_counted"]:
+            if row["branches_counted"] and arch == 90:  # the rate is an H100's sm_90 code's
               row["h100_issue_ms_per_run"] = round(
                   row["warp_instructions_per_run"] / H100_WARP_INSTRUCTIONS_PER_MS, 4)
         rows.append(row)
@@ -289,8 +291,18 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
           "rows": rows}
 
 
+def for_target(target: str, sizes: dict, **kw) -> dict:
+  """`bench_registers` for a GPU of launch/gpu_targets: at its compute capability, with the
+  kernels lowered as for it (jax 0.11's Pallas asks the GPU it lowers for which one it is)."""
+  from launch import bench_compiled
+  arch = bench_compiled.compute_capability(target)
+  with bench_compiled.as_gpu(target):
+    return {**bench_registers(sizes, arch=arch, **kw), "target": target}
+
+
 def render(result: dict) -> str:
-  lines = [f"registers (Triton {result['triton']} for {result['arch']}, length "
+  lines = [f"registers (Triton {result['triton']} for {result['arch']}"
+           + (f" ({result['target']})" if "target" in result else "") + ", length "
            f"{result['sizes']['length']}; registers per thread / spill bytes, static PTX "
            "instructions, and for the time-parallel kernel the H100 issue time it predicts, ms "
            "per run; ! = does not fit an SM, - = skipped)"]

@@ -46,7 +46,13 @@ def device_bytes() -> float:
 
 
 def compiled_bytes(lowered) -> float:
-  m = lowered.compile().memory_analysis()
+  return executable_bytes(lowered.compile())
+
+
+def executable_bytes(compiled) -> float:
+  """XLA's estimate of a compiled program's device memory: arguments, outputs and temporaries,
+  less what outputs reuse of the arguments."""
+  m = compiled.memory_analysis()
   return float(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
                - m.alias_size_in_bytes)
 

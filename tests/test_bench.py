@@ -173,6 +173,19 @@ def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monke
     flags.FLAGS["sections"].unparse()
 
 
+def test_a_gpu_targets_sections_go_to_a_file_of_their_own(tmp_path):
+  """What was compiled for a GPU without one (`--target`) is kept apart from this machine's
+  own measurements: target_<name>.json, never merged into <backend>.json."""
+  import json
+  ours = {"backend": "cpu", "sizes": {"d_model": 8}, "step": ["ours"]}
+  bench.write_out(ours, str(tmp_path))
+  bench.write_out({"backend": "cpu", "target": "a100", "sizes": {"d_model": 128},
+                   "compiled": ["a100's"]}, str(tmp_path))
+  assert json.loads((tmp_path / "cpu.json").read_text()) == ours, "the target's rows went in"
+  target = json.loads((tmp_path / "target_a100.json").read_text())
+  assert target["compiled"] == ["a100's"] and target["sizes"] == {"d_model": 128}, target
+
+
 def test_registers_compiles_the_families_of_the_models_asked_for(monkeypatch):
   """`--sections=registers --models=mamba` compiles mamba's time-parallel backward (decay, two
   scans per state), not negmamba's; without --models every kind on its representative."""

@@ -59,12 +59,17 @@ def test_compiled_section_sums_a_steps_bytes_by_kind_on_this_machine():
     assert abs(sum(r["gb_by_kind"].values()) - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
   ratio = rows[1]["gb_per_step"] / rows[0]["gb_per_step"]
   assert 1.8 < ratio < 2.2, f"two runs' step should move about twice one run's, not {ratio:.2f}x"
+  assert 0 < rows[0]["memory_gb"] < rows[1]["memory_gb"], (
+      f"XLA's memory estimate should grow with the runs: {[r['memory_gb'] for r in rows]}")
   text = bench_compiled.render(rows)
   assert "negmamba (auto) K=2, compiled for cpu" in text and "costliest ops" in text, text
+  assert f"XLA's memory estimate {rows[1]['memory_gb']:.4g} GB" in text, text
 
 
 def test_a_gpu_target_is_named_and_needs_the_cuda_plugin(monkeypatch):
-  with pytest.raises(bench_compiled.TargetError, match="unknown h300; choose from h100, h200"):
+  names = ", ".join(bench_compiled.TARGETS)
+  assert "a100" in names and "h200" in names, names
+  with pytest.raises(bench_compiled.TargetError, match=f"unknown h300; choose from {names}$"):
     bench_compiled.target_device("h300")
   from jax.experimental import topologies
 
@@ -73,6 +78,54 @@ def test_a_gpu_target_is_named_and_needs_the_cuda_plugin(monkeypatch):
   monkeypatch.setattr(topologies, "get_topology_desc", no_plugin)
   with pytest.raises(bench_compiled.TargetError, match="pip install --no-deps jax-cuda13-plugin"):
     bench_compiled.target_device("h200")
+
+
+def test_each_gpu_target_names_its_compute_capability(tmp_path, monkeypatch):
+  """What Triton and ptxas compile a target's kernels for: major and minor of its
+  cuda_compute_capability (sm_89 is major 8, minor 9; a minor left out is 0)."""
+  got = {t: bench_compiled.compute_capability(t) for t in ("a100", "rtx_4090", "h100", "h200",
+                                                          "b200")}
+  assert got == {"a100": 80, "rtx_4090": 89, "h100": 90, "h200": 90, "b200": 100}, got
+  assert set(bench_compiled.TARGETS) == set(got), "a target without its capability checked here"
+  broken = tmp_path / "broken.txtpb"
+  broken.write_text("gpu_device_info {\n  core_count: 1\n}\n")
+  monkeypatch.setitem(bench_compiled.TARGETS, "broken", broken)
+  with pytest.raises(bench_compiled.TargetError, match="names no cuda_compute_capability"):
+    bench_compiled.compute_capability("broken")
+
+
+def test_registers_for_a_target_count_at_its_capability_without_the_cuda_plugin(monkeypatch):
+  """`--sections=registers --target=a100` compiles the kernels for sm_80 (only the triton
+  package needed); `--sections=compiled` with a target still needs jax's CUDA plugin."""
+  from absl import flags
+  from jax.experimental import topologies
+  from launch import bench, bench_registers
+
+  def no_plugin(*args, **kw):
+    raise NotImplementedError("topology not implemented for cuda")
+  monkeypatch.setattr(topologies, "get_topology_desc", no_plugin)
+  seen = {}
+
+  def counted(sizes, arch=90, **kw):
+    seen.update(arch=arch, backend=jax.default_backend())
+    return {"arch": f"sm_{arch}", "sizes": sizes, "triton": "-", "rows": []}
+  monkeypatch.setattr(bench_registers, "bench_registers", counted)
+  saved = [flags.FLAGS[n].value for n in ("target", "sections")]
+  try:
+    flags.FLAGS["sections"].value = ["registers"]
+    for target, arch in (("a100", 80), ("", 90)):
+      flags.FLAGS["target"].value = target
+      result = bench.checked_flags()[1]["registers"]()
+      assert seen == {"arch": arch, "backend": "gpu"}, (target, seen)
+      assert result.get("target") == (target or bench_registers.TARGET), result
+    flags.FLAGS["target"].value = "a100"
+    flags.FLAGS["sections"].value = ["compiled"]
+    with pytest.raises(bench.common.UsageError, match="jax-cuda13-plugin"):
+      bench.checked_flags()
+  finally:
+    for name, value in zip(("target", "sections"), saved):
+      flags.FLAGS[name].value = value
+  assert jax.default_backend() == "cpu", "the registers' GPU lowering outlived the section"
 
 
 def test_a_gpu_targets_backend_choices_hold_only_while_its_program_is_compiled():
