@@ -10,8 +10,9 @@ through Triton, and cuBLAS calls where autotuning would have chosen among gemms 
 that differs: results/bench/README.md, "A GPU's step compiled without a GPU"). The section sums
 the bytes each instruction of one training step reads and writes (`hlo.loop_body_bytes`:
 the training loop's body, a loop inside it once per iteration) by kind of op, names the
-costliest ops, and gives XLA's memory estimate of the program (whether a group fits that GPU). Outside the scan kernels a 27-run step ran at the H200's bandwidth (4.07 TB/s:
-"The bytes of a 27-run step"), so these bytes say, before a GPU minute is spent, what a change
+costliest ops, and gives XLA's memory estimate of the program (whether a group fits that GPU).
+Outside the scan kernels a 27-run step ran at the H200's bandwidth (4.07 TB/s: "The bytes of
+a 27-run step"), so these bytes say, before a GPU minute is spent, what a change
 to the layers does to that part of a step; the kernels' own time is the instruction counts'
 (`--sections=registers`) or a GPU's.
 
