@@ -83,10 +83,7 @@ _WORKERS_STEPS = flags.DEFINE_integer("bench_workers_steps", 1000, "workers: ste
                                       lower_bound=1)
 _PROFILE_K = flags.DEFINE_list("profile_k", ["1", "27"], "profile, compiled: vmapped group "
                                "sizes.")
-_TARGET = flags.DEFINE_string("target", "", "compiled, registers: the GPU to compile for "
-                              f"without one ({', '.join(bench_compiled.TARGETS)}; "
-                              "launch/gpu_targets); default: this machine's device "
-                              "(registers: sm_90).")
+_TARGET = common.TARGET  # compiled, registers: a GPU of launch/gpu_targets
 _JSON = flags.DEFINE_bool("json", False, "Print JSON instead of tables.")
 _K_SAMPLE = flags.DEFINE_integer("projection_k", None, "projection: runs per timed group (default "
                                  "27 on accelerators, 1 on CPU), scaled linearly to the group.",

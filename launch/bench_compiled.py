@@ -65,6 +65,14 @@ def compute_capability(target: str) -> int:
   return 10 * int(major.group(1)) + (int(minor.group(1)) if minor else 0)
 
 
+def device_memory(target: str) -> float:
+  """A target's device memory in bytes (its `device_memory_size`)."""
+  size = re.search(r"\bdevice_memory_size:\s*(\d+)", _known(target).read_text())
+  if not size:
+    raise TargetError(f"{TARGETS[target]} names no device_memory_size")
+  return float(size.group(1))
+
+
 def target_device(target: str | None):
   """The device to compile for: this machine's first, or a compile-only GPU `target`."""
   if not target:

@@ -15,6 +15,12 @@ from absl import flags as _flags  # noqa: E402
 PLUGINS = _flags.DEFINE_string(
     "plugins", "", "Comma list of modules that register layers, e.g. examples.rotation or "
     "mypkg.layers:register (train and sweep record it in each run's config).")
+# --target for the bench and the sweep alike, for the same reason
+TARGET = _flags.DEFINE_string(
+    "target", "", "A GPU of launch/gpu_targets to compile for without one (jax's CUDA plugin): "
+    "launch.bench's compiled and registers sections (registers default: sm_90; the others this "
+    "machine's device), launch.sweep's --dry_run (its programs and, unless --memory_gb, 75% of "
+    "that GPU's memory).")
 
 
 def load_plugins(extra: str = "") -> str:

@@ -47,6 +47,7 @@ _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar or progress lines.")
 _MEMORY = flags.DEFINE_float("memory_gb", None, "Device memory to fit groups into (default: what "
                              "an accelerator reports; on CPU groups are not split unless given).",
                              lower_bound=0.001)
+_TARGET = common.TARGET  # --dry_run: plan for a GPU of launch/gpu_targets
 _TIME_LIMIT = flags.DEFINE_float(
     "time_limit_s", 0, "Local executor: start no group once the longest group so far would not "
     "end within this many seconds of the sweep's start (for a session with a time limit: it stops "
@@ -102,12 +103,13 @@ def check_layers(cfgs):
     raise common.UsageError(str(e)) from None
 
 
-def fit_to_memory(groups, budget_bytes: float, report=None):
+def fit_to_memory(groups, budget_bytes: float, report=None, device=None):
   """Split every group into the fewest sub-groups that fit; refuse one whose single run does not.
-  report(index, configs, estimate, sub-groups) sees each decision (for --dry_run)."""
+  report(index, configs, estimate, sub-groups) sees each decision (for --dry_run); `device`: the
+  one compiled for (default this backend's)."""
   from ssm_bench import memory
   try:
-    return memory.fit_groups(groups, budget_bytes, report)
+    return memory.fit_groups(groups, budget_bytes, report, device)
   except memory.DoesNotFit as e:
     raise common.UsageError(str(e)) from None
 
@@ -176,15 +178,40 @@ def finished_count(groups) -> int:
   return sum(runs.is_finished(d) for _, dirs in groups for d in dirs)
 
 
+# Of a GPU target's memory, what jax's allocator lets a process use by default (75%, with or
+# without preallocation: docs.jax.dev, "GPU memory allocation"); on a GPU the sweep asks it.
+TARGET_MEMORY_FRACTION = 0.75
+
+
 def memory_budget() -> float | None:
-  """--memory_gb, else the accelerator's memory; None on CPU (groups stay whole)."""
+  """--memory_gb, else the accelerator's memory (or --target's usable share); None on CPU
+  (groups stay whole)."""
   if _MEMORY.value:
     return _MEMORY.value * 2 ** 30
+  if _TARGET.value:
+    from launch import bench_compiled
+    return TARGET_MEMORY_FRACTION * bench_compiled.device_memory(_TARGET.value)
   import jax
   if jax.default_backend() == "cpu":
     return None
   from ssm_bench import memory
   return memory.device_bytes()
+
+
+def target_device():
+  """(device, context) to plan a --dry_run on: --target's compile-only GPU and the suite's GPU
+  choices while its programs are traced (`bench_compiled.as_gpu`), or (None, no-op)."""
+  import contextlib
+  if not _TARGET.value:
+    return None, contextlib.nullcontext
+  if not _DRY.value:
+    raise common.UsageError("--target plans a sweep for a GPU that is not here: add --dry_run")
+  from launch import bench_compiled
+  try:
+    device = bench_compiled.target_device(_TARGET.value)
+  except bench_compiled.TargetError as e:
+    raise common.UsageError(str(e)) from None
+  return device, lambda: bench_compiled.as_gpu(_TARGET.value)
 
 
 def _count(n: int, noun: str) -> str:
@@ -213,6 +240,7 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
+  device, as_target = target_device()  # a --target without --dry_run: one line, before any run
   if _WORKERS.value > 1 and _EXECUTOR.value != "local":
     raise common.UsageError("--workers is for the local executor (Ray runs a task per group)")
   if _EXECUTOR.value == "ray" and not _DRY.value:
@@ -240,13 +268,18 @@ def main(argv):
             flush=True)
 
   if _DRY.value:
-    if budget and any(c.scan_method == "auto" for cfgs, _ in groups for c in cfgs):
+    if _TARGET.value:
+      print(f"planned for {_TARGET.value}: each program compiled for it, in "
+            + (f"--memory_gb={_MEMORY.value:g}" if _MEMORY.value else
+               f"{TARGET_MEMORY_FRACTION:.0%} of its memory (jax's default limit)"))
+    elif budget and any(c.scan_method == "auto" for cfgs, _ in groups for c in cfgs):
       # the estimate is of the program this backend would run: plan another backend's method
       import jax
       from ssm_bench import scan
       print(f"memory estimates use this backend's scan method ({scan.resolve('auto')} on "
-            f"{jax.default_backend()}); to plan for a GPU add "
-            f"--config.scan_method={scan.AUTO['gpu']}")
+            f"{jax.default_backend()}); to plan for a GPU add --target=<a GPU of "
+            f"launch/gpu_targets> (jax's CUDA plugin), or --config.scan_method="
+            f"{scan.AUTO['gpu']}, which overstates a GPU's memory")
     n_fit = 0
     for i, (cfgs, dirs) in enumerate(groups):
       c = cfgs[0]
@@ -257,7 +290,8 @@ def main(argv):
       print(f"group {i}: {task} {c.model} depth {c.depth} d_model {c.d_model} d_state "
             f"{c.d_state}{length}{init} ({len(cfgs)} runs in one compiled program)", flush=True)
       if budget:
-        n_fit += len(fit_to_memory([(cfgs, dirs)], budget, report))
+        with as_target():
+          n_fit += len(fit_to_memory([(cfgs, dirs)], budget, report, device))
       for d in dirs:
         print(f"    {os.path.basename(d)}")
     fitted = ""

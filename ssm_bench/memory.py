@@ -57,14 +57,21 @@ def executable_bytes(compiled) -> float:
                - m.alias_size_in_bytes)
 
 
-def _program_bytes(cfg: TrainConfig, k: int) -> float:
+def _program_bytes(cfg: TrainConfig, k: int, device=None) -> float:
+  """The training chunk of k runs compiled on abstract inputs, for `device` (default: this
+  backend's first; a compile-only device plans for a GPU that is not attached)."""
   trainer = train.Trainer(cfg)
   init_many, chunk_many = trainer.compiled()
   hp = train.hparams([cfg] * k)
-  return compiled_bytes(chunk_many.lower(jax.eval_shape(init_many, hp), hp))
+  state = jax.eval_shape(init_many, hp)
+  if device is not None:
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    state, hp = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), (state, hp))
+  return compiled_bytes(chunk_many.lower(state, hp))
 
 
-def _key(cfg: TrainConfig) -> tuple:
+def _key(cfg: TrainConfig, device=None) -> tuple:
   """Configs whose programs have the same size: the task counts through its vocabulary and
   classes (embedding, head, the Cayley table the sampler folds with), so tasks of one order
   share an estimate and a larger group never borrows a smaller one's."""
@@ -74,14 +81,15 @@ def _key(cfg: TrainConfig) -> tuple:
     sizes = ((cfg.pad_order, cfg.pad_order) if cfg.pad_order
              else (task.vocab_size, task.num_classes))
     cfg = cfg.replace(task="")
-  return (jax.default_backend(), sizes) + cfg.replace(preset="").shape_key()
+  where = (jax.default_backend(), getattr(device, "device_kind", None))
+  return where + (sizes,) + cfg.replace(preset="").shape_key()
 
 
-def estimate(cfg: TrainConfig) -> Estimate:
+def estimate(cfg: TrainConfig, device=None) -> Estimate:
   """Training memory of a group of cfg's shape as fixed + K * per_run bytes."""
-  key = _key(cfg)
+  key = _key(cfg, device)
   if key not in _CACHE:
-    one, two = _program_bytes(cfg, 1), _program_bytes(cfg, 2)
+    one, two = _program_bytes(cfg, 1, device), _program_bytes(cfg, 2, device)
     per_run = max(two - one, 0.0)
     _CACHE[key] = Estimate(max(one - per_run, 0.0), per_run or one)
   return _CACHE[key]
@@ -108,26 +116,27 @@ def plan_group(cfgs: list[TrainConfig], budget: float, est: Estimate | None = No
   return [cfgs[i:i + size] for i in range(0, len(cfgs), size)]
 
 
-def fits_whole(cfgs: list[TrainConfig], budget: float) -> bool:
+def fits_whole(cfgs: list[TrainConfig], budget: float, device=None) -> bool:
   """Whether the group's own program (all its runs, compiled on abstract inputs) fits the budget
   with headroom. With the persistent compilation cache on, training then loads this compiled
   program instead of compiling it again, so measuring it costs little beyond the estimate's two
   smaller programs that it replaces."""
-  return _program_bytes(cfgs[0], len(cfgs)) <= budget * HEADROOM
+  return _program_bytes(cfgs[0], len(cfgs), device) <= budget * HEADROOM
 
 
-def fit_groups(groups, budget_bytes: float, report=None):
+def fit_groups(groups, budget_bytes: float, report=None, device=None):
   """[(configs, dirs)] with every group split into the fewest sub-groups that fit; DoesNotFit
   for a group whose single run does not. Without `report` a group is first measured whole
   (fits_whole) and estimated only if it does not fit; report(index, configs, estimate,
-  sub-groups) sees each decision, from the estimate (for --dry_run, which prints it)."""
+  sub-groups) sees each decision, from the estimate (for --dry_run, which prints it).
+  `device`: the device compiled for (`_program_bytes`)."""
   import os
   out = []
   for i, (cfgs, dirs) in enumerate(groups):
-    if report is None and fits_whole(cfgs, budget_bytes):
+    if report is None and fits_whole(cfgs, budget_bytes, device):
       out.append((cfgs, dirs))
       continue
-    est = estimate(cfgs[0])
+    est = estimate(cfgs[0], device)
     parts = plan_group(cfgs, budget_bytes, est, name=os.path.basename(dirs[0]))
     if report:
       report(i, cfgs, est, parts)

@@ -38,8 +38,11 @@ def test_a_group_is_measured_whole_first_and_estimated_only_if_it_does_not_fit(m
   (a report) prints the estimate and compiles nothing else."""
   sizes = []
 
-  def program_bytes(cfg, k):  # 1 GiB shared + 1 GiB per run
+  devices = []
+
+  def program_bytes(cfg, k, device=None):  # 1 GiB shared + 1 GiB per run
     sizes.append(k)
+    devices.append(device)
     return (1 + k) * GiB
 
   monkeypatch.setattr(memory, "_program_bytes", program_bytes)
@@ -56,6 +59,12 @@ def test_a_group_is_measured_whole_first_and_estimated_only_if_it_does_not_fit(m
   monkeypatch.setattr(memory, "_CACHE", {})
   memory.fit_groups(group, 80 * GiB, report=lambda *a: None)
   assert sizes == [1, 2], f"the dry run compiled for K = {sizes}"
+  devices.clear()
+  monkeypatch.setattr(memory, "_CACHE", {})
+  target = object()  # a compile-only GPU (`launch.sweep --target`)
+  memory.fit_groups(group, 20 * GiB, device=target)
+  assert len(devices) == 3 and all(d is target for d in devices), (
+      f"a program of the plan was compiled for another device than the one planned for: {devices}")
 
 
 CACHE_HIT = """
@@ -106,8 +115,10 @@ def test_dry_run_lists_the_estimate_and_the_split():
   assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
   last = out.stdout.strip().splitlines()[-1]
   assert last.startswith("table2: 27 runs in 1 compiled group; "), last
-  assert f"to plan for a GPU add --config.scan_method={scan.AUTO['gpu']}" in out.stdout, (
-      "the dry run does not say which scan method its estimates are for")
+  assert "to plan for a GPU add --target=" in out.stdout and (
+      f"--config.scan_method={scan.AUTO['gpu']}" in out.stdout), (
+      "the dry run does not say which scan method its estimates are for, nor how to plan for "
+      "a GPU")
 
 
 def test_estimates_are_per_task_size_not_borrowed_from_the_first_task():

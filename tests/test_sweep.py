@@ -135,6 +135,8 @@ def test_dry_run_prints_counts():
     (["--sweep=nope"], "sweep"),
     (["--sweep=tiny", "--only=("], "regular expression"),
     (["--sweep=tiny", "--workdir=/proc/forbidden"], "workdir"),
+    (["--sweep=tiny", "--target=a100"], "add --dry_run"),
+    (["--sweep=tiny", "--dry_run", "--target=a10"], "unknown a10; choose from a100"),
 ])
 def test_bad_input_is_a_one_line_error(args, needle):
   out = run_sweep(*args)
@@ -299,7 +301,8 @@ def test_a_sweep_on_one_device_sizes_no_group_it_does_not_reach(tmp_path, monkey
   from absl import flags
   from ssm_bench import memory
   sized, trained = [], []
-  monkeypatch.setattr(memory, "_program_bytes", lambda cfg, k: sized.append(cfg.model) or 1.0)
+  monkeypatch.setattr(memory, "_program_bytes", 
+                      lambda cfg, k, device=None: sized.append(cfg.model) or 1.0)
   monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None:
                       trained.append(cfgs[0].model) or time.sleep(0.1))  # past the limit
   monkeypatch.delenv(sweep.DEADLINE_ENV, raising=False)
@@ -332,11 +335,42 @@ def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_pa
   assert sweep.finished_count(sweep.plan("tiny", str(workdir))) == 4
 
 
+def test_a_dry_run_for_a_gpu_target_compiles_for_it_in_its_usable_memory(tmp_path, monkeypatch,
+                                                                         capsys):
+  """`--dry_run --target=rtx_4090` plans every program on that GPU's compile-only device, traced
+  with the GPU's choices, in 75% of its 24 GB; --memory_gb still wins. (The device is this CPU
+  standing in: CI has no CUDA plugin.)"""
+  import contextlib
+  import jax
+  from absl import flags
+  from launch import bench_compiled
+  from ssm_bench import memory
+  stand_in, seen = jax.devices()[0], []
+  monkeypatch.setattr(bench_compiled, "target_device", lambda target: stand_in)
+  monkeypatch.setattr(bench_compiled, "as_gpu", lambda target: contextlib.nullcontext(
+      seen.append(("traced for", target))))
+  monkeypatch.setattr(memory, "_program_bytes",
+                      lambda cfg, k, device=None: seen.append(device) or 2 ** 30)
+  for extra, fits in (([], "fit 18.0 GiB"), (["--memory_gb=20"], "fit 20.0 GiB")):
+    monkeypatch.setattr(memory, "_CACHE", {})
+    try:
+      flags.FLAGS(["sweep", "--sweep=tiny", f"--workdir={tmp_path}", "--dry_run",
+                   "--target=rtx_4090", *extra], known_only=True)
+      sweep.main([])
+    finally:
+      flags.FLAGS.unparse_flags()
+    out = capsys.readouterr().out
+    assert "planned for rtx_4090" in out and fits in out, out
+  assert seen and all(s in (stand_in, ("traced for", "rtx_4090")) for s in seen), seen
+  assert seen.count(stand_in) == 8, f"2 groups x (K = 1, 2) x 2 plans on the target: {seen}"
+
+
 def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path, monkeypatch):
   """A relaunch on a fresh GPU machine must not compile a finished group's program to size it."""
   from ssm_bench import memory
   measured = []
-  monkeypatch.setattr(memory, "_program_bytes", lambda cfg, k: measured.append(cfg.model) or 1.0)
+  monkeypatch.setattr(memory, "_program_bytes", 
+                      lambda cfg, k, device=None: measured.append(cfg.model) or 1.0)
   groups = sweep.plan("tiny", str(tmp_path))
   assert [cfgs[0].model for cfgs, _ in groups] == ["mamba", "negmamba"]
   for c, d in zip(*groups[0]):
