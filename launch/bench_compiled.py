@@ -123,15 +123,13 @@ def compiled_one(cfg, k: int, target: str | None, device=None) -> dict:
   """One row: cfg's training chunk vmapped over k runs, compiled for `target` (on `device`, its
   `target_device`), its bytes per training step by kind and the costliest ops."""
   device = device or target_device(target)
-  sharding = jax.sharding.SingleDeviceSharding(device)
-  on_device = lambda tree: jax.tree.map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
   with as_gpu(target):
     trainer = train.Trainer(cfg)
     init_many, chunk_many = trainer.compiled(donate=False)
     hp = train.hparams([cfg.replace(seed=i) for i in range(k)])
     t0 = time.perf_counter()
-    compiled = chunk_many.lower(on_device(jax.eval_shape(init_many, hp)), on_device(hp)).compile()
+    compiled = chunk_many.lower(*memory.placed((jax.eval_shape(init_many, hp), hp),
+                                               device)).compile()
   compile_s = time.perf_counter() - t0
   text = compiled.as_text()
   moved, sources = hlo.loop_body_bytes(text, cfg.log_every), hlo.sources(text)

@@ -65,10 +65,15 @@ def _program_bytes(cfg: TrainConfig, k: int, device=None) -> float:
   hp = train.hparams([cfg] * k)
   state = jax.eval_shape(init_many, hp)
   if device is not None:
-    sharding = jax.sharding.SingleDeviceSharding(device)
-    state, hp = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), (state, hp))
+    state, hp = placed((state, hp), device)
   return compiled_bytes(chunk_many.lower(state, hp))
+
+
+def placed(tree, device):
+  """Abstract arrays of tree's shapes on `device`: what to lower a program for it with (a
+  compile-only device holds no arrays)."""
+  sharding = jax.sharding.SingleDeviceSharding(device)
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), tree)
 
 
 def _key(cfg: TrainConfig, device=None) -> tuple:
