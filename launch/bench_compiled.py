@@ -55,22 +55,26 @@ def _known(target: str) -> pathlib.Path:
   return TARGETS[target]
 
 
+def _number(text: str, field: str) -> int | None:
+  m = re.search(rf"\b{field}:\s*(\d+)", text)
+  return int(m.group(1)) if m else None
+
+
 def compute_capability(target: str) -> int:
   """A target's compute capability as Triton and ptxas name it (sm_80: 80, sm_89: 89)."""
   block = re.search(r"cuda_compute_capability\s*\{([^}]*)\}", _known(target).read_text())
-  major = re.search(r"\bmajor:\s*(\d+)", block.group(1)) if block else None
-  if not major:
+  major = _number(block.group(1), "major") if block else None
+  if major is None:
     raise TargetError(f"{TARGETS[target]} names no cuda_compute_capability major")
-  minor = re.search(r"\bminor:\s*(\d+)", block.group(1))
-  return 10 * int(major.group(1)) + (int(minor.group(1)) if minor else 0)
+  return 10 * major + (_number(block.group(1), "minor") or 0)
 
 
 def device_memory(target: str) -> float:
   """A target's device memory in bytes (its `device_memory_size`)."""
-  size = re.search(r"\bdevice_memory_size:\s*(\d+)", _known(target).read_text())
-  if not size:
+  size = _number(_known(target).read_text(), "device_memory_size")
+  if size is None:
     raise TargetError(f"{TARGETS[target]} names no device_memory_size")
-  return float(size.group(1))
+  return float(size)
 
 
 def target_device(target: str | None):
