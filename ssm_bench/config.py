@@ -25,12 +25,16 @@ MATMUL_PRECISIONS = ("default", "float32", "tensorfloat32", "bfloat16", "tf32x3"
 # launch.bench times it and checks its gradients against float32's). jax compiles it only for a
 # GPU; elsewhere it computes float32, as "tensorfloat32" does on a CPU.
 MATMUL_ALGORITHMS = {"tf32x3": "TF32_TF32_F32_X3"}
+# Whether a group trains at the shortest of a few sequence lengths that holds its curriculum
+# (ssm_bench/length_buckets.py): "auto" on a CPU, "on", or "off" (always train_length).
+LENGTH_BUCKETS = ("auto", "on", "off")
 # The evaluation grid's spacing (and first length): acc(L) is stored at L = 20, 40, ...
 GRID_STEP = 20
 # The traced hyperparameters: runs that differ only in these train together under vmap.
 TRACED_FIELDS = ("lr", "schedule", "seed")
 # How a network is computed, not which network: a run set from a construction keeps its own.
-NUMERICS_FIELDS = ("scan_method", "matmul_precision")
+# Tables pool runs across them; each run's summary says what `auto` chose.
+NUMERICS_FIELDS = ("scan_method", "matmul_precision", "length_buckets")
 # How a run is executed, not which run: how often it logs (the compiled chunk's length) and
 # checkpoints, and the evaluation's batch chunk. None changes a number of the result (data keys,
 # the curriculum and the schedule go by step), so none is part of a run's name or of a table's
@@ -46,7 +50,7 @@ def _scan_methods():
 # field -> allowed values; checked for every config and offered as flag choices.
 CHOICES = {"norm": NORMS, "activation": ACTIVATIONS, "initial_state": INITIAL_STATES,
            "decoder": DECODERS, "schedule": SCHEDULES, "scan_method": _scan_methods,
-           "matmul_precision": MATMUL_PRECISIONS}
+           "matmul_precision": MATMUL_PRECISIONS, "length_buckets": LENGTH_BUCKETS}
 
 
 def choices(field: str):
@@ -177,6 +181,8 @@ class TrainConfig(ArchConfig):
   curriculum_threshold: float = 0.95
   curriculum_patience: int = 5  # consecutive checks at or above the threshold
   curriculum_every: int = 10  # steps between curriculum checks
+  # train at the curriculum's length, not always its cap (LENGTH_BUCKETS; a numerics field)
+  length_buckets: str = "auto"
   log_every: int = 100  # steps per compiled chunk and per metrics line
   checkpoint_every: int = 1000
   eval_seqs: int = 512

@@ -137,7 +137,7 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
 
 def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
   cfg = cfgs[0]
-  init_many, chunk_many = trainer.compiled()
+  init_many = trainer.compiled()[0]
   hp = train.hparams(cfgs)
   faults.point("group_start")
   state, start, managers = _restore(dirs, init_many(hp))
@@ -152,7 +152,7 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
   t_train = time.time()
   try:
     for step in range(start + cfg.log_every, cfg.steps + 1, cfg.log_every):
-      state, m = chunk_many(state, hp)
+      state, m = trainer.advance(state, hp)
       m = jax.device_get(m)
       faults.point("chunk")
       now = time.time() - t0
@@ -279,7 +279,9 @@ def _evaluate_and_summarise(trainer, cfgs, dirs, writers, final, params, train_s
               # "What is reproducible")
               "group_runs": [os.path.basename(os.path.normpath(x)) for x in dirs],
               "compile_count": trainer.traces + 1,  # + the evaluation function, compiled once
-              "scan_auto": scan_auto}
+              "scan_auto": scan_auto,
+              # the sequence lengths its training compiled at (length_buckets' choice)
+              "train_lengths": list(trainer.lengths())}
     if diverged_at >= 0:
       result = {"status": "diverged", "diverged_at": diverged_at, "max_len": 0,
                 "acc_curve": None, "seq_acc_curve": None, **common}

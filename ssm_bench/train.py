@@ -1,9 +1,10 @@
 """Pure training: state init, one step, a compiled chunk of steps, and the vmapped form.
 
 Learning rate, schedule and seed are traced (`hparams`), so one compiled program trains many
-runs that share shapes. The curriculum length is traced too: the model always sees sequences
-of `train_length` and the loss is masked beyond the current length, so growing the curriculum
-never recompiles.
+runs that share shapes. The curriculum length is traced too: the loss is masked beyond the
+current length, so growing the curriculum never recompiles; a group trains at the shortest of a
+few compiled sequence lengths that holds its runs' lengths (`length_buckets`; on a CPU by
+default), or always at `train_length`.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from ssm_bench import analytic
+from ssm_bench import length_buckets
 from ssm_bench import models
 from ssm_bench import plugins
 from ssm_bench.config import (NUMERICS_FIELDS, SCHEDULES, ConfigError, ModelConfig, TrainConfig,
@@ -43,7 +45,11 @@ def analytic_config(cfg: TrainConfig) -> TrainConfig:
 
 
 def _numerics(cfg) -> dict:
-  return {f: getattr(cfg, f) for f in NUMERICS_FIELDS}
+  """The network's numerics fields of cfg (length_buckets is the training loop's)."""
+  return {f: getattr(cfg, f) for f in NUMERICS_FIELDS if f in _ARCH}
+
+
+_ARCH = {f.name for f in dataclasses.fields(ModelConfig)}
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:
@@ -143,8 +149,11 @@ class Trainer:
     acc = ((logits.argmax(-1) == labels) * mask).sum() / n
     return (ce * mask).sum() / n, acc
 
-  def step(self, state, hp):
-    cfg = self.cfg
+  def batch(self, state, hp, length: int | None = None):
+    """A step's (tokens, labels, mask) on sequences of `length` (default train_length) tokens:
+    drawn at train_length by the run's seed and step, then cut, so every length sees the same
+    data; the mask keeps the curriculum's current length."""
+    cfg, T = self.cfg, length or self.cfg.train_length
     data_key = jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(hp["seed"]), 1), state["step"])
     if cfg.pad_order:  # the run's own group, as data (uniform stream, prefix products)
       tokens = jax.random.randint(data_key, (cfg.batch_size, cfg.train_length), 0, hp["order"],
@@ -152,7 +161,13 @@ class Trainer:
       labels = jax.lax.associative_scan(lambda a, b: hp["table"][a, b], tokens, axis=1)
     else:
       tokens, labels = self.task.sample(data_key, cfg.batch_size, cfg.train_length)
-    mask = jnp.broadcast_to(jnp.arange(cfg.train_length) < state["length"], tokens.shape)
+    tokens, labels = tokens[:, :T], labels[:, :T]
+    return tokens, labels, jnp.broadcast_to(jnp.arange(T) < state["length"], tokens.shape)
+
+  def step(self, state, hp, length: int | None = None):
+    """One training step on sequences of `length` tokens (`batch`)."""
+    cfg = self.cfg
+    tokens, labels, mask = self.batch(state, hp, length)
     (loss, acc), grads = jax.value_and_grad(self.loss_fn, has_aux=True)(
         state["params"], tokens, labels, mask, hp.get("order"))
     lr = hp["lr"] * lr_factor(state["step"], hp["schedule"], cfg.steps, cfg.warmup_steps)
@@ -176,15 +191,18 @@ class Trainer:
                                     state["diverged_at"], state["step"])}
     return new, {"loss": loss, "acc": acc, "length": state["length"], "lr": lr}
 
-  def chunk(self, state, hp):
-    """cfg.log_every steps under lax.scan; metrics are averaged over the chunk."""
+  def chunk(self, state, hp, steps: int | None = None, length: int | None = None):
+    """`steps` (default log_every) steps at `length` under lax.scan; metrics are averaged over
+    the chunk."""
     self.traces += 1
-    state, m = jax.lax.scan(lambda s, _: self.step(s, hp), state, None, length=self.cfg.log_every)
+    state, m = jax.lax.scan(lambda s, _: self.step(s, hp, length), state, None,
+                            length=steps or self.cfg.log_every)
     return state, {"loss": m["loss"].mean(), "acc": m["acc"].mean(), "length": m["length"][-1],
                    "lr": m["lr"][-1]}
 
-  def compiled(self, donate: bool = True):
-    """(init_many, chunk_many): vmapped over runs, jitted once per shape group.
+  def compiled(self, donate: bool = True, steps: int | None = None, length: int | None = None):
+    """(init_many, chunk_many): vmapped over runs, jitted once per shape group (chunk_many once
+    per `steps` and `length` of `chunk`).
 
     With `donate`, chunk_many reuses the input state's device buffers for its output (the caller
     must not touch the state it passed in again): one copy of params and Adam moments, not two.
@@ -196,10 +214,42 @@ class Trainer:
     """
     if not hasattr(self, "_compiled"):
       self._compiled = {}
-    if donate not in self._compiled:
-      self._compiled[donate] = (jax.jit(lambda hp: jax.lax.map(self.init, hp)), jax.jit(
-          _over_runs(self.chunk), donate_argnums=(0,) if donate else ()))
-    return self._compiled[donate]
+    key = (donate, steps or self.cfg.log_every, length or self.cfg.train_length)
+    if key not in self._compiled:
+      chunk = lambda state, hp: self.chunk(state, hp, *key[1:])
+      self._compiled[key] = (jax.jit(lambda hp: jax.lax.map(self.init, hp)), jax.jit(
+          _over_runs(chunk), donate_argnums=(0,) if donate else ()))
+    return self._compiled[key]
+
+  def lengths(self) -> tuple[int, ...]:
+    """The sequence lengths this group's training compiles at (`length_buckets.buckets`)."""
+    return length_buckets.buckets(self.cfg, jax.default_backend())
+
+  def advance(self, state, hp):
+    """log_every steps of a group (state donated), as chunks at the shortest bucket that holds
+    every length its runs can reach in them (a host read of their curriculum state before
+    each); returns (state, the log_every steps' metrics)."""
+    lengths = self.lengths()
+    if len(lengths) == 1:
+      return self.compiled()[1](state, hp)
+    steps = length_buckets.chunk_steps(self.cfg, lengths)
+    parts = []
+    for _ in range(self.cfg.log_every // steps):
+      now = jax.device_get({k: state[k] for k in ("length", "streak", "step", "diverged_at")})
+      reach = length_buckets.reachable(self.cfg, now["length"], now["streak"], now["step"],
+                                       now["diverged_at"], steps)
+      length = length_buckets.pick(lengths, reach)
+      state, m = self.compiled(steps=steps, length=length)[1](state, hp)
+      parts.append(m)
+    return state, merge_metrics(parts)
+
+
+def merge_metrics(parts: list) -> dict:
+  """The metrics of consecutive equal chunks as one chunk's: loss and accuracy averaged, length
+  and learning rate the last chunk's."""
+  mean = lambda key: sum(m[key] for m in parts) / len(parts)
+  return {"loss": mean("loss"), "acc": mean("acc"), "length": parts[-1]["length"],
+          "lr": parts[-1]["lr"]}
 
 
 def _over_runs(fn):

@@ -134,6 +134,39 @@ def test_each_run_of_a_group_saves_and_is_evaluated_with_its_own_parameters(tmp_
                                err_msg="run 1's checkpoint holds another run's parameters")
 
 
+# A curriculum that doubles at every check (threshold 0, patience 1): 2, 4, 8, 16, 32 at steps
+# 5, 10, 15, 20; on a CPU it compiles at lengths 8, 16 and 32 (`length_buckets`).
+GROWING = TINY.replace(train_length=32, curriculum_threshold=0.0, curriculum_patience=1,
+                       curriculum_every=5, steps=30, log_every=10, checkpoint_every=30)
+
+
+def test_a_group_trains_at_the_curriculums_length_and_ends_where_the_cap_would(tmp_path,
+                                                                               monkeypatch):
+  """Each chunk of steps runs at the shortest compiled length that holds the lengths its steps
+  train at, and a group so trained ends where the same group trained at the cap ends (float32
+  rounding apart): a chunk run at a length its curriculum outgrew would drop positions from the
+  loss and end elsewhere."""
+  ran = []
+  real = train.Trainer.compiled
+  monkeypatch.setattr(train.Trainer, "compiled", lambda self, donate=True, steps=None, length=None: (
+      ran.append((steps, length)) or real(self, donate, steps, length)))
+  cfgs = [GROWING, GROWING.replace(seed=1, lr=3e-3)]
+  bucketed = runs.train_group(cfgs, [str(tmp_path / "a0"), str(tmp_path / "a1")])
+  chunks = [r for r in ran if r[1] is not None]
+  assert chunks == [(5, 8), (5, 8), (5, 8), (5, 16), (5, 32), (5, 32)], (
+      f"(steps, length) of each chunk: {chunks}")
+  assert bucketed[0]["train_lengths"] == [8, 16, 32]
+  assert bucketed[0]["compile_count"] == 4, "a training compile per length, one evaluation"
+  capped = runs.train_group([c.replace(length_buckets="off") for c in cfgs],
+                            [str(tmp_path / "b0"), str(tmp_path / "b1")])
+  assert capped[0]["train_lengths"] == [32] and capped[0]["final_train_length"] == 32
+  for k in range(2):
+    for a, b in zip(jax.tree.leaves(final_params(tmp_path / f"a{k}", 30)),
+                    jax.tree.leaves(final_params(tmp_path / f"b{k}", 30))):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5,
+                                 err_msg=f"run {k} trained at the buckets ends elsewhere")
+
+
 def test_a_group_of_one_runs_the_unbatched_program():
   """K = 1 must not be a vmapped program of one run (on CPU 1.1-3.8x slower per step): its
   chunk is the plain run's own program, with the same numbers bit for bit."""
