@@ -26,7 +26,7 @@ from ssm_bench import tracking_profile
 _MODEL = flags.DEFINE_string("model", None, "The layer to profile (a registered or plugged-in "
                              "name; one layer, repeated at each depth).")
 _PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
-                            "cpu: CPU sizes (depth 1 of a small layer: 33-65 min on 2 cores, "
+                            "cpu: CPU sizes (depth 1 of a small layer: 4-65 min on 2 cores, "
                             "deeper stacks more); paper: for a GPU; "
                             "tiny: seconds, for trying it out.")
 _GROUPS = flags.DEFINE_list("groups", list(tracking_profile.GROUPS), "A subset of the profile's "
