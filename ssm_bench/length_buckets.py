@@ -5,13 +5,14 @@ for nothing, and a run that stays at length 4 pays for 60 (on a CPU a step costs
 proportion to its length: results/bench/README.md, "Training at the curriculum's length").
 Every layer is causal, so the positions before the current length compute the same function
 of the same tokens at any sequence length; a group may therefore train at the shortest bucket
-(8, 16, 32, ..., then train_length) that holds every length its runs can reach before the
-next bucket is chosen. The batches are still drawn at train_length and cut, so a run sees the
-same data either way; only the rounding of the sums over positions differs.
+(8, 16, ... up to half of train_length, then train_length) that holds every length its runs
+can reach before the next bucket is chosen. The batches are still drawn at train_length and
+cut, so a run sees the same data either way; only the rounding of the sums over positions
+differs.
 
 Buckets are chosen between compiled chunks of steps from the runs' curriculum state (length,
-streak, step): a chunk of at most `curriculum_every * curriculum_patience` steps can double a
-length at most once, so a bucket twice the current length always holds it.
+streak, step; `reachable` is exact), the chunks short enough (`chunk_steps`: one doubling at
+most) that a run whose length is about to grow does not send its group to the cap.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def buckets(cfg, backend: str) -> tuple[int, ...]:
   """The lengths a group of cfg's shape compiles its training step at: powers of two from
   SMALLEST up to half of train_length (each bucket is a compile, worth it only where it at least
   halves the step), then train_length; (train_length,) when off. `auto` is on for a CPU, where
-  a compile costs a few seconds and a step is slow, and off elsewhere: on a GPU a 27-run
-  program compiles in 15-60 s and a group's longest run soon reaches the cap."""
+  a compile costs a few seconds and a step is slow, and off elsewhere: untimed on a GPU, where
+  a group's program compiles in 5-28 s (H200) and its longest run mostly reaches the cap within
+  300 steps (BUILD_NOTES)."""
   on = cfg.length_buckets == "on" or (cfg.length_buckets == "auto" and backend == "cpu")
   cap = cfg.train_length
   if not on or cfg.curriculum_start >= cap:
@@ -39,8 +41,8 @@ def buckets(cfg, backend: str) -> tuple[int, ...]:
 
 def chunk_steps(cfg, lengths: tuple[int, ...]) -> int:
   """Steps per compiled chunk: log_every with one bucket; with several, the largest divisor of
-  log_every that spans at most one doubling of the curriculum (patience checks), so that a
-  bucket of twice the current length holds the chunk."""
+  log_every that spans at most patience checks, so one doubling at most: a run one check from
+  doubling needs a bucket of twice its length, not four times."""
   if len(lengths) == 1:
     return cfg.log_every
   span = cfg.curriculum_every * cfg.curriculum_patience

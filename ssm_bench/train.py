@@ -44,12 +44,12 @@ def analytic_config(cfg: TrainConfig) -> TrainConfig:
                      **{**arch_fields(mcfg), **_numerics(cfg)})
 
 
+_ARCH = {f.name for f in dataclasses.fields(ModelConfig)}
+
+
 def _numerics(cfg) -> dict:
   """The network's numerics fields of cfg (length_buckets is the training loop's)."""
   return {f: getattr(cfg, f) for f in NUMERICS_FIELDS if f in _ARCH}
-
-
-_ARCH = {f.name for f in dataclasses.fields(ModelConfig)}
 
 
 def model_config(cfg: TrainConfig) -> ModelConfig:

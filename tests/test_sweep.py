@@ -438,3 +438,17 @@ def test_the_readmes_smoke_probability_is_what_the_measured_rates_give():
   readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
   stated = float(re.search(r"probability >= (0\.\d+) by the measured success rates", readme)[1])
   assert sweeps.smoke_verdicts_probability() >= stated
+
+
+def test_the_smoke_rates_are_those_of_the_stored_smoke_p_runs():
+  """SMOKE_MEASURED sizes the smoke's seeds: it must be the count of the committed smoke_p runs
+  (max_len >= 100 / runs, per model), not a number that drifted from them."""
+  import collections
+  import glob
+  root = os.path.join(os.path.dirname(__file__), "..", "results")
+  ok, n = collections.Counter(), collections.Counter()
+  for path in glob.glob(os.path.join(root, "runs_smoke_p*", "*", "summary.json")):
+    s = json.load(open(path))
+    n[s["config"]["model"]] += 1
+    ok[s["config"]["model"]] += s["max_len"] >= 100
+  assert {m: (ok[m], n[m]) for m in n} == sweeps.SMOKE_MEASURED
