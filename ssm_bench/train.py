@@ -212,14 +212,13 @@ class Trainer:
     XLA's intra-op pool and then block on; two such QRs at once (rnn depth 2) hold both threads
     of a 2-core pool and wait forever (results/pilots.md, "Incidents"). Unbatched, a QR runs inline.
     """
-    if not hasattr(self, "_compiled"):
-      self._compiled = {}
+    if not hasattr(self, "_compiled"):  # one init for every chunk program
+      self._compiled = {"init": jax.jit(lambda hp: jax.lax.map(self.init, hp))}
     key = (donate, steps or self.cfg.log_every, length or self.cfg.train_length)
     if key not in self._compiled:
       chunk = lambda state, hp: self.chunk(state, hp, *key[1:])
-      self._compiled[key] = (jax.jit(lambda hp: jax.lax.map(self.init, hp)), jax.jit(
-          _over_runs(chunk), donate_argnums=(0,) if donate else ()))
-    return self._compiled[key]
+      self._compiled[key] = jax.jit(_over_runs(chunk), donate_argnums=(0,) if donate else ())
+    return self._compiled["init"], self._compiled[key]
 
   def lengths(self) -> tuple[int, ...]:
     """The sequence lengths this group's training compiles at (`length_buckets.buckets`)."""
