@@ -63,8 +63,8 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
 
 def card(model: str, d_state: int | None = None) -> dict:
   """The layer's registry record, its class's predictions over the profile's groups at depths
-  1-3 (at state width d_state; None: wide enough), and the declaration check on random inputs at
-  a random initialisation."""
+  1-3 (at state width d_state; None: wide enough), and the declaration and causality checks on
+  random inputs at a random initialisation."""
   from ssm_bench import analytic, plugins, registry, theory, tracking_profile
   try:
     plugins.load(common.PLUGINS.value)
@@ -82,7 +82,7 @@ def card(model: str, d_state: int | None = None) -> dict:
              for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
   import jax
-  from ssm_bench import declaration, models
+  from ssm_bench import causality, declaration, models
   from ssm_bench.config import ModelConfig
   mcfg = ModelConfig(layers=(model,), vocab_size=6, num_classes=6, d_model=16, d_state=4)
   try:
@@ -93,6 +93,7 @@ def card(model: str, d_state: int | None = None) -> dict:
   tokens = declaration.random_tokens(6)
   params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
   out["declaration_at_init"] = declaration.check(net, params, tokens)
+  out["causal_at_init"] = causality.check(net, params, tokens)
   return out
 
 
@@ -118,6 +119,9 @@ def _print_card(c: dict):
   rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])
   verdict = {True: "within the class", False: "OUTSIDE the class", None: "not checked"}[dec["ok"]]
   print(f"  declaration at init on random inputs: {verdict} ({rows})")
+  causal = c["causal_at_init"]
+  answer = {True: "yes", False: "NO", None: "not checked"}[causal["ok"]]
+  print(f"  causal at init on random inputs: {answer} ({causal['detail']})")
 
 
 def language(name: str) -> dict:

@@ -87,8 +87,9 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
 
 def check_layers(cfgs):
   """Every plugin loads, and every distinct network of the sweep that has a plugin layer or
-  layer kwargs builds with the right shapes: one line before any run directory exists."""
-  from ssm_bench import models, plugins, registry, train
+  layer kwargs builds with the right shapes and (a plugin's) reads no token ahead: one line
+  before any run directory exists."""
+  from ssm_bench import causality, models, plugins, registry, train
   seen = set()
   try:
     for c in cfgs:
@@ -99,6 +100,7 @@ def check_layers(cfgs):
         continue
       seen.add(key)
       models.check(train.model_config(c))
+      causality.require(train.model_config(c))
   except ValueError as e:  # PluginError, LayerError, ConfigError
     raise common.UsageError(str(e)) from None
 

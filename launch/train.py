@@ -15,6 +15,7 @@ from absl import flags
 
 from launch import common
 from launch import config_flags
+from ssm_bench import causality
 from ssm_bench import models
 from ssm_bench import plugins
 from ssm_bench import registry
@@ -59,6 +60,7 @@ def config_from_flags() -> TrainConfig:
       cfg = built  # the recorded config describes the network that is trained
     from ssm_bench import train
     models.check(train.model_config(cfg))  # kwargs and output shapes, before any run directory
+    causality.require(train.model_config(cfg))  # a plugin's network reads no token ahead
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None
   return cfg

@@ -29,19 +29,20 @@ def _find(tree, key="transition"):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _intermediates(model, params, tokens):
-  """The sown intermediates, one compiled program per model (hashable by its config; a layer
-  name keeps one builder per process, registry.register_layer). Run eagerly, the first check of
-  each shape compiled every op (2-6 s on CPU; a group's runs then took 0.2-0.6 s each)."""
-  _, state = model.apply(params, tokens, mutable=["intermediates"])
-  return state.get("intermediates", {})
+def forward(model, params, tokens):
+  """(logits, sown intermediates): one compiled program per model (hashable by its config; a
+  layer name keeps one builder per process, registry.register_layer), shared with the causality
+  check (`ssm_bench.causality`). Run eagerly, the first check of each shape compiled every op
+  (2-6 s on CPU; a group's runs then took 0.2-0.6 s each)."""
+  logits, state = model.apply(params, tokens, mutable=["intermediates"])
+  return logits, state.get("intermediates", {})
 
 
 def check(model, params, tokens, tol: float = 1e-4) -> dict:
   """{"checked", "ok", "layers": [{layer, model, class, kwargs, checked, ok, detail}]} for the
   stack's layers on these tokens. ok is None when nothing could be checked."""
   layers = model.cfg.layers
-  inter = jax.device_get(_intermediates(model, params, tokens))
+  inter = jax.device_get(forward(model, params, tokens)[1])
   rows = []
   # each layer's kwargs as it ran (registry defaults included), so a summary still says which
   # layer it measured after a default changes (run names hash only the given layer_kwargs)

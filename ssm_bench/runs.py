@@ -17,6 +17,7 @@ import time
 import jax
 import numpy as np
 
+from ssm_bench import causality
 from ssm_bench import declaration
 from ssm_bench import evaluation
 from ssm_bench import faults
@@ -239,8 +240,10 @@ def score(trainer, params, task, sets: dict, correct, reached: int) -> dict:
   if task.acc_window > 1:
     result["acc_window"] = task.acc_window
   # the trained layers' transitions on a few evaluation sequences, against their classes
-  result["declaration"] = declaration.check(trainer.model, params,
-                                            sets[task.main_stream][0][:4, :64])
+  few = sets[task.main_stream][0][:4, :64]
+  result["declaration"] = declaration.check(trainer.model, params, few)
+  # the trained network reads no token ahead of the position it answers for
+  result["causal"] = causality.check(trainer.model, params, few)
   if streams:
     result["other_streams"] = streams
   return result

@@ -86,6 +86,8 @@ def test_no_layer_names_outside_the_registry(path):
     (["--plugins=plugin_layers.badshape:nope", "--model=wide"], "has no function 'nope'"),
     (["--plugins=plugin_layers.clash", "--model=mamba"], "'mamba' is already registered"),
     (["--plugins=plugin_layers.badshape:register", "--model=wide"], "returned shape"),
+    (["--plugins=plugin_layers.peek:register", "--model=peek"],
+     "is not causal at initialisation: the output at position"),
     (["--plugins=plugin_layers.badfactors", "--model=badfactors"],
      "decay factors: B has shape (1, 4, 3); expected (1, 4, 2) or (8, 2)"),
     (["--plugins=examples.rotation", "--model=rotation", '--layer_kwargs={"r": 1}'],

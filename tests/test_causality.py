@@ -1,0 +1,78 @@
+"""The causality check: every built-in layer passes it, a layer that reads ahead fails it, at
+initialisation (refused before a run starts) and with trained weights (flagged in the profile)."""
+import numpy as np
+import pytest
+
+from ssm_bench import causality
+from ssm_bench import plugins
+from ssm_bench import registry
+from ssm_bench import runs
+from ssm_bench import tracking_profile
+from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
+
+
+def small(*layers, **kw):
+  return ModelConfig(layers=layers, vocab_size=5, num_classes=5, d_model=8, d_state=2, **kw)
+
+
+@pytest.mark.parametrize("model", registry.names())
+def test_every_builtin_layer_is_causal(model):
+  """With Mamba's conv on (the length-bucket test turns it off), at every cut of the check."""
+  out = causality.check_at_init(small(model))
+  assert out["ok"] is True, f"{model}: {out['detail']}"
+
+
+def test_a_hybrid_stack_of_builtins_is_causal():
+  out = causality.check_at_init(small("s4d", "transformer", "mamba"))
+  assert out["ok"] is True, out["detail"]
+
+
+def test_cuts_spread_over_the_sequence_and_the_check_changes_only_what_follows_them():
+  assert causality.cuts(4, 16).tolist() == [1, 6, 10, 15]
+  assert causality.cuts(1, 16).tolist() == [8]
+  tokens = np.arange(32).reshape(4, 8) % 3
+  changed, c = causality.perturbed(tokens, 3)
+  for row, cut in enumerate(c):
+    assert (changed[row, :cut] == tokens[row, :cut]).all(), f"row {row} changed before {cut}"
+    assert (changed[row, cut:] != tokens[row, cut:]).all(), f"row {row} unchanged after {cut}"
+
+
+def test_compare_names_the_farthest_look_ahead():
+  logits = np.zeros((2, 6, 3))
+  moved = logits.copy()
+  moved[1, 1, 0] = 0.5  # row 1 (cut 5 of 6 on 2 rows) moved at position 1: 4 ahead
+  moved[0, 0, 2] = 1e-7  # rounding, not a dependence
+  out = causality.compare(logits, moved, causality.cuts(2, 6))
+  assert out["ok"] is False and "position 1 moved by 0.5" in out["detail"], out
+  assert "reads 4 ahead" in out["detail"], out
+  assert causality.compare(logits, logits + 1e-7, causality.cuts(2, 6))["ok"] is True
+
+
+def test_a_layer_that_reads_ahead_is_caught_at_initialisation():
+  plugins.load("plugin_layers.peek:register")
+  out = causality.check_at_init(small("peek"))
+  assert out["ok"] is False and "reads 1 ahead" in out["detail"], out
+  with pytest.raises(registry.LayerError, match="not causal at initialisation"):
+    causality.require(small("s4d", "peek"))
+  causality.require(small("sleeper"))  # reads ahead only through a weight that starts at 0
+
+
+def test_a_sweep_with_a_plugin_that_reads_ahead_is_refused_before_it_starts():
+  from launch import common, sweep
+  peek = TrainConfig(task="C2", model="peek", plugins="plugin_layers.peek:register")
+  with pytest.raises(common.UsageError, match="network peek is not causal"):
+    sweep.check_layers([peek.replace(model="s4d", plugins=""), peek])
+
+
+def test_a_run_whose_trained_weights_read_ahead_is_flagged_in_its_summary_and_profile(tmp_path):
+  plugins.load("plugin_layers.peek:register")
+  base = TrainConfig(task="C2", plugins="plugin_layers.peek:register",
+                     **{**PRESETS["profile_tiny"], "steps": 10})
+  cfgs = [base.replace(model="sleeper"), base.replace(model="s4d", plugins="")]
+  summaries = [runs.train_group([c], [str(tmp_path / runs.run_name(c))])[0] for c in cfgs]
+  sleeper, s4d = (s["causal"] for s in summaries)
+  assert sleeper["ok"] is False and "ahead" in sleeper["detail"], sleeper
+  assert s4d["ok"] is True, s4d
+  report = tracking_profile.markdown(tracking_profile.profile_data(summaries))
+  assert "**Reads ahead** in 1 of 1 checked runs" in report, report
+  assert report.count("Reads ahead") == 1, "the causal layer's profile says it reads ahead"
