@@ -62,6 +62,9 @@ def load(runs_dir: str, only=None) -> RunSet:
       problems.append((name, summary["status"] + where))
       if summary["status"] == "diverged":
         diverged.append(summary)
+    elif (summary.get("causal") or {}).get("ok") is False:  # (runs before the check: no field)
+      problems.append((name, "its trained network reads ahead, so its curves measure no state "
+                             "tracking: " + summary["causal"]["detail"]))
     else:
       good.append(summary)
   return RunSet(good, problems, diverged)

@@ -76,8 +76,6 @@ def _one(key, runs) -> dict:
       cells[g][depth] = entry
   checks = [(s["run"], s.get("declaration")) for s in runs]
   checked = [(r, d) for r, d in checks if isinstance(d, dict) and d.get("checked")]
-  # runs stored before the causality check have no "causal": not checked
-  causal = [(s["run"], s["causal"]) for s in runs if (s.get("causal") or {}).get("checked")]
   return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
           "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
@@ -86,9 +84,7 @@ def _one(key, runs) -> dict:
           # own width, depth and kwargs): a "below theory" cell there is a training failure
           "by_hand": [g for g in names if model in analytic.constructions(g)],
           "declaration": {"checked": len(checked),
-                          "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]},
-          "causal": {"checked": len(causal),
-                     "violations": [(r, c["detail"]) for r, c in causal if c["ok"] is False]}}
+                          "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
 
 
 def _violation(d: dict) -> str:
@@ -164,11 +160,6 @@ def markdown(data: dict) -> str:
     else:
       out.append("- Declaration check: not checked (the layer sows no transitions, or its class "
                  "has no set to check).")
-    if reads_ahead := p["causal"]["violations"]:  # only when found: other reports unchanged
-      out.append(f"- **Reads ahead** in {len(reads_ahead)} of {p['causal']['checked']} checked "
-                 "runs: their outputs depend on later tokens, so their max_len and curves do not "
-                 "measure state tracking.")
-      out += [f"  - `{r}`: {why}" for r, why in reads_ahead]
     if p["by_hand"]:
       out.append(f"- Held exactly by hand-built `{p['model']}` weights (at the construction's own "
                  f"width and depth: `python -m launch.info --group=G`): {', '.join(p['by_hand'])}.")

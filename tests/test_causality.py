@@ -1,5 +1,5 @@
 """The causality check: every built-in layer passes it, a layer that reads ahead fails it, at
-initialisation (refused before a run starts) and with trained weights (flagged in the profile)."""
+initialisation (refused before a run starts) and with trained weights (left out of the tables)."""
 import numpy as np
 import pytest
 
@@ -7,7 +7,7 @@ from ssm_bench import causality
 from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
-from ssm_bench import tracking_profile
+from ssm_bench import tables
 from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
 
 
@@ -64,7 +64,8 @@ def test_a_sweep_with_a_plugin_that_reads_ahead_is_refused_before_it_starts():
     sweep.check_layers([peek.replace(model="s4d", plugins=""), peek])
 
 
-def test_a_run_whose_trained_weights_read_ahead_is_flagged_in_its_summary_and_profile(tmp_path):
+def test_a_run_whose_trained_weights_read_ahead_is_left_out_of_the_tables_with_its_reason(
+    tmp_path):
   plugins.load("plugin_layers.peek:register")
   base = TrainConfig(task="C2", plugins="plugin_layers.peek:register",
                      **{**PRESETS["profile_tiny"], "steps": 10})
@@ -73,6 +74,7 @@ def test_a_run_whose_trained_weights_read_ahead_is_flagged_in_its_summary_and_pr
   sleeper, s4d = (s["causal"] for s in summaries)
   assert sleeper["ok"] is False and "ahead" in sleeper["detail"], sleeper
   assert s4d["ok"] is True, s4d
-  report = tracking_profile.markdown(tracking_profile.profile_data(summaries))
-  assert "**Reads ahead** in 1 of 1 checked runs" in report, report
-  assert report.count("Reads ahead") == 1, "the causal layer's profile says it reads ahead"
+  rs = tables.load(str(tmp_path))
+  assert [s["config"]["model"] for s in rs.good] == ["s4d"], "a run that reads ahead is in a cell"
+  assert [n for n, _ in rs.problems] == [runs.run_name(cfgs[0])], rs.problems
+  assert "reads ahead" in rs.problems[0][1] and sleeper["detail"] in rs.problems[0][1]
