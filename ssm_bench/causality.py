@@ -53,9 +53,11 @@ def compare(logits, logits_changed, c) -> dict:
             "detail": f"no output moved before the positions that changed (cuts "
                       f"{', '.join(map(str, c))} of {a.shape[1]})"}
   row, pos = max(leaks, key=lambda rp: (c[rp[0]] - rp[1], moved[rp[0], rp[1]]))
+  ahead = int(c[row] - pos)  # the farthest this batch shows: a lower bound
   return {"checked": True, "ok": False,
           "detail": f"the output at position {pos} moved by {moved[row, pos]:.3g} when only "
-                    f"positions >= {c[row]} changed: it reads {c[row] - pos} ahead"}
+                    f"positions >= {c[row]} changed: it reads at least {ahead} "
+                    f"position{'s' if ahead > 1 else ''} ahead"}
 
 
 def check(model, params, tokens) -> dict:
