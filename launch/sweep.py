@@ -58,8 +58,9 @@ _STALL = flags.DEFINE_float("stall_s", 1800, "Local executor: restart the sweep 
 
 
 def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None = None,
-         overrides: dict | None = None):
-  """[(configs, run dirs)] per shape group, in grid order."""
+         overrides: dict | None = None, check: bool = True):
+  """[(configs, run dirs)] per shape group, in grid order. check: refuse bad plugin layers
+  first (`check_layers`; off for runs that are only consulted, never trained)."""
   from ssm_bench import plugins, runs
   try:  # before the grid: a plugin layer's records (its preset values) must be known to it
     plugins.load((overrides or {}).get("plugins", ""))
@@ -77,7 +78,8 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
     cfgs = [c for c in cfgs if pattern.search(runs.run_name(c))]
     if not cfgs:
       raise common.UsageError(f"--only={only!r} matches none of the {sweep} sweep's run names")
-  check_layers(cfgs)
+  if check:
+    check_layers(cfgs)
   stage = sweeps.SWEEPS[sweep].stage or (lambda c: 0)
   groups = collections.OrderedDict()
   for c in cfgs:  # a group never spans stages (a stage may split a shape group by seed)
@@ -95,12 +97,14 @@ def check_layers(cfgs):
     for c in cfgs:
       plugins.load(c.plugins)
       layers = models.parse_layers(c.model, c.depth)
-      key = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state, c.task)
-      if key in seen or (not c.layer_kwargs and all(registry.get(n).builtin for n in layers)):
+      net = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state)
+      if (net, c.task) in seen or (not c.layer_kwargs
+                                   and all(registry.get(n).builtin for n in layers)):
         continue
-      seen.add(key)
       models.check(train.model_config(c))
-      causality.require(train.model_config(c))
+      if net not in seen:  # compiled, so once per network: a task sizes only its ends
+        causality.require(train.model_config(c))
+      seen |= {(net, c.task), net}
   except ValueError as e:  # PluginError, LayerError, ConfigError
     raise common.UsageError(str(e)) from None
 
@@ -155,7 +159,7 @@ def whole_sweep(groups, overrides):
   if not _ONLY.value:
     return groups
   workdir = _WORKDIR.value or os.path.join("runs", _SWEEP.value)
-  return plan(_SWEEP.value, workdir, None, _PRESET.value, overrides)
+  return plan(_SWEEP.value, workdir, None, _PRESET.value, overrides, check=False)
 
 
 def unfinished_groups(groups):
