@@ -29,13 +29,19 @@ def _find(tree, key="transition"):
 
 
 @functools.partial(jax.jit, static_argnums=0)
+def _forward(model, params, tokens):
+  logits, state = model.apply(params, tokens, mutable=["intermediates"])
+  return logits, state.get("intermediates", {})
+
+
 def forward(model, params, tokens):
   """(logits, sown intermediates): one compiled program per model (hashable by its config; a
   layer name keeps one builder per process, registry.register_layer), shared with the causality
   check (`ssm_bench.causality`). Run eagerly, the first check of each shape compiled every op
-  (2-6 s on CPU; a group's runs then took 0.2-0.6 s each)."""
-  logits, state = model.apply(params, tokens, mutable=["intermediates"])
-  return logits, state.get("intermediates", {})
+  (2-6 s on CPU; a group's runs then took 0.2-0.6 s each). Tokens go in as a NumPy array: jit
+  caches a jax array and a NumPy array of the same shape apart, and the causality check's
+  changed tokens are NumPy (two programs per model before)."""
+  return _forward(model, params, np.asarray(tokens))
 
 
 def check(model, params, tokens, tol: float = 1e-4) -> dict:

@@ -91,3 +91,17 @@ def test_a_sweep_checks_each_plugin_network_once_whatever_its_tasks(monkeypatch)
   sweep.check_layers([base.replace(task=t, depth=d, model=",".join(["rotation"] * d))
                       for d in (1, 2) for t in ("C2", "S3", "A4")])
   assert checked == [("rotation",), ("rotation", "rotation")], checked
+
+
+def test_the_causality_check_compiles_nothing_the_declaration_check_did_not():
+  """Every summary runs both checks: the second must reuse the first's program (a jax array and
+  a NumPy array of tokens were cached apart, one compile more per run in every summary)."""
+  import jax
+  from ssm_bench import declaration, models
+  model = models.StateTracker(small("s4d"))
+  tokens = jax.random.randint(jax.random.PRNGKey(1), (8, 40), 0, 5)[:4, :32]  # as a summary's
+  params = jax.jit(model.init)(jax.random.PRNGKey(0), tokens)
+  declaration.check(model, params, tokens)
+  before = declaration._forward._cache_size()
+  causality.check(model, params, tokens)
+  assert declaration._forward._cache_size() == before, "the causality check compiled again"
