@@ -92,19 +92,20 @@ def check_layers(cfgs):
   layer kwargs builds with the right shapes and (a plugin's) reads no token ahead: one line
   before any run directory exists."""
   from ssm_bench import causality, models, plugins, registry, train
-  seen = set()
+  built, causal = set(), set()  # (network, task) built abstractly; networks checked causal
   try:
     for c in cfgs:
       plugins.load(c.plugins)
       layers = models.parse_layers(c.model, c.depth)
       net = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state)
-      if (net, c.task) in seen or (not c.layer_kwargs
-                                   and all(registry.get(n).builtin for n in layers)):
+      if (net, c.task) in built or (not c.layer_kwargs
+                                    and all(registry.get(n).builtin for n in layers)):
         continue
+      built.add((net, c.task))
       models.check(train.model_config(c))
-      if net not in seen:  # compiled, so once per network: a task sizes only its ends
+      if net not in causal:  # compiled, so once per network: a task sizes only its ends
+        causal.add(net)
         causality.require(train.model_config(c))
-      seen |= {(net, c.task), net}
   except ValueError as e:  # PluginError, LayerError, ConfigError
     raise common.UsageError(str(e)) from None
 

@@ -3,8 +3,9 @@
 The curriculum masks the loss past its current length, so every position beyond it is computed
 for nothing, and a run that stays at length 4 pays for 60 (on a CPU a step costs about in
 proportion to its length: results/bench/README.md, "Training at the curriculum's length").
-Every layer is causal, so the positions before the current length compute the same function
-of the same tokens at any sequence length; a group may therefore train at the shortest bucket
+Every layer is causal (a plugin's is checked: `ssm_bench.causality`), so the positions before
+the current length compute the same function of the same tokens at any sequence length; a
+group may therefore train at the shortest bucket
 (8, 16, ... up to half of train_length, then train_length) that holds every length its runs
 can reach before the next bucket is chosen. The batches are still drawn at train_length and
 cut, so a run sees the same data either way; only the rounding of the sums over positions
