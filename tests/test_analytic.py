@@ -1,7 +1,5 @@
 """Hand-built constructions track their tasks exactly through the training modules."""
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -12,6 +10,7 @@ from ssm_bench import evaluation
 from ssm_bench import models
 from tasks import groups
 from tasks import registry
+import launcher
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -103,24 +102,21 @@ def test_perturb_adds_noise_of_the_given_scale():
 
 @pytest.mark.parametrize("model", ["aussm"])  # simple_aussm's: the construction tests above
 def test_analytic_cli_s3_at_10000_and_a5_refused(model):
-  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=S3", "--length=10000",
-                        f"--model={model}", "--num_seqs=16", "--json"], capture_output=True,
-                       text=True, timeout=300)
+  out = launcher.run(["launch.analytic", "--task=S3", "--length=10000",
+                      f"--model={model}", "--num_seqs=16", "--json"], timeout=300)
   assert out.returncode == 0, out.stderr
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
   assert res["model"] == model, res
-  bad = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--model=aussm",
-                        "--json"],
-                       capture_output=True, text=True, timeout=300)
+  bad = launcher.run(["launch.analytic", "--task=A5", "--model=aussm",
+                      "--json"], timeout=300)
   assert bad.returncode != 0 and "not solvable" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_deltanet_parity_construction_exact_at_10000():
   """One DeltaNet layer with beta = 2 on the bit 1 (a reflection) computes parity exactly."""
-  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=parity",
-                        "--model=deltanet", "--length=10000", "--num_seqs=16", "--json"],
-                       capture_output=True, text=True, timeout=600)
+  out = launcher.run(["launch.analytic", "--task=parity",
+                      "--model=deltanet", "--length=10000", "--num_seqs=16", "--json"], timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["model"] == "deltanet" and res["length"] == 10000, res
@@ -129,8 +125,8 @@ def test_deltanet_parity_construction_exact_at_10000():
 def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   """The householder class's claim, built: two reflections per token (the icosahedron's
   rotations) track the non-solvable A5 in one layer, the default construction for A5."""
-  out = subprocess.run([sys.executable, "-m", "launch.analytic", "--task=A5", "--length=10000",
-                        "--num_seqs=16", "--json"], capture_output=True, text=True, timeout=600)
+  out = launcher.run(["launch.analytic", "--task=A5", "--length=10000",
+                      "--num_seqs=16", "--json"], timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res

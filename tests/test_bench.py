@@ -11,6 +11,7 @@ from launch import bench_step
 from launch import bench_train_many
 from launch import common
 from ssm_bench import scan
+import launcher
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -237,9 +238,9 @@ def test_json_output_is_only_json_and_progress_goes_to_stderr():
   import json
   import subprocess
   import sys
-  out = subprocess.run([sys.executable, "-m", "launch.bench", "--json", "--sections=step",
-                        "--models=rnn", "--reps=1", "--out=", "--batch=4", "--length=12",
-                        "--d_model=8", "--d_state=2"], capture_output=True, text=True, timeout=600)
+  out = launcher.run(["launch.bench", "--json", "--sections=step",
+                      "--models=rnn", "--reps=1", "--out=", "--batch=4", "--length=12",
+                      "--d_model=8", "--d_state=2"], timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   json.loads(out.stdout)  # `launch.bench --json | jq` needs stdout to be the JSON alone
   assert "step: rnn" in out.stderr, "progress lines are gone, not moved"

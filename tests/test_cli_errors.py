@@ -1,6 +1,7 @@
 """One error convention for every entry point: bad input is one `error:` line, exit status 2.
 
-The cases run as parallel subprocesses (each pays Python and JAX start-up once).
+The cases run in parallel, each a process of its own forked by the tests' launcher (launcher.py:
+the libraries' start-up paid once).
 """
 import concurrent.futures
 import os
@@ -10,6 +11,7 @@ import sys
 
 import pytest
 
+import launcher
 import processes
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
@@ -61,8 +63,7 @@ def run(entry, args, tmp):
   if entry == "tables" and not any(a.startswith("--runs") for a in args):
     args.append(f"--runs={tmp}")
   try:
-    return subprocess.run([sys.executable, "-m", f"launch.{entry}", *args], capture_output=True,
-                          text=True, timeout=120)
+    return launcher.run([f"launch.{entry}", *args], timeout=120)
   except subprocess.TimeoutExpired:  # it went on to work instead of refusing the input
     return subprocess.CompletedProcess(args, -1, "", "timed out: the input was not refused")
 

@@ -2,12 +2,11 @@
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 from launch import sweeps
 from ssm_bench import config
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
+import launcher
 
 
 def test_shape_fields_are_every_field_but_the_traced_ones():
@@ -16,10 +15,9 @@ def test_shape_fields_are_every_field_but_the_traced_ones():
 
 
 def test_overrides_reach_every_config_and_summary(tmp_path):
-  out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
-                        "--config.steps=30", "--config.weight_decay=0.05", "--config.eval_seqs=16",
-                        "--config.curriculum_patience=2", "--quiet"],
-                       capture_output=True, text=True, timeout=600)
+  out = launcher.run(["launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
+                      "--config.steps=30", "--config.weight_decay=0.05", "--config.eval_seqs=16",
+                      "--config.curriculum_patience=2", "--quiet"], timeout=600)
   assert out.returncode == 0, out.stderr
   names = os.listdir(tmp_path)
   assert len(names) == 4

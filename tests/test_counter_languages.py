@@ -1,8 +1,6 @@
 """Counter languages (Dyck-1, Shuffle-Dyck-2, (a^n b^n)*, (a^n b^n c^n)*): the counter machine's
 labels against the independent membership rule, and streams that stay inside the language."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,6 +8,7 @@ import pytest
 from language_brute import is_prefix_of_member
 from tasks import counter_languages
 from tasks import registry
+import launcher
 
 # Prefix lengths whose completions a brute-force search can afford: a live prefix of length t
 # completes within `extra` symbols (Dyck: t closes; a^n b^n c^n: 2 (t + 1)).
@@ -73,8 +72,7 @@ def test_block_streams_draw_counts_that_grow_with_the_length():
 
 
 def test_info_says_a_counter_language_is_not_regular_and_cites_the_seed():
-  out = subprocess.run([sys.executable, "-m", "launch.info", "--language=dyck1", "--json"],
-                       capture_output=True, text=True, timeout=120)
+  out = launcher.run(["launch.info", "--language=dyck1", "--json"], timeout=120)
   assert out.returncode == 0, out.stderr
   d = json.loads(out.stdout)
   assert d["regular"] is False and d["monoid_size"] is None

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+import launcher
 import processes
 from ssm_bench import rundir
 from ssm_bench import runs
@@ -30,21 +31,19 @@ FAULTS = ["after:1.0", "group_start:1", "chunk:1", "metrics:2", "checkpoint_save
 
 
 def launch(workdir, env, fault=None):
-  env = dict(env)
-  delay = None
-  args = [*SWEEP, f"--workdir={workdir}"]
-  if fault and fault.startswith("after:"):
-    delay = float(fault.split(":")[1])  # kills the supervisor: its child must die with it
-  else:
+  args = ["launch.sweep", *SWEEP, f"--workdir={workdir}"]
+  if not (fault and fault.startswith("after:")):
     # The in-process faults kill the sweep itself; the watchdog's supervisor process around it
     # would only add a start-up per launch (it has its own tests in test_sweep.py).
-    args.append("--stall_s=0")
-    if fault:
-      env["SSM_BENCH_FAULT"] = fault
-  p = subprocess.Popen([sys.executable, "-m", "launch.sweep", *args],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    env = {**env, **({"SSM_BENCH_FAULT": fault} if fault else {})}
+    out = launcher.run([*args, "--stall_s=0"], env=env, timeout=300)
+    return out.returncode, out.stdout, out.stderr
+  # killed from outside: the supervisor (a process of its own, whose command line names the
+  # workdir), whose child must die with it
+  p = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, env=env)
   try:
-    out, err = p.communicate(timeout=delay or 300)
+    out, err = p.communicate(timeout=float(fault.split(":")[1]))
   except subprocess.TimeoutExpired:
     p.send_signal(signal.SIGKILL)
     p.wait()
@@ -56,8 +55,7 @@ def launch(workdir, env, fault=None):
 
 
 def table(workdir):
-  out = subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={workdir}",
-                        "--format=json"], capture_output=True, text=True, timeout=300)
+  out = launcher.run(["launch.tables", f"--runs={workdir}", "--format=json"], timeout=300)
   assert out.returncode == 0, out.stderr
   data = json.loads(out.stdout)
   data.pop("problems")

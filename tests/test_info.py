@@ -1,14 +1,12 @@
 """The info command: JSON keys, sampling through the training sampler, one-line errors."""
 import json
-import subprocess
-import sys
 
 import pytest
+import launcher
 
 
 def run_info(*args):
-  return subprocess.run([sys.executable, "-m", "launch.info", *args], capture_output=True,
-                        text=True, timeout=120)
+  return launcher.run(["launch.info", *args], timeout=120)
 
 
 def test_info_json_for_a4():

@@ -2,14 +2,13 @@
 monoid's verdicts (star-free or not) against the literature."""
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
 from language_brute import is_prefix_of_member
 from ssm_bench import language_theory
 from tasks import languages
+import launcher
 
 
 @pytest.mark.parametrize("name", list(languages.LANGUAGES))
@@ -53,13 +52,11 @@ def test_subgroups_name_the_counting_a_language_needs():
 
 
 def test_info_prints_a_language_and_refuses_an_unknown_one_in_one_line():
-  out = subprocess.run([sys.executable, "-m", "launch.info", "--language=tomita5", "--json"],
-                       capture_output=True, text=True, timeout=120)
+  out = launcher.run(["launch.info", "--language=tomita5", "--json"], timeout=120)
   assert out.returncode == 0, out.stderr
   d = json.loads(out.stdout)
   assert d["monoid_size"] == 4 and d["star_free"] is False
-  bad = subprocess.run([sys.executable, "-m", "launch.info", "--language=tomita9"],
-                       capture_output=True, text=True, timeout=120)
+  bad = launcher.run(["launch.info", "--language=tomita9"], timeout=120)
   lines = bad.stderr.strip().splitlines()
   assert bad.returncode == 2 and len(lines) == 1 and "choose from tomita1" in lines[0], bad.stderr
 

@@ -8,6 +8,7 @@ import pytest
 from ssm_bench import memory
 from ssm_bench import scan
 from ssm_bench.config import PRESETS, TrainConfig
+import launcher
 
 GiB = 2 ** 30
 CFGS = [TrainConfig(lr=lr, seed=s) for lr in (1e-4, 1e-3, 1e-2) for s in range(9)]  # 27 runs
@@ -108,9 +109,9 @@ def test_estimate_grows_with_the_state_and_the_group():
 
 
 def test_dry_run_lists_the_estimate_and_the_split():
-  out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=table2", "--dry_run",
-                        "--only=^C2-mamba-L1-n128-", "--config.batch_size=16",
-                        "--memory_gb=1"], capture_output=True, text=True, timeout=600)
+  out = launcher.run(["launch.sweep", "--sweep=table2", "--dry_run",
+                      "--only=^C2-mamba-L1-n128-", "--config.batch_size=16",
+                      "--memory_gb=1"], timeout=600)
   assert out.returncode == 0, out.stderr
   assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
   last = out.stdout.strip().splitlines()[-1]

@@ -20,6 +20,8 @@ from ssm_bench import tables
 from ssm_bench import tracking_profile
 from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
 
+import launcher
+
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,8 +32,7 @@ BUILTIN_NAMES = ("mamba", "negmamba", "aussm", "simple_aussm", "s4d", "rnn", "id
 
 
 def run(module, *args, timeout=600):
-  return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                        cwd=ROOT, env=ENV, timeout=timeout)
+  return launcher.run([module, *args], cwd=ROOT, env=ENV, timeout=timeout)
 
 
 def test_builtins_register_through_the_public_call():
@@ -205,10 +206,10 @@ def test_module_kwargs_reads_a_modules_field_defaults():
 def test_profile_passes_its_time_limit_to_the_sweep_and_reports_what_finished(tmp_path):
   """--time_limit_s with its end already past (as a restart inherits it): the first group (C2)
   trains, S3 does not start, and the report covers C2."""
-  p = subprocess.run([sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny",
-                      "--groups=C2,S3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
-                      "--time_limit_s=600"], capture_output=True, text=True, cwd=ROOT,
-                     env={**ENV, "SSM_BENCH_SWEEP_DEADLINE": "0"}, timeout=600)
+  p = launcher.run(["launch.profile", "--model=mamba", "--preset=tiny",
+                    "--groups=C2,S3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
+                    "--time_limit_s=600"], cwd=ROOT,
+                    env={**ENV, "SSM_BENCH_SWEEP_DEADLINE": "0"}, timeout=600)
   assert p.returncode == 0, p.stderr[-2000:]
   assert "stopped at the time limit" in p.stdout, p.stdout[-1000:]
   report = open(tmp_path / "profile_profile_tiny_mamba.md").read()

@@ -3,7 +3,6 @@ sweeps' skips: test_sweep_stages.py)."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +13,7 @@ from launch import sweeps
 from ssm_bench import runs
 
 from fake_runs import finish_with
+import launcher
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -86,8 +86,7 @@ def test_interrupted_sweep_completes_with_every_run_done_once(tmp_path):
 
 
 def run_sweep(*args):
-  return subprocess.run([sys.executable, "-m", "launch.sweep", *args], capture_output=True,
-                        text=True, timeout=600)
+  return launcher.run(["launch.sweep", *args], timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -324,8 +323,7 @@ def test_cli_time_limit_stops_between_groups_and_the_same_command_resumes(tmp_pa
   for workers, workdir in ((1, tmp_path / "one"), (2, tmp_path / "two")):
     args = ["--sweep=tiny", f"--workdir={workdir}", "--time_limit_s=600", f"--workers={workers}",
             "--quiet"]
-    first = subprocess.run([sys.executable, "-m", "launch.sweep", *args], capture_output=True,
-                           text=True, timeout=600, env=env)
+    first = launcher.run(["launch.sweep", *args], timeout=600, env=env)
     assert first.returncode == 0, first.stderr[-2000:]
     assert "stopped at the time limit" in first.stdout and "1 group(s)" in first.stdout, (
         f"workers={workers}: " + first.stdout[-1000:])
@@ -387,9 +385,8 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
   without progress and the sweep relaunched; it resumes and finishes every run once."""
   env = {**os.environ, "SSM_BENCH_FAULT": "group_start:2:hang"}
   try:
-    out = subprocess.run([sys.executable, "-m", "launch.sweep", "--sweep=tiny",
-                          f"--workdir={tmp_path}", "--stall_s=10", "--quiet"],
-                         capture_output=True, text=True, env=env, timeout=150)
+    out = launcher.run(["launch.sweep", "--sweep=tiny",
+                        f"--workdir={tmp_path}", "--stall_s=10", "--quiet"], env=env, timeout=150)
   except subprocess.TimeoutExpired:
     pytest.fail("the hung sweep was never restarted")
   assert out.returncode == 0, f"exit {out.returncode}:\n{out.stderr[-2000:]}"

@@ -1,7 +1,5 @@
 """Staged sweeps: later stages add seeds or depths only where the finished runs ask for them."""
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -9,13 +7,13 @@ from launch import sweep
 from launch import sweeps
 
 from fake_runs import finish_with, finish_with_seq_acc
+import launcher
 
 pytestmark = pytest.mark.heavy  # trains tiny runs through the CLI: scheduled first (conftest.py)
 
 
 def run_sweep(*args):
-  return subprocess.run([sys.executable, "-m", "launch.sweep", *args], capture_output=True,
-                        text=True, timeout=600)
+  return launcher.run(["launch.sweep", *args], timeout=600)
 
 
 def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_path):

@@ -1,8 +1,6 @@
 """Tables come only from summaries; bad runs are reported, output is deterministic."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -10,6 +8,7 @@ from ssm_bench import evaluation
 from ssm_bench import runs
 from ssm_bench import tables
 from ssm_bench.config import TrainConfig
+import launcher
 
 
 def fake_summary(task, model, depth, max_len, status="done", seed=0, lr=1e-3):
@@ -84,8 +83,7 @@ def test_compare_marks_disagreements_with_paper_and_theory(tmp_path):
 
 
 def run_tables(runs_dir, out):
-  return subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={runs_dir}", f"--out={out}"],
-                        capture_output=True, text=True, timeout=300)
+  return launcher.run(["launch.tables", f"--runs={runs_dir}", f"--out={out}"], timeout=300)
 
 
 def test_table2_counts_only_its_own_protocol(tmp_path):
@@ -133,12 +131,11 @@ def test_runs_in_a_sweeps_own_directory_are_named_not_silently_skipped(tmp_path)
 
 def test_json_format_and_missing_dir(tmp_path):
   write_runs(str(tmp_path / "runs"))
-  out = subprocess.run([sys.executable, "-m", "launch.tables", f"--runs={tmp_path / 'runs'}",
-                        "--format=json"], capture_output=True, text=True, timeout=300)
+  out = launcher.run(["launch.tables", f"--runs={tmp_path / 'runs'}",
+                      "--format=json"], timeout=300)
   data = json.loads(out.stdout)
   assert data["runs_done"] == 5 and len(data["problems"]) == 3
-  bad = subprocess.run([sys.executable, "-m", "launch.tables", "--runs=/nonexistent"],
-                       capture_output=True, text=True, timeout=300)
+  bad = launcher.run(["launch.tables", "--runs=/nonexistent"], timeout=300)
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
 

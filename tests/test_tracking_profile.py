@@ -2,6 +2,7 @@
 called tentative, one on enough runs is not (synthetic summaries; no training)."""
 from ssm_bench import tables
 from ssm_bench import tracking_profile
+import launcher
 
 
 def _summary(task, depth, seed, max_len, model="mamba", d_state=4):
@@ -82,9 +83,8 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
     os.makedirs(tmp_path / "runs" / name)
     json.dump(s, open(tmp_path / "runs" / name / "summary.json", "w"))
   # a subprocess: launch.profile's flags clash with launch.sweep's in one test process
-  p = subprocess.run([sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=cpu",
-                      "--report_only", f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path}"],
-                     capture_output=True, text=True, timeout=300)
+  p = launcher.run(["launch.profile", "--model=mamba", "--preset=cpu",
+                    "--report_only", f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path}"], timeout=300)
   assert p.returncode == 0, p.stderr[-2000:]
   written = p.stdout.strip().split(" to ")[0].removeprefix("wrote ").split(", ")
   report = open(tmp_path / "profile_profile_cpu_mamba.md").read()

@@ -1,17 +1,15 @@
 """launch.train: bad input is refused before any directory is made; finished runs are kept."""
 import os
-import subprocess
-import sys
 
 import pytest
+import launcher
 
 TINY_FLAGS = ["--task=C2", "--model=mamba", "--d_model=8", "--d_state=2", "--batch_size=8",
               "--steps=20", "--log_every=10", "--checkpoint_every=10", "--eval_seqs=8"]
 
 
 def train(*args):
-  return subprocess.run([sys.executable, "-m", "launch.train", *args], capture_output=True,
-                        text=True, timeout=300)
+  return launcher.run(["launch.train", *args], timeout=300)
 
 
 @pytest.mark.parametrize("args,needle", [
