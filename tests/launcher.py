@@ -6,10 +6,11 @@ orbax, tensorboard, absl; about 1.7 s of a launch on this machine) once, and for
 command. The child runs the module as `python -m` does (runpy, as `__main__`, with the command's
 arguments, working directory, environment and PYTHONPATH), so the entry point's own code, the
 package's imports and the backend's start all happen in the child as in a fresh process: the
-server imports no project module and starts no backend (importing jax starts none). A command
-whose environment differs from the server's where a library reads it at import (JAX_*, XLA_*,
-PYTHON* but PYTHONPATH, thread-pool sizes) runs as a plain subprocess, as do the tests about
-signals, supervisors and killed processes, which use subprocess themselves.
+server imports no project module and starts no backend (importing jax starts none). The
+variables a library reads at import (JAX_*, XLA_*, PYTHON* but PYTHONPATH, thread-pool sizes)
+cannot change after the fork: each set of them has its own server, started with them. Tests that
+signal or kill a launch, or find it by its command line (a child's is its server's), use
+subprocess themselves.
 """
 import atexit
 import json
@@ -32,9 +33,8 @@ def _import_time_env(env):
 class _Server:
   """The server process and a reader thread that hands each finished command its exit status."""
 
-  def __init__(self):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    self.env = _import_time_env(env)
+  def __init__(self, env):
+    env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
     self.proc = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                  cwd=ROOT, env=env)
@@ -92,22 +92,21 @@ class _Server:
     return subprocess.CompletedProcess(args, slot[2], stdout, stderr)
 
 
-_server = None
-_server_lock = threading.Lock()
+_servers = {}  # a command's import-time variables -> the server started with them
+_servers_lock = threading.Lock()
 
 
 def run(args, *, cwd=None, env=None, timeout=None):
   """`subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, ...)`, where
-  args[0] is the module: a forked child of the server, or a plain subprocess (see above)."""
-  global _server
+  args[0] is the module: a forked child of the server for the command's import-time
+  variables."""
   env = dict(os.environ if env is None else env)
-  with _server_lock:
-    if _server is None or _server.proc.poll() is not None:
-      _server = _Server()
-  if _import_time_env(env) != _server.env:
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=timeout)
-  return _server.run(list(args), os.path.abspath(cwd or os.getcwd()), env, timeout)
+  key = tuple(sorted(_import_time_env(env).items()))
+  with _servers_lock:
+    if key not in _servers or _servers[key].proc.poll() is not None:
+      _servers[key] = _Server(env)
+    server = _servers[key]
+  return server.run(list(args), os.path.abspath(cwd or os.getcwd()), env, timeout)
 
 
 # The server -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ if __name__ == "__main__":
     print(json.dumps({"argv": sys.argv[1:], "file": os.path.basename(sys.argv[0]),
                       "cwd": os.getcwd(), "path0": sys.path[0], "probe": os.environ.get("PROBE"),
                       "jax_imported": jax is not None,
+                      "jax_platforms": jax and jax.config.jax_platforms,
                       "backends": bool(jax and jax._src.xla_bridge._backends)}))
     print("to stderr", file=sys.stderr)
     sys.exit(int(sys.argv[2]))
