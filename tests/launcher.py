@@ -2,7 +2,7 @@
 each time: `run` is `subprocess.run` for such a command.
 
 A server process imports the third-party libraries every entry point imports (jax, flax, optax,
-orbax, tensorboard, absl; about 1.7 s of a launch on this machine) once, and forks one child per
+orbax, tensorboard, absl; about 1.7 s of each launch here) once, and forks one child per
 command. The child runs the module as `python -m` does (runpy, as `__main__`, with the command's
 arguments, working directory, environment and PYTHONPATH), so the entry point's own code, the
 package's imports and the backend's start all happen in the child as in a fresh process: the
@@ -27,7 +27,15 @@ _IMPORT_TIME_ENV = ("JAX", "XLA", "TF_", "PYTHON", "OPENBLAS", "OMP", "MKL", "LD
 
 def _import_time_env(env):
   return {k: v for k, v in env.items()
-          if k.startswith(_IMPORT_TIME_ENV) and k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST")}
+          if k.startswith(_IMPORT_TIME_ENV) and k != "PYTHONPATH"}
+
+
+class _Command:
+  """A command sent to the server: its pid once forked, its exit status once reaped."""
+
+  def __init__(self):
+    self.forked, self.done = threading.Event(), threading.Event()
+    self.pid = self.rc = None
 
 
 class _Server:
@@ -39,7 +47,7 @@ class _Server:
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                  cwd=ROOT, env=env)
     self.lock = threading.Lock()
-    self.pending = {}  # id -> [event, pid, rc]
+    self.pending = {}  # request id -> _Command
     self.next_id = 0
     threading.Thread(target=self._read, daemon=True).start()
     atexit.register(self.proc.kill)
@@ -48,18 +56,18 @@ class _Server:
     for line in self.proc.stdout:
       msg = json.loads(line)
       with self.lock:
-        slot = self.pending[msg["id"]]
+        command = self.pending[msg["id"]]
       if "pid" in msg:
-        slot[1] = msg["pid"]
-        slot[3].set()
+        command.pid = msg["pid"]
+        command.forked.set()
       else:
-        slot[2] = msg["rc"]
-        slot[0].set()
+        command.rc = msg["rc"]
+        command.done.set()
     with self.lock:  # the server is gone: no command will report again
-      for slot in self.pending.values():
-        slot[2] = -9 if slot[2] is None else slot[2]
-        slot[3].set()
-        slot[0].set()
+      for command in self.pending.values():
+        command.rc = -9 if command.rc is None else command.rc
+        command.forked.set()
+        command.done.set()
 
   def run(self, args, cwd, env, timeout):
     out = tempfile.NamedTemporaryFile("w+", prefix="launch-out-", delete=False)
@@ -68,19 +76,19 @@ class _Server:
     with self.lock:
       self.next_id += 1
       key = self.next_id
-      slot = self.pending[key] = [threading.Event(), None, None, threading.Event()]
+      command = self.pending[key] = _Command()
       self.proc.stdin.write(json.dumps({"id": key, "args": args, "cwd": cwd, "env": env,
                                         "stdout": out.name, "stderr": err.name}) + "\n")
       self.proc.stdin.flush()
     try:
-      done = slot[0].wait(timeout)
+      done = command.done.wait(timeout)
       if not done:
-        slot[3].wait()
+        command.forked.wait()
         try:
-          os.killpg(slot[1], 9)
-        except ProcessLookupError:  # it ended meanwhile
+          os.killpg(command.pid, 9)
+        except (ProcessLookupError, TypeError):  # it ended meanwhile, or the server did
           pass
-        slot[0].wait(30)  # reaped: its output is complete
+        command.done.wait(30)  # reaped: its output is complete
       with open(out.name) as f, open(err.name) as g:
         stdout, stderr = f.read(), g.read()
     finally:
@@ -89,7 +97,7 @@ class _Server:
         del self.pending[key]
     if not done:
       raise subprocess.TimeoutExpired(args, timeout, stdout, stderr)
-    return subprocess.CompletedProcess(args, slot[2], stdout, stderr)
+    return subprocess.CompletedProcess(args, command.rc, stdout, stderr)
 
 
 _servers = {}  # a command's import-time variables -> the server started with them
