@@ -24,7 +24,6 @@ from ssm_bench import faults
 from ssm_bench import memory
 from ssm_bench import models
 from ssm_bench import rundir
-from ssm_bench import tb
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
 from tasks import registry
@@ -142,7 +141,8 @@ def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):
   hp = train.hparams(cfgs)
   faults.point("group_start")
   state, start, managers = _restore(dirs, init_many(hp))
-  writers = [tb.Writer(d) for d in dirs]
+  from ssm_bench import tb  # tensorboard's writer and protos (0.2-0.4 s, boto3 among them):
+  writers = [tb.Writer(d) for d in dirs]  # paid by the processes that train, not every import
   for d, w in zip(dirs, writers):
     rundir.truncate_metrics(d, start)
     if start:
