@@ -21,6 +21,7 @@ import re
 import shutil
 import tempfile
 
+import compile_profile
 from launch import common
 
 _OWNED = []  # the directory this process made, removed when it ends
@@ -50,6 +51,7 @@ def pytest_configure(config):
     if "--xla_backend_optimization_level" not in flags and not accelerator_plugins():
       os.environ["XLA_FLAGS"] = " ".join([flags] + tests_compile_flags()).strip()
   common.enable_compilation_cache()
+  compile_profile.register(config)  # SSM_BENCH_COMPILE_PROFILE=DIR: jax's time per test
 
 
 def pytest_unconfigure(config):
