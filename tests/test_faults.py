@@ -35,7 +35,7 @@ def launch(workdir, env, fault=None):
   if not (fault and fault.startswith("after:")):
     # The in-process faults kill the sweep itself; the watchdog's supervisor process around it
     # would only add a start-up per launch (it has its own tests in test_sweep.py).
-    env = {**env, **({"SSM_BENCH_FAULT": fault} if fault else {})}
+    env = dict(env, SSM_BENCH_FAULT=fault) if fault else env
     out = launcher.run([*args, "--stall_s=0"], env=env, timeout=300)
     return out.returncode, out.stdout, out.stderr
   # killed from outside: the supervisor (a process of its own, whose command line names the
