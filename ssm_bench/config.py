@@ -75,6 +75,21 @@ def canonical_plugins(text: str) -> str:
   return ",".join(dict.fromkeys(entries))
 
 
+def canonical_model(model: str, depth: int) -> str:
+  """A run's `model` as stored: layer names without spaces, a hybrid's comma list as many as
+  `depth`, and a list of one repeated name as that name (`mamba,mamba` is `mamba` at depth 2),
+  so one network has one run identity and one theory. Whether the names are registered is the
+  layer registry's to say (a plugin may not be loaded yet)."""
+  entries = [e.strip() for e in model.split(",")]
+  if not all(entries):
+    raise ConfigError(f"model {model!r} has an empty name; give one layer name or a comma list "
+                      "of them for a hybrid stack, such as s4d,mamba")
+  if len(entries) > 1 and len(entries) != depth:
+    raise ConfigError(f"model {model!r} lists {len(entries)} layers but depth is {depth}: a "
+                      "hybrid stack's depth is the length of its list")
+  return entries[0] if len(set(entries)) == 1 else ",".join(entries)
+
+
 def _canonicalize(cfg):
   from ssm_bench import registry  # light: the registry module imports no jax at import time
   try:
@@ -83,6 +98,8 @@ def _canonicalize(cfg):
     raise ConfigError(str(e)) from None
   if hasattr(cfg, "plugins"):
     object.__setattr__(cfg, "plugins", canonical_plugins(cfg.plugins))
+  if hasattr(cfg, "model"):
+    object.__setattr__(cfg, "model", canonical_model(cfg.model, cfg.depth))
 
 
 def _check_choices(cfg):

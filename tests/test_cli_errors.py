@@ -20,6 +20,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=S100000"], "5040"),
     ("train", ["--task=banana"], "tasks:"),
     ("train", ["--model=mambo"], "choose from mamba"),
+    ("train", ["--model=mamba,"], "empty name"),
     ("train", ["--lr=nan"], "lr must be a finite number"),
     ("train", ["--lr=-1"], "lr must be"),
     ("train", ["--depth=0"], "depth must be a positive integer"),

@@ -81,6 +81,24 @@ def test_parity_hybrid_evaluates_to_10000_at_the_papers_sizes():
       ("rnn", 1, 8), ("s4d", 2, 16), ("mamba", 2, 16), ("s4d,mamba", 2, 16), ("negmamba", 1, 16)}
 
 
+def test_one_network_has_one_model_name_and_theory_and_a_malformed_list_is_an_error():
+  from ssm_bench import registry, runs
+  spaced = config.TrainConfig(model=" s4d , mamba", depth=2)
+  assert spaced.model == "s4d,mamba", f"spaces kept in the run's model: {spaced.model!r}"
+  assert registry.theory_classes(spaced.model, 2) == ["time_invariant", "nonnegative_diagonal"]
+  repeated = config.TrainConfig(model="mamba,mamba", depth=2)
+  assert runs.run_name(repeated) == runs.run_name(config.TrainConfig(model="mamba", depth=2)), (
+      "one network under two run identities")
+  for model, depth, words in [("mamba,", 2, "empty name"), ("s4d,,mamba", 3, "empty name"),
+                              ("s4d,mamba", 3, "depth is 3")]:
+    try:
+      config.TrainConfig(model=model, depth=depth)
+    except config.ConfigError as e:
+      assert words in str(e), f"{model!r} at depth {depth}: {e}"
+    else:
+      raise AssertionError(f"{model!r} at depth {depth} was accepted")
+
+
 def test_installed_versions_are_inside_the_pinned_ranges():
   """setup.cfg admits only what CI and the GPU ran; this run must be one of them."""
   import configparser
