@@ -311,12 +311,12 @@ def checked_flags() -> tuple[list, dict]:
                              ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS)):
     unknown = [v for v in given if v not in valid]
     if unknown:
-      raise common.UsageError(f"--{flag}: unknown {', '.join(unknown)}; choose from "
+      raise common.UsageError(f"--{flag}: unknown {', '.join(map(repr, unknown))}; choose from "
                               f"{', '.join(valid)}")
   bad_k = [k for k in _TM_K.value + _PROFILE_K.value + _WORKERS.value
            if not (k.isdigit() and int(k) >= 1)]
   if bad_k:
-    raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(bad_k)}; "
+    raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(map(repr, bad_k))}; "
                             "choose from positive integers")
   gpu = {"need_gpu": not _REHEARSE.value}  # the Triton kernels' sections
   benches = {"step": lambda: bench_step.bench_step(

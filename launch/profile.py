@@ -64,8 +64,8 @@ def _check(model: str, groups: list, depths: list) -> str:
     raise common.UsageError(str(e)) from None
   bad = [g for g in groups if g not in tracking_profile.GROUPS]
   if bad or not groups:
-    raise common.UsageError(f"--groups: {', '.join(bad) or 'none given'} not in the profile; "
-                            f"choose from {', '.join(tracking_profile.GROUPS)}")
+    raise common.UsageError(f"--groups: {', '.join(map(repr, bad)) or 'none given'} not in the "
+                            f"profile; choose from {', '.join(tracking_profile.GROUPS)}")
   valid = [str(d) for d in tracking_profile.DEPTHS]
   if not depths or any(d not in valid for d in depths):
     raise common.UsageError(f"--depths must be among {', '.join(valid)}, got "
