@@ -9,9 +9,9 @@ layers, so sign/phase features pass through the blocks unchanged.
 - Any solvable group, derived-length-many simple_aussm layers, and any 2-group,
   elementary-2-length-many negmamba layers (analytic_cascade.py): each level tracks its Abelian
   quotient and passes the rest of the product to the next.
-- S3, two simple_aussm layers (paper Sec. 5.3, App. B): layer 1 tracks the sign, layer 2
-  rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade from two full
-  AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
+- S3, two simple_aussm layers (paper Sec. 5.3, App. B; analytic_s3.py): layer 1 tracks the
+  sign, layer 2 rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade
+  from two full AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
 - negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
 - Any finite group, one DeltaProduct layer with n_h = its reflection length
   (analytic_deltaproduct.py): A5, S4 and A4 with two reflections per token.
@@ -85,7 +85,7 @@ def characters(g: groups.Group) -> tuple[np.ndarray, int]:
   return np.array(chosen, np.int64).reshape(-1, n), e
 
 
-def _zeros_like_init(cfg: ModelConfig, length: int = 4):
+def zeros_like_init(cfg: ModelConfig, length: int = 4):
   """The model's parameter tree, all zeros. Only the shapes are needed, so the init is traced
   abstractly: run eagerly, it compiled each initializer (2-6 s of a construction's build on CPU)."""
   shapes = jax.eval_shape(lambda: models.StateTracker(cfg).init(
@@ -93,7 +93,8 @@ def _zeros_like_init(cfg: ModelConfig, length: int = 4):
   return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), flax.core.unfreeze(shapes))
 
 
-def _finish(params):
+def finish(params):
+  """A construction's parameters (built in NumPy) as jax arrays."""
   return jax.tree.map(jnp.asarray, params)
 
 
@@ -109,7 +110,7 @@ def abelian(group_name: str, d_model: int = 0, d_state: int = 0):
   cfg = ModelConfig(layers=("simple_aussm",), vocab_size=g.order, num_classes=g.order,
                     d_model=max(d_model, feats + 4 * k), d_state=n, norm="none",
                     activation="relu", initial_state="ones", conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
+  p = zeros_like_init(cfg)["params"]
   angles = 2 * np.pi * chars / e  # (k, order)
   p["embed"]["embedding"][:, 1:1 + chars.shape[0]] = angles.T
   lay = p["layer0"]
@@ -124,128 +125,7 @@ def abelian(group_name: str, d_model: int = 0, d_state: int = 0):
     for off, coef in enumerate([np.cos(angles[j]), -np.cos(angles[j]),
                                 np.sin(angles[j]), -np.sin(angles[j])]):
       p["head_out"]["kernel"][base + off, :] = coef
-  return cfg, _finish({"params": p})
-
-
-def _s3_encoding(g: groups.Group):
-  """Elements as s^a r^b (inputs) and r^B s^A (states) for an order-3 r and order-2 s."""
-  t = g.table
-  order_of = lambda x: next(k for k in range(1, 7) if _power(t, x, k) == 0)
-  r = next(x for x in range(6) if order_of(x) == 3)
-  s = next(x for x in range(6) if order_of(x) == 2)
-  enc_in = {int(t[_power(t, s, a), _power(t, r, b)]): (a, b) for a in (0, 1) for b in (0, 1, 2)}
-  state_of = {(A, B): int(t[_power(t, r, B), _power(t, s, A)]) for A in (0, 1) for B in (0, 1, 2)}
-  return enc_in, state_of
-
-
-def _power(t, x, k):
-  y = 0
-  for _ in range(k):
-    y = t[y, x]
-  return y
-
-
-def s3(d_model: int = 0, d_state: int = 4):
-  """Two simple_aussm layers: sign, then a rotation whose direction depends on the sign."""
-  g = groups.get_group("S3")
-  enc_in, state_of = _s3_encoding(g)
-  n = d_state
-  cfg = ModelConfig(layers=("simple_aussm", "simple_aussm"), vocab_size=6, num_classes=6,
-                    d_model=max(d_model, 17), d_state=n, norm="none", activation="relu",
-                    initial_state="ones", conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
-  emb = p["embed"]["embedding"]
-  for x, (a, b) in enc_in.items():
-    emb[x, 0] = np.pi * a  # layer 1 angle: a flip on every transposition
-    emb[x, 1:3] = float(b == 1)  # each one-hot twice: once per sign it is paired with
-    emb[x, 3:5] = float(b == 2)
-  root_n = math.sqrt(n)  # h0 = 1/sqrt(n): sigma = sqrt(n) Re h = +-1
-  l1, l2 = p["layer0"], p["layer1"]
-  l1["theta"]["kernel"][0, 0] = 1.0
-  l1["D"][1:5] = 1.0
-  # y_c = onehot + s sigma - 1 (ReLU: an exact indicator of (b, sign)); y5, y6 = +-sigma
-  for c, s in ((1, 1), (2, -1), (3, 1), (4, -1), (5, 1), (6, -1)):
-    l1["readout"]["kernel"][0, c] = s * root_n
-    l1["readout"]["bias"][c] = -1.0 if c <= 4 else 0.0
-  for c in range(1, 7):
-    p["out0"]["kernel"][c, c + 6] = 1.0  # indicators -> channels 7..12
-  # layer 2: theta = 2 pi / 3 * (I[b=1,+] - I[b=1,-] + 2 I[b=2,+] - 2 I[b=2,-])
-  for c, w in ((7, 1), (8, -1), (9, 2), (10, -2)):
-    l2["theta"]["kernel"][c, 0] = 2 * np.pi / 3 * w
-  for c, (part, s) in zip(range(13, 17), [(0, 1), (0, -1), (1, 1), (1, -1)]):
-    l2["readout"]["kernel"][part * n, c] = s * root_n
-    p["out1"]["kernel"][c, c] = 1.0
-  _s3_head(p, state_of)
-  return cfg, _finish({"params": p})
-
-
-def _s3_head(p, state_of):
-  """Decode (relu(+-sigma), relu(+-cos), relu(+-sin)) in channels 11..16 into the element."""
-  for c in range(11, 17):
-    p["head_hidden"]["kernel"][c, c] = 1.0
-  for (A, B), elem in state_of.items():
-    sign = 1.0 if A == 0 else -1.0
-    ang = 2 * np.pi * B / 3
-    head = p["head_out"]["kernel"]
-    head[11, elem], head[12, elem] = 2 * sign, -2 * sign
-    head[13, elem], head[14, elem] = np.cos(ang), -np.cos(ang)
-    head[15, elem], head[16, elem] = np.sin(ang), -np.sin(ang)
-
-
-_GATE = 20.0  # AUSSM's output gate silu(z) with z = 20: exactly 20.0 in float32
-_OFF = -200.0  # softplus(-200) underflows to exactly 0: a polar parameter switched off
-
-
-def _polar(lay, name, d, n, value, phase):
-  """Set one entry of an AUSSM polar parameter softplus(re) exp(i im) to `value` exp(i phase)."""
-  lay[f"{name}_re"][d, n] = math.log(math.expm1(value))
-  lay[f"{name}_im"][d, n] = phase
-
-
-def s3_aussm(d_model: int = 0, d_state: int = 4):
-  """The S3 cascade from two full AUSSM layers (paper 000, Sec. 6 initialises AUSSM near it).
-
-  B = 0 (the input term off), so each layer rotates h0 by theta_t = W u_t / sqrt(d) + b, shared
-  over channels; state coordinate 0 of layer 1 never rotates and its readout is the constant -1
-  that simple_aussm's readout bias gives; the one-hots pass through D silu(u) with
-  D = 1 / silu(1). Every layer output carries the gate's factor 20, undone in out0 / out1.
-  """
-  g = groups.get_group("S3")
-  enc_in, state_of = _s3_encoding(g)
-  n = max(d_state, 2)
-  cfg = ModelConfig(layers=("aussm", "aussm"), vocab_size=6, num_classes=6,
-                    d_model=max(d_model, 17), d_state=n, norm="none", activation="relu",
-                    initial_state="ones", conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
-  d, root_n, root_d = cfg.d_model, math.sqrt(n), math.sqrt(cfg.d_model)
-  emb = p["embed"]["embedding"]
-  for x, (a, b) in enc_in.items():
-    emb[x, 0] = np.pi * a
-    emb[x, 1:3] = float(b == 1)
-    emb[x, 3:5] = float(b == 2)
-  l1, l2 = p["layer0"], p["layer1"]
-  for lay in (l1, l2):
-    lay["B_re"][:], lay["C_re"][:] = _OFF, _OFF
-    lay["in_z"]["bias"][:] = 20.0
-  # layer 1: u = v; coordinate 1 rotates by pi a (the sign), coordinate 0 stays at h0
-  l1["in_u"]["kernel"][:] = np.eye(d)
-  l1["theta_w"][0, 1] = root_d
-  l1["D"][1:5] = 1.0 / float(jax.nn.silu(1.0))
-  for c, s in ((1, 1), (2, -1), (3, 1), (4, -1), (5, 1), (6, -1)):
-    _polar(l1, "C", c, 1, root_n, 0.0 if s > 0 else np.pi)  # s * sigma
-    if c <= 4:
-      _polar(l1, "C", c, 0, root_n, np.pi)  # the constant -1
-  for c in range(1, 7):
-    p["out0"]["kernel"][c, c + 6] = 1.0 / _GATE
-  # layer 2: u_0 = 2 pi / 3 (I[b=1,+] - I[b=1,-] + 2 I[b=2,+] - 2 I[b=2,-]) rotates coordinate 0
-  for c, w in ((7, 1), (8, -1), (9, 2), (10, -2)):
-    l2["in_u"]["kernel"][c, 0] = 2 * np.pi / 3 * w
-  l2["theta_w"][0, 0] = root_d
-  for c, phase in zip(range(13, 17), (0.0, np.pi, -np.pi / 2, np.pi / 2)):  # cos, -cos, sin, -sin
-    _polar(l2, "C", c, 0, root_n, phase)
-    p["out1"]["kernel"][c, c] = 1.0 / _GATE
-  _s3_head(p, state_of)
-  return cfg, _finish({"params": p})
+  return cfg, finish({"params": p})
 
 
 def parity(d_model: int = 0, d_state: int = 4):
@@ -254,7 +134,7 @@ def parity(d_model: int = 0, d_state: int = 4):
   cfg = ModelConfig(layers=("negmamba",), vocab_size=2, num_classes=2, d_model=max(d_model, 4),
                     d_state=n, norm="none", activation="relu", initial_state="ones",
                     conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
+  p = zeros_like_init(cfg)["params"]
   d = cfg.d_model
   p["embed"]["embedding"][:, 0] = 1.0  # constant channel
   p["embed"]["embedding"][1, 1] = 1.0  # the bit
@@ -271,7 +151,7 @@ def parity(d_model: int = 0, d_state: int = 4):
   gate = float(jax.nn.silu(20.0))
   p["head_out"]["kernel"][2, 0] = 1.0
   p["head_out"]["bias"][1] = gate  # even: 2 gate > gate; odd: 0 < gate
-  return cfg, _finish({"params": p})
+  return cfg, finish({"params": p})
 
 
 def deltanet_parity(d_model: int = 0, d_state: int = 2):
@@ -280,7 +160,7 @@ def deltanet_parity(d_model: int = 0, d_state: int = 2):
   cfg = ModelConfig(layers=("deltanet",), vocab_size=2, num_classes=2, d_model=max(d_model, 4),
                     d_state=max(d_state, 1), norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
+  p = zeros_like_init(cfg)["params"]
   m = cfg.d_model  # one head: the value width
   p["embed"]["embedding"][:, 0] = 1.0  # constant channel
   p["embed"]["embedding"][1, 1] = 1.0  # the bit
@@ -294,7 +174,7 @@ def deltanet_parity(d_model: int = 0, d_state: int = 2):
   p["head_hidden"]["kernel"][2, 2] = 1.0
   p["head_out"]["kernel"][2, 0] = 1.0
   p["head_out"]["bias"][1] = 0.5
-  return cfg, _finish({"params": p})
+  return cfg, finish({"params": p})
 
 
 def modcount(m: int, d_model: int = 0, d_state: int = 4):
@@ -303,7 +183,7 @@ def modcount(m: int, d_model: int = 0, d_state: int = 4):
   cfg = ModelConfig(layers=("s4d",), vocab_size=2, num_classes=m, d_model=max(d_model, 5),
                     d_state=n, norm="none", activation="relu", initial_state="ones",
                     conv_kernel=0)
-  p = _zeros_like_init(cfg)["params"]
+  p = zeros_like_init(cfg)["params"]
   lay = p["layer0"]
   lay["lambda_log_neg_re"][:] = -200.0  # exp(-200) underflows: Re Lambda = 0 exactly
   lay["lambda_im"][:] = 2 * np.pi / m
@@ -315,7 +195,7 @@ def modcount(m: int, d_model: int = 0, d_state: int = 4):
   ang = 2 * np.pi * np.arange(m) / m
   head = p["head_out"]["kernel"]
   head[1], head[2], head[3], head[4] = np.cos(ang), -np.cos(ang), np.sin(ang), -np.sin(ang)
-  return cfg, _finish({"params": p})
+  return cfg, finish({"params": p})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,12 +217,6 @@ def _abelian_group(task_name: str) -> bool:
 ABELIAN = Construction("any Abelian group in one layer: a rotation per character "
                        "(paper 000, Theorem 4.1)", _abelian_group,
                        lambda task, dm, ds: abelian(task, dm, ds))
-S3_CASCADE = Construction("S3 in two layers: the sign, then a +-2pi/3 rotation (paper 000, "
-                          "Sec. 5.3, App. B)", lambda task: task in ("S3", "D3"),
-                          lambda task, dm, ds: s3(dm, max(ds, 4)))
-S3_AUSSM = Construction("S3 in two full AUSSM layers, input term off (paper 000, Sec. 6)",
-                        lambda task: task in ("S3", "D3"),
-                        lambda task, dm, ds: s3_aussm(dm, max(ds, 4)))
 PARITY = Construction("parity in one layer: a(1) = -1, a(0) = 1", lambda task: task == "parity",
                       lambda task, dm, ds: parity(dm, max(ds, 4)))
 PARITY_DELTANET = Construction("parity in one layer: a reflection I - 2 k k^T on the bit 1 "

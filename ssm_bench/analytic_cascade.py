@@ -118,7 +118,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
   cfg = ModelConfig(layers=("simple_aussm",) * depth, vocab_size=g.order, num_classes=g.order,
                     d_model=max(d_model, ch.size), d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
-  p = analytic._zeros_like_init(cfg)["params"]
+  p = analytic.zeros_like_init(cfg)["params"]
 
   def one_hot_targets(i: int, z: int) -> list[int]:
     """The channels that carry 'level i reads z': its one-hot and its pairs' copies."""
@@ -162,7 +162,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
         hidden["kernel"][feats[4 * j:4 * j + 4], y] = (w[j], -w[j], w[k + j], -w[k + j])
       hidden["bias"][y] += b
     head[y, y] = 1.0
-  return cfg, analytic._finish({"params": p})
+  return cfg, analytic.finish({"params": p})
 
 
 _FLIP, _KEEP = 200.0, -100.0  # Delta = softplus: 200 gives a = 2 exp(-200) - 1 = -1 exactly,
@@ -204,7 +204,7 @@ def signed(task_name: str, d_model: int = 0, d_state: int = 0):
   cfg = ModelConfig(layers=("negmamba",) * depth, vocab_size=g.order, num_classes=g.order,
                     d_model=max(d_model, ch.size, 16 * rank), d_state=n, norm="none",
                     activation="relu", initial_state="ones", conv_kernel=0)
-  p = analytic._zeros_like_init(cfg)["params"]
+  p = analytic.zeros_like_init(cfg)["params"]
   h0 = np.float32(1.0 / math.sqrt(n))  # initial_state "ones"
   for x in range(g.order):
     p["embed"]["embedding"][x, ch.blocks[("onehot", 0)][x]] = 1.0
@@ -249,7 +249,7 @@ def signed(task_name: str, d_model: int = 0, d_state: int = 0):
       hidden["kernel"][ch.blocks[("sign", i)], y] = signs[i][:, q] / m2  # times (1 + chi)
       hidden["bias"][y] -= signs[i][:, q].sum() / m2
     head[y, y] = 1.0
-  return cfg, analytic._finish({"params": p})
+  return cfg, analytic.finish({"params": p})
 
 
 def _two_group(task_name: str) -> bool:

@@ -55,7 +55,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   cfg = ModelConfig(layers=("deltaproduct",), layer_kwargs=kwargs, vocab_size=order,
                     num_classes=order, d_model=d, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
-  p = analytic._zeros_like_init(cfg)["params"]
+  p = analytic.zeros_like_init(cfg)["params"]
   emb, lay = p["embed"]["embedding"], p["layer0"]
   for x, ks in enumerate(keys):
     # the layer applies factor 1 first: A = F_{n_h} ... F_1 = H_1 ... H_k, so F_j = H_{k + 1 - j}
@@ -84,7 +84,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   points = np.einsum("gij,j->gi", rho, u)  # rho(g) u
   p["head_out"]["kernel"][feats:feats + r, :] = points.T
   p["head_out"]["kernel"][feats + r:feats + 2 * r, :] = -points.T
-  return cfg, analytic._finish({"params": p})
+  return cfg, analytic.finish({"params": p})
 
 
 def _finite_group(task_name: str) -> bool:

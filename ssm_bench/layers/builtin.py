@@ -11,6 +11,7 @@ import functools
 from ssm_bench import analytic
 from ssm_bench import analytic_cascade
 from ssm_bench import analytic_deltaproduct
+from ssm_bench import analytic_s3
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
 from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
 
@@ -39,13 +40,13 @@ register_layer("negmamba", functools.partial(mamba.Mamba, negative=True),
                description="Mamba with negative eigenvalues (Grazzi et al. 2025): "
                            "a_t = 2 exp(Delta_t Lambda) - 1 in (-1, 1)", source=BUILTIN_SOURCE)
 register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_diagonal",
-               constructions=(analytic.ABELIAN, analytic.S3_CASCADE,
+               constructions=(analytic.ABELIAN, analytic_s3.S3_CASCADE,
                               analytic_cascade.SOLVABLE),
                presets={"table2_cpu": dict(d_model=64, d_state=32, steps=6000)},
                description="simplified AUSSM (paper 000, Sec. 6): h_t = exp(i theta(v_t)) h_{t-1}",
                source=BUILTIN_SOURCE)
 register_layer("aussm", aussm.AUSSM, theory_class="unit_modulus_diagonal", scan_family=aussm.FAMILY,
-               constructions=(analytic.S3_AUSSM,),
+               constructions=(analytic_s3.S3_AUSSM,),
                description="adaptive unitary SSM (Karuvally et al. 2025): a_t = exp(i theta_t)",
                source=BUILTIN_SOURCE)
 register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family=s4d.FAMILY,
