@@ -1,5 +1,6 @@
-"""The sweep launcher: grid sizes, grouping, resuming, time limits, executors, errors (the staged
-sweeps' skips: test_sweep_stages.py)."""
+"""The sweep launcher: grouping, resuming, time limits, executors, errors (the sweeps' grids:
+test_sweeps.py; the staged sweeps' skips: test_sweep_stages.py; progress lines:
+test_progress.py)."""
 import json
 import os
 import subprocess
@@ -9,7 +10,6 @@ import pytest
 from launch import executors
 from launch import progress
 from launch import sweep
-from launch import sweeps
 from ssm_bench import runs
 
 from fake_runs import finish_with
@@ -19,30 +19,6 @@ pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conf
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def test_table2_grid_and_groups():
-  groups = sweep.plan("table2", "/tmp/unused")
-  assert sum(len(c) for c, _ in groups) == 9 * 5 * 2 * 3 * 3 * 3 * 3 == 7290
-  assert len(groups) == 5 * 2 * 3, "one compiled group per (model, depth, d_state)"
-  assert all(len(c) == 9 * 27 for c, _ in groups), "groups x lr x schedule x seed train together"
-  assert all(len({x.shape_key() for x in c}) == 1 for c, _ in groups)
-  runs = [c for cs, _ in groups for c in cs]
-  assert sorted({c.lr for c in runs}) == [1e-4, 1e-3, 1e-2], "one lr per decade, 1e-4 to 1e-2"
-  assert {c.conv_kernel for c in runs} == {0}, "the protocol trains without the Mamba conv"
-  assert {c.matmul_precision for c in runs} == {"float32"}, "the paper trains in true float32"
-  lite_groups = sweep.plan("table2_lite", "/tmp/unused")
-  assert len(lite_groups) == 10, "table2_lite: one program per (model, depth)"
-  lite = [c for cs, _ in lite_groups for c in cs]
-  assert {c.matmul_precision for c in lite} == {"float32"}
-  assert {c.steps for c in runs} == {20000}
-
-
-@pytest.mark.parametrize("name", list(sweeps.SWEEPS))
-def test_every_sweep_expands_to_valid_unique_runs(name):
-  groups = sweep.plan(name, "/tmp/unused")
-  dirs = [d for _, ds in groups for d in ds]
-  assert dirs and len(dirs) == len(set(dirs)), "two runs share a directory"
 
 
 def test_only_regex_filters_and_bad_regex_is_a_usage_error():
@@ -147,37 +123,6 @@ def test_ray_workers_get_a_memory_share_of_their_gpu_or_no_gpu():
   assert executors.worker_env(0.5)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.450"
   assert "XLA_PYTHON_CLIENT_ALLOCATOR" not in executors.worker_env(1.0), "platform allocator is slow"
   assert executors.worker_env(0.0)["JAX_PLATFORMS"] == "cpu"
-
-
-def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
-  import io
-  out = io.StringIO()
-  p = progress.Progress(2, 4, stream=out)
-  p.start_group("C2 mamba x1", 2, 20)
-  p.step(10)
-  p.group_done(2)
-  assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
-
-
-def test_progress_totals_shrink_when_a_staged_sweep_skips_runs():
-  import io
-  out = io.StringIO()
-  p = progress.Progress(3, 6, stream=out)
-  p.drop(1, 2)  # a stage found one group unnecessary
-  p.start_group("A5 ids4 x1", 2, 20)
-  p.group_done(2)
-  assert "[1/2 groups, 2/4 runs]" in out.getvalue(), out.getvalue()
-
-
-def test_progress_of_a_resumed_group_counts_only_the_runs_it_trains(tmp_path):
-  import io
-  groups = sweep.plan("tiny", str(tmp_path))
-  executors.local([([groups[0][0][0]], [groups[0][1][0]])])  # one run of the first group
-  out = io.StringIO()
-  bar = progress.Progress(2, 3, stream=out)
-  executors.local(groups, progress=bar)
-  assert "[1/2 groups, 1/3 runs]" in out.getvalue(), f"finished runs counted:\n{out.getvalue()}"
-  assert "[2/2 groups, 3/3 runs]" in out.getvalue(), out.getvalue()
 
 
 def _ray_plans_memory_splits_on_a_worker(groups):
@@ -428,28 +373,3 @@ def test_changing_how_a_finished_sweep_executes_retrains_nothing(tmp_path, tiny_
   executors.local(again)
   after = {d: runs.read_summary(d)["finished_at"] for _, ds in again for d in ds}
   assert after == before, "a finished run was retrained"
-
-
-def test_the_readmes_smoke_probability_is_what_the_measured_rates_give():
-  import re
-  readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-  stated = float(re.search(r"probability >= (0\.\d+) by the measured success rates", readme)[1])
-  assert sweeps.smoke_verdicts_probability() >= stated
-
-
-def test_the_smoke_rates_are_those_of_the_stored_smoke_p_runs():
-  """SMOKE_MEASURED sizes the smoke's seeds: it must be the count of the committed smoke_p runs
-  of the smoke's current configs (max_len >= 100 / runs, per model; runs of a config the smoke
-  no longer trains, kept as the pilots' record, do not count), not a number that drifted."""
-  import collections
-  import glob
-  from ssm_bench.config import PRESETS
-  root = os.path.join(os.path.dirname(__file__), "..", "results")
-  current = {(c.model, c.lr, c.d_state) for c in sweeps.expand("smoke_p", PRESETS["cpu"])}
-  ok, n = collections.Counter(), collections.Counter()
-  for path in glob.glob(os.path.join(root, "runs_smoke_p*", "*", "summary.json")):
-    s = json.load(open(path))
-    if (s["config"]["model"], s["config"]["lr"], s["config"]["d_state"]) in current:
-      n[s["config"]["model"]] += 1
-      ok[s["config"]["model"]] += s["max_len"] >= 100
-  assert {m: (ok[m], n[m]) for m in n} == sweeps.SMOKE_MEASURED

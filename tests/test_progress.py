@@ -1,0 +1,35 @@
+"""A sweep's progress lines (launch/progress.py): counts, ETA, and totals that follow what a
+sweep actually trains."""
+import io
+
+from launch import executors
+from launch import progress
+from launch import sweep
+
+
+def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
+  out = io.StringIO()
+  p = progress.Progress(2, 4, stream=out)
+  p.start_group("C2 mamba x1", 2, 20)
+  p.step(10)
+  p.group_done(2)
+  assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
+
+
+def test_progress_totals_shrink_when_a_staged_sweep_skips_runs():
+  out = io.StringIO()
+  p = progress.Progress(3, 6, stream=out)
+  p.drop(1, 2)  # a stage found one group unnecessary
+  p.start_group("A5 ids4 x1", 2, 20)
+  p.group_done(2)
+  assert "[1/2 groups, 2/4 runs]" in out.getvalue(), out.getvalue()
+
+
+def test_progress_of_a_resumed_group_counts_only_the_runs_it_trains(tmp_path):
+  groups = sweep.plan("tiny", str(tmp_path))
+  executors.local([([groups[0][0][0]], [groups[0][1][0]])])  # one run of the first group
+  out = io.StringIO()
+  bar = progress.Progress(2, 3, stream=out)
+  executors.local(groups, progress=bar)
+  assert "[1/2 groups, 1/3 runs]" in out.getvalue(), f"finished runs counted:\n{out.getvalue()}"
+  assert "[2/2 groups, 3/3 runs]" in out.getvalue(), out.getvalue()

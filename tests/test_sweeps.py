@@ -1,0 +1,58 @@
+"""The sweep definitions (launch/sweeps.py): the Table 2 grids and their compiled groups, every
+sweep's runs, and the smoke's seeds against the success rates measured for them."""
+import json
+import os
+
+import pytest
+
+from launch import sweep
+from launch import sweeps
+
+
+def test_table2_grid_and_groups():
+  groups = sweep.plan("table2", "/tmp/unused")
+  assert sum(len(c) for c, _ in groups) == 9 * 5 * 2 * 3 * 3 * 3 * 3 == 7290
+  assert len(groups) == 5 * 2 * 3, "one compiled group per (model, depth, d_state)"
+  assert all(len(c) == 9 * 27 for c, _ in groups), "groups x lr x schedule x seed train together"
+  assert all(len({x.shape_key() for x in c}) == 1 for c, _ in groups)
+  runs = [c for cs, _ in groups for c in cs]
+  assert sorted({c.lr for c in runs}) == [1e-4, 1e-3, 1e-2], "one lr per decade, 1e-4 to 1e-2"
+  assert {c.conv_kernel for c in runs} == {0}, "the protocol trains without the Mamba conv"
+  assert {c.matmul_precision for c in runs} == {"float32"}, "the paper trains in true float32"
+  lite_groups = sweep.plan("table2_lite", "/tmp/unused")
+  assert len(lite_groups) == 10, "table2_lite: one program per (model, depth)"
+  lite = [c for cs, _ in lite_groups for c in cs]
+  assert {c.matmul_precision for c in lite} == {"float32"}
+  assert {c.steps for c in runs} == {20000}
+
+
+@pytest.mark.parametrize("name", list(sweeps.SWEEPS))
+def test_every_sweep_expands_to_valid_unique_runs(name):
+  groups = sweep.plan(name, "/tmp/unused")
+  dirs = [d for _, ds in groups for d in ds]
+  assert dirs and len(dirs) == len(set(dirs)), "two runs share a directory"
+
+
+def test_the_readmes_smoke_probability_is_what_the_measured_rates_give():
+  import re
+  readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+  stated = float(re.search(r"probability >= (0\.\d+) by the measured success rates", readme)[1])
+  assert sweeps.smoke_verdicts_probability() >= stated
+
+
+def test_the_smoke_rates_are_those_of_the_stored_smoke_p_runs():
+  """SMOKE_MEASURED sizes the smoke's seeds: it must be the count of the committed smoke_p runs
+  of the smoke's current configs (max_len >= 100 / runs, per model; runs of a config the smoke
+  no longer trains, kept as the pilots' record, do not count), not a number that drifted."""
+  import collections
+  import glob
+  from ssm_bench.config import PRESETS
+  root = os.path.join(os.path.dirname(__file__), "..", "results")
+  current = {(c.model, c.lr, c.d_state) for c in sweeps.expand("smoke_p", PRESETS["cpu"])}
+  ok, n = collections.Counter(), collections.Counter()
+  for path in glob.glob(os.path.join(root, "runs_smoke_p*", "*", "summary.json")):
+    s = json.load(open(path))
+    if (s["config"]["model"], s["config"]["lr"], s["config"]["d_state"]) in current:
+      n[s["config"]["model"]] += 1
+      ok[s["config"]["model"]] += s["max_len"] >= 100
+  assert {m: (ok[m], n[m]) for m in n} == sweeps.SMOKE_MEASURED
