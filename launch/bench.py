@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 from absl import flags
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from launch import bench_chunked_tiles
 from launch import bench_compiled
+from launch import bench_eval
 from launch import bench_eval_tiles
 from launch import bench_projection
 from launch import bench_registers
@@ -38,7 +36,6 @@ from launch import bench_precision
 from launch import bench_profile
 from launch import bench_workers
 from launch import common
-from launch.timing import timed
 from ssm_bench import evaluation
 from ssm_bench import models
 from ssm_bench import scan
@@ -165,48 +162,6 @@ def train_many_base(model: str) -> TrainConfig:
                                             curriculum_start=2)
 
 
-def bench_eval(reps, cfg: TrainConfig | None = None, num_seqs: int = 64, grid=evaluation.GRID):
-  """One forward pass at length 1000 for every acc(L) versus one evaluation per grid length."""
-  cfg = cfg or TrainConfig(task="C2", model="negmamba", **PRESETS["cpu"])
-  trainer = train.Trainer(cfg)
-  params = trainer.model.init(jax.random.PRNGKey(0), jnp.zeros((1, 8), jnp.int32))
-  tokens, labels = evaluation.eval_set(trainer.task, num_seqs, evaluation.EVAL_LENGTH)
-  one = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)
-  t = time.perf_counter()
-  per_pos = evaluation.curves(np.asarray(one(params, tokens, labels)))[0]
-  one_s = time.perf_counter() - t
-  t = time.perf_counter()
-  ok = True
-  for L in grid:
-    fn = evaluation.make_correctness_fn(trainer.model.apply, num_seqs)  # a new program per length
-    c = np.asarray(fn(params, tokens[:, :L], labels[:, :L]))
-    ok &= bool(np.isclose(c[:, -1].mean(), per_pos[L - 1]))
-  sep_s = time.perf_counter() - t
-  return {"one_pass_s": round(one_s, 3), "per_length_s": round(sep_s, 3),
-          "speedup": round(sep_s / one_s, 2), "matches_per_length": ok,
-          "note": "wall time including compilation, 64 sequences, cpu-preset negmamba"}
-
-
-def bench_sampling(reps):
-  """Sampling a training batch of A5 against one training step of the smallest model."""
-  from tasks import registry
-  task = registry.get_task("A5")
-  sample = jax.jit(task.sample, static_argnums=(1, 2))
-  z = sizes()
-  _, sample_s, _, _ = timed(jax.jit(lambda k: sample(k, z["batch"], z["length"])),
-                           jax.random.PRNGKey(0), reps=reps)
-  _, long_s, _, _ = timed(jax.jit(lambda k: sample(k, 256, 1000)), jax.random.PRNGKey(0), reps=reps)
-  cfg = step_config("simple_aussm", "auto").replace(task="A5", d_model=32, d_state=4)
-  trainer = train.Trainer(cfg)
-  init, chunk = trainer.compiled(donate=False)
-  hp = train.hparams([cfg])
-  _, step_s, _, _ = timed(chunk, init(hp), hp, reps=reps)
-  return {"sample_ms": round(sample_s * 1e3, 3), "sample_256x1000_ms": round(long_s * 1e3, 3),
-          "smallest_step_ms": round(step_s * 1e3, 3),
-          "sampling_over_step": round(sample_s / step_s, 4),
-          "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 d_state 4"}
-
-
 def render(section: str, result) -> str:
   """A compact text table for the sections people read most; JSON for the rest."""
   if section in TILE_SECTIONS:
@@ -220,23 +175,11 @@ def render(section: str, result) -> str:
   if section == "registers":
     return bench_registers.render(result)
   if section == "step":
-    lines = ["step (ms per training step; MB: XLA estimate; * = default)",
-             "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
-             "|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
-    for r in result:
-      cells = [("error" if "error" in r["methods"][m] else
-                f"{r['methods'][m]['step_ms']:.2f} ({r['methods'][m].get('estimate_MB', '?')} MB)"
-                + ("*" if m == r["default"] else "")) if m in r["methods"] else "–"
-               for m in METHOD_COLUMNS]
-      lines.append(f"| {r['model']} | " + " | ".join(cells)
-                   + f" | {r['default_over_fastest']:.2f} | {r['all_match']} |")
-    return "\n".join(lines)
+    return bench_step.render(result)
   if section == "train_many":
     return bench_train_many.render(result)
   return f"{section} {json.dumps(result, indent=1)}"
 
-
-METHOD_COLUMNS = [m for m in scan.METHODS if m != "auto"]
 
 
 _TM_MODELS = flags.DEFINE_list("train_many_models", ["negmamba"], "train_many: the models to time "
@@ -259,6 +202,8 @@ def train_many_ks() -> list[int]:
   a few minutes."""
   given = _TM_K.value or (["1", "9"] if jax.default_backend() == "cpu" else ["1", "9", "27"])
   return [int(k) for k in given]
+
+
 _PROJ_SWEEPS = flags.DEFINE_list("projection_sweeps", ["table2", "table2_lite"],
                                  "projection: the sweeps to project.")
 
@@ -305,7 +250,7 @@ def checked_flags() -> tuple[list, dict]:
   names = [n for n in (_MODELS.value or ",".join(builtin)).split(",") if n]
   for flag, given, valid in (("models", names, registry.names()),
                              ("train_many_models", _TM_MODELS.value, registry.names()),
-                             ("methods", _METHODS.value, METHOD_COLUMNS),
+                             ("methods", _METHODS.value, bench_step.METHOD_COLUMNS),
                              ("layer_layouts", _LAYER_LAYOUTS.value,
                               list(bench_train_many.LAYER_LAYOUTS)),
                              ("projection_sweeps", _PROJ_SWEEPS.value, sweeps.SWEEPS)):
@@ -327,7 +272,8 @@ def checked_flags() -> tuple[list, dict]:
                  _REPS.value, train_many_base(n), methods=_train_many_methods(n),
                  ks=train_many_ks(), layer_layouts=_LAYER_LAYOUTS.value)
                  if _train_many_methods(n) else _none_here(n) for n in _TM_MODELS.value],
-             "eval": lambda: bench_eval(_REPS.value), "sampling": lambda: bench_sampling(_REPS.value),
+             "eval": lambda: bench_eval.bench_eval(_REPS.value),
+             "sampling": lambda: bench_eval.bench_sampling(_REPS.value, sizes(), step_config),
              "tiles": lambda: bench_tiles.bench_tiles(_REPS.value, sizes(), models=names,
                                                     **gpu),
              "parallel_tiles": lambda: bench_tiles.bench_parallel_tiles(

@@ -114,3 +114,21 @@ def _numpy_negmamba(f):
     h = a * h + f.x[:, s, :, None] * f.B[:, s, None, :]
     ys.append(np.sum(f.C[:, s, None, :] * h, -1))
   return np.stack(ys, 1)
+
+
+METHOD_COLUMNS = [m for m in scan.METHODS if m != "auto"]  # the step table's, in scan's order
+
+
+def render(result) -> str:
+  """The step section as a table: ms per step (XLA's MB estimate) per method, default marked."""
+  lines = ["step (ms per training step; MB: XLA estimate; * = default)",
+           "| model | " + " | ".join(METHOD_COLUMNS) + " | default / fastest | all match |",
+           "|---|" + "---|" * (len(METHOD_COLUMNS) + 2)]
+  for r in result:
+    cells = [("error" if "error" in r["methods"][m] else
+              f"{r['methods'][m]['step_ms']:.2f} ({r['methods'][m].get('estimate_MB', '?')} MB)"
+              + ("*" if m == r["default"] else "")) if m in r["methods"] else "–"
+             for m in METHOD_COLUMNS]
+    lines.append(f"| {r['model']} | " + " | ".join(cells)
+                 + f" | {r['default_over_fastest']:.2f} | {r['all_match']} |")
+  return "\n".join(lines)

@@ -6,6 +6,7 @@ import jax
 
 from bench_flags import TINY, run_section_per_models, small_flags  # noqa: F401 (the module's flags)
 from launch import bench
+from launch import bench_eval
 from launch import bench_projection
 from launch import bench_step
 from launch import bench_train_many
@@ -126,12 +127,12 @@ def test_group_against_alone_names_the_leaf_that_differs_most():
 
 
 def test_one_pass_eval_matches_per_length_eval():
-  out = bench.bench_eval(reps=1, cfg=TINY, num_seqs=4, grid=(20, 500, 1000))
+  out = bench_eval.bench_eval(reps=1, cfg=TINY, num_seqs=4, grid=(20, 500, 1000))
   assert out["matches_per_length"]
 
 
 def test_sampling_section_runs():
-  out = bench.bench_sampling(reps=1)
+  out = bench_eval.bench_sampling(1, bench.sizes(), bench.step_config)
   assert out["sample_ms"] > 0 and out["smallest_step_ms"] > 0
 
 
@@ -157,7 +158,7 @@ def test_each_finished_section_is_written_before_the_next_starts(tmp_path, monke
   def killed(reps):
     raise RuntimeError("the call's time limit")
 
-  monkeypatch.setattr(bench, "bench_eval", killed)
+  monkeypatch.setattr(bench_eval, "bench_eval", killed)
   try:
     flags.FLAGS["out"].parse(str(tmp_path))
     flags.FLAGS["sections"].parse("sampling,eval")
