@@ -12,6 +12,7 @@ import itertools
 from ssm_bench import config
 from ssm_bench import language_table
 from ssm_bench import registry
+from ssm_bench import tracking_profile
 from ssm_bench import train
 from ssm_bench.config import SCHEDULES, TrainConfig
 from ssm_bench.neighbours import NEAR_SOLUTION, illusion_solved
@@ -282,11 +283,7 @@ def tiny(base: TrainConfig) -> list[TrainConfig]:
   return _grid(base.replace(task="C2"), model=("mamba", "negmamba"), lr=(1e-3, 3e-3), seed=(0,))
 
 
-# The state-tracking profile (SPEC 7): groups that separate the transition classes - C2 (a sign),
-# C3 (a rotation), C2xC2, C6, the non-Abelian 2-groups D4 and Q8 (two signed layers suffice), S3
-# and A4 (derived length 2), S4 (3) and A5 (not solvable) - at depths 1-3, for any one layer.
-PROFILE_GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
-PROFILE_DEPTHS = (1, 2, 3)
+# The state-tracking profile (SPEC 7): tracking_profile's groups and depths, for any one layer.
 # Per protocol: learning rates and seeds. At CPU scale the two rates of the smoke row (results/pilots.md:
 # negmamba needs a high peak rate, aussm stalls at the high one); on a GPU, table2_lite's.
 PROFILE_GRID = {"profile_cpu": dict(lr=(3e-3, 3e-2), seed=(0,)),
@@ -310,7 +307,7 @@ def profile(base: TrainConfig) -> list[TrainConfig]:
   preset = base.preset if base.preset in PROFILE_GRID else config.PROFILE_PRESETS["cpu"]
   base = base.replace(preset=preset, **registry.preset_values(preset, base.model))
   grid = PROFILE_GRID[preset]
-  return [c for g, depth in itertools.product(PROFILE_GROUPS, PROFILE_DEPTHS)
+  return [c for g, depth in itertools.product(tracking_profile.GROUPS, tracking_profile.DEPTHS)
           for seeds in (grid["seed"], PROFILE_MORE_SEEDS.get(preset, ()))
           for c in _grid(base.replace(task=g, depth=depth), lr=grid["lr"], seed=seeds)]
 
