@@ -4,6 +4,7 @@
   python -m launch.info --group=S3 --sample=2x8 --seed=0 --json
   python -m launch.info --model=negmamba                  # class, theorem, predictions, check
   python -m launch.info --plugins=examples.rotation --model=rotation --json
+  python -m launch.info --model=negmamba,aussm            # a hybrid stack, bottom layer first
 """
 from __future__ import annotations
 
@@ -64,10 +65,16 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
 def card(model: str, d_state: int | None = None) -> dict:
   """The layer's registry record, its class's predictions over the profile's groups at depths
   1-3 (at state width d_state; None: wide enough), and the declaration and causality checks on
-  random inputs at a random initialisation."""
-  from ssm_bench import analytic, plugins, registry, theory, tracking_profile
+  random inputs at a random initialisation. A comma list of layers is a hybrid stack
+  (`stack_card`)."""
+  from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
   try:
     plugins.load(common.PLUGINS.value)
+    config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run
+    layers = registry.parse_layers(model)
+    if len(set(layers)) > 1:
+      return stack_card(layers, d_state)
+    model = layers[0]
     out = registry.card(model)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
@@ -81,10 +88,32 @@ def card(model: str, d_state: int | None = None) -> dict:
           **{f"depth {d}": theory.expressible([cls] * d, g, width)
              for d in tracking_profile.DEPTHS}}
       for g in tracking_profile.GROUPS}
+  return {**out, **_checks_at_init((model,))}
+
+
+def stack_card(layers: tuple, d_state: int | None = None) -> dict:
+  """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
+  can track each of the profile's groups (the classes' subgroup steps in order: the order
+  matters), and the checks at init of the whole network."""
+  from ssm_bench import registry, theory, tracking_profile
+  name = ",".join(layers)
+  classes = registry.theory_classes(name, len(layers))
+  width = None if d_state is None else registry.state_width(name, {"d_state": d_state})
+  return {"name": name, "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
+                                   for n, c in zip(layers, classes)],
+          "predictions_d_state": d_state, "predictions_width": width,
+          "predictions": {g: theory.expressible(classes, g, width)
+                          for g in tracking_profile.GROUPS},
+          **_checks_at_init(layers)}
+
+
+def _checks_at_init(layers: tuple) -> dict:
+  """The declaration and causality checks of a small network of these layers on random
+  inputs at a random initialisation; a layer that does not build is one UsageError."""
   import jax
   from ssm_bench import causality, declaration, models
   from ssm_bench.config import ModelConfig
-  mcfg = ModelConfig(layers=(model,), vocab_size=6, num_classes=6, d_model=16, d_state=4)
+  mcfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4)
   try:
     models.check(mcfg)
   except ValueError as e:
@@ -92,9 +121,8 @@ def card(model: str, d_state: int | None = None) -> dict:
   net = models.StateTracker(mcfg)
   tokens = declaration.random_tokens(6)
   params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
-  out["declaration_at_init"] = declaration.check(net, params, tokens)
-  out["causal_at_init"] = causality.check(net, params, tokens)
-  return out
+  return {"declaration_at_init": declaration.check(net, params, tokens),
+          "causal_at_init": causality.check(net, params, tokens)}
 
 
 def _print_card(c: dict):
@@ -115,6 +143,23 @@ def _print_card(c: dict):
     print("  " + g.ljust(7) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
                                                    for d in (1, 2, 3))
           + "  " + ("yes" if p["by_hand"] else "-"))
+  _print_checks(c)
+
+
+def _print_stack_card(c: dict):
+  print(f"{c['name']}: a hybrid stack of {len(c['layers'])} layers, bottom first")
+  for i, layer in enumerate(c["layers"]):
+    print(f"  layer {i}: {layer['name']}, class {layer['theory_class']} ({layer['theorem']})")
+  if c["predictions_d_state"]:
+    print(f"  predictions at d_state {c['predictions_d_state']}:")
+  mark = {True: "yes", False: "no", None: "? (no theorem for this stack)"}
+  print("  group  the stack tracks it")
+  for g, p in c["predictions"].items():
+    print("  " + g.ljust(7) + mark[p])
+  _print_checks(c)
+
+
+def _print_checks(c: dict):
   dec = c["declaration_at_init"]
   rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])
   verdict = {True: "within the class", False: "OUTSIDE the class", None: "not checked"}[dec["ok"]]
@@ -155,7 +200,10 @@ def main(argv):
     return
   if _MODEL.value:
     c = card(_MODEL.value, _D_STATE.value)
-    common.print_json(c) if _JSON.value else _print_card(c)
+    if _JSON.value:
+      common.print_json(c)
+    else:
+      _print_stack_card(c) if "layers" in c else _print_card(c)
     return
   info = describe(_GROUP.value, _SAMPLE.value, _SEED.value)
   if _JSON.value:

@@ -33,6 +33,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=S100000"], "5040"),
     ("info", ["--sample=100000x100000"], "at most"),
     ("info", ["--group=C2", "--sample=3"], "BxT"),
+    ("info", ["--model=negmamba,"], "empty name"),
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),

@@ -71,3 +71,19 @@ def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
   held = [g for g, q in p.items() if q["by_hand"]]
   assert held == ["C2", "C2xC2", "D4", "Q8"], f"negmamba's constructions are for 2-groups: {held}"
   assert card["declaration_at_init"]["ok"] is True, card["declaration_at_init"]
+
+
+def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
+  cards = {}
+  for model in ("negmamba,aussm", "aussm,negmamba"):
+    out = run_info(f"--model={model}", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    cards[model] = json.loads(out.stdout)
+  sign_first, rotation_first = cards["negmamba,aussm"], cards["aussm,negmamba"]
+  assert [layer["theory_class"] for layer in sign_first["layers"]] == [
+      "signed_diagonal", "unit_modulus_diagonal"], sign_first["layers"]
+  # S3's top quotient is its sign (C2), which a signed layer takes first; A4's is C3, which only
+  # a rotation takes, leaving C2xC2 for a signed layer above it
+  got = {m: (c["predictions"]["S3"], c["predictions"]["A4"]) for m, c in cards.items()}
+  assert got == {"negmamba,aussm": (True, False), "aussm,negmamba": (False, True)}, got
+  assert sign_first["declaration_at_init"]["ok"] and sign_first["causal_at_init"]["ok"], sign_first
