@@ -106,6 +106,22 @@ def test_table2_counts_only_its_own_protocol(tmp_path):
   assert "### Protocol: paper" in tables.markdown_table2(data)
 
 
+def test_a_hybrid_stack_on_a_group_is_a_column_at_its_depth_beside_its_stacks_theory():
+  """A stack's theory applies its layers' classes bottom first: a signed layer below a rotation
+  takes S3's sign first and tracks it; the reverse order cannot."""
+  rs = tables.RunSet([fake_summary("S3", "negmamba,aussm", 2, 1000),
+                      fake_summary("S3", "aussm,negmamba", 2, 0),
+                      fake_summary("S3", "simple_aussm", 2, 1000)], [])
+  data = one_protocol(tables.table2_data(rs))
+  row = data.get(2, {"rows": {"S3": {}}})["rows"]["S3"]
+  assert {"negmamba,aussm", "aussm,negmamba"} <= set(row), f"no column for the stacks: {list(row)}"
+  assert (row["negmamba,aussm"]["max_len"], row["aussm,negmamba"]["max_len"]) == (1000, 0), row
+  md = tables.markdown_table2({"paper": data}, compare=True)
+  assert "| group | simple_aussm | aussm,negmamba | negmamba,aussm |" in md, md
+  assert ("| S3 | 1000 (1/1) / – / ✓ **one run** | ✘ (0/1) / – / ✗ **one run** | "
+          "1000 (1/1) / – / ✓ **one run** |") in md, md
+
+
 def test_regenerating_twice_gives_identical_files(tmp_path):
   write_runs(str(tmp_path / "runs"))
   a, b = run_tables(tmp_path / "runs", tmp_path / "a"), run_tables(tmp_path / "runs", tmp_path / "b")
