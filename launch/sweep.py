@@ -364,11 +364,11 @@ def main(argv):
     raise common.UsageError(str(e)) from None
   finally:
     bar.close()
-  from ssm_bench import tables
+  from ssm_bench import report
   print(f"finished in {time.time() - t0:.0f}s"
         + (f"; {skipped} runs not needed (an earlier stage made them unnecessary)" if skipped else ""))
   # this sweep's runs only: a shared run directory (results/runs) holds thousands of others
-  print(tables.sweep_table(workdir, {os.path.basename(d) for _, dirs in groups for d in dirs}))
+  print(report.sweep_table(workdir, {os.path.basename(d) for _, dirs in groups for d in dirs}))
   if stopped:
     print(stopped)
   if failures:

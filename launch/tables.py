@@ -13,10 +13,8 @@ from absl import flags
 from launch import common
 from ssm_bench import figures
 from ssm_bench import grid_breakdown
-from ssm_bench import language_table
-from ssm_bench import neighbours
+from ssm_bench import report
 from ssm_bench import tables
-from ssm_bench import tracking_profile
 
 _RUNS = flags.DEFINE_string("runs", "results/runs", "Directory of run directories.")
 _OUT = flags.DEFINE_string("out", None, "Where to write the tables and figures.")
@@ -45,47 +43,11 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
       raise common.UsageError(f"cannot read paper table {path}: {e}") from None
   rs = tables.load(runs_dir)
   common.load_plugins()
-  unloaded = tables.load_plugins(rs.good + rs.diverged)
-  return {"unloaded_plugins": unloaded,
-          "profile": tracking_profile.profile_data(rs.good + rs.diverged),
-          "languages": language_table.language_data(rs.good + rs.diverged),"runs_dir": runs_dir, "rs": rs, "paper": paper,
-          "table2": tables.table2_data(rs, paper),
-          "grid": grid_breakdown.breakdown(rs.good + rs.diverged),
-          "illusion": neighbours.illusion_data(rs.good + rs.diverged),
-          "parity": neighbours.parity_data(rs.good + rs.diverged),
-          "near_solution": neighbours.near_solution_data(rs.good + rs.diverged),
-          "offset": neighbours.offset_data(rs.good + rs.diverged)}
-
-
-# The neighbouring papers' files: (data key, file, title, explanation, renderer).
-_NEIGHBOUR_FILES = [
-    ("illusion", "illusion.md",
-     "# Minimal depth reaching > 90% accuracy at each training length (paper 002, Fig. 3)",
-     "A cell is the minimal depth whose held-out sequence accuracy (every position right, at "
-     "the training length) exceeds 0.9; deeper stacks are not trained once a shallower one "
-     "solved the length. '> D (a)': no depth up to D did, the best reaching a. Figure: "
-     "illusion_depth.png.",
-     neighbours.illusion_markdown),
-    ("parity", "parity.md",
-     "# Parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1)",
-     "Training accuracy: on the last training batch (median over runs). At L: accuracy at "
-     "position L, the evaluation length, on each stream: the median over runs, then (runs "
-     f"above {neighbours.SOLVED} / runs); chance is 0.5. Adversarial: (0^k 1^m)^*.",
-     neighbours.parity_markdown),
-    ("near_solution", "near_solution.md",
-     "# AUSSM trained from near its S3 construction (paper 000, Sec. 6)",
-     "max_len per initialisation: the construction plus Gaussian noise of the given std on "
-     "every parameter, or the same network from a default initialisation.",
-     neighbours.near_solution_markdown),
-    ("offset", "offset.md", "# Offset prediction (paper 001, Sec. 5 and App. C)",
-     "Next-token accuracy (median over runs) at all positions and by kind of position: inside "
-     "an ISI (next is 1), its offset (the last ISI step, next is 0), onsets (the last ITI step, "
-     "next is 1: unpredictable before 40 zeros) and the rest of the ITI. Streams: the training "
-     "distribution (cycles), two ISIs with a longer-than-trained gap (two_isi), an ISI followed "
-     "at once by another (double_isi: the true next token after the first ISI is 1, so a model "
-     "that counts scores 0 there). Figures: example_offset_*.png.",
-     neighbours.offset_markdown),
-]
+  finished = rs.good + rs.diverged
+  unloaded = tables.load_plugins(finished)
+  return {"unloaded_plugins": unloaded, "runs_dir": runs_dir, "rs": rs, "paper": paper,
+          "table2": tables.table2_data(rs, paper), "grid": grid_breakdown.breakdown(finished),
+          **{t.key: data for t, data in report.build(finished).items()}}
 
 
 def render(data: dict) -> dict:
@@ -96,6 +58,10 @@ def render(data: dict) -> dict:
         "below 100, then (runs that reach 100 / runs); `·`: no run. One table per protocol.", "",
         tables.markdown_table2(data["table2"]), "## Runs not in the cells", "",
         tables.problems_markdown(rs), ""]
+  if data["other"]:
+    n = sum(e["runs"] for rows in data["other"].values() for e in rows.values())
+    md[-1:] = ["", f"{n} finished run{'s' * (n != 1)} in no table's cells (a task or protocol no "
+               "table reads): other_runs.md.", ""]
   # the comparison is a separate file, so the plain table keeps the paper's layout
   cmp = ["# Table 2 with the paper and the theory", "",
          "Cell: ours / paper / theory. `≠paper`: we and the paper disagree on whether the model "
@@ -120,18 +86,11 @@ def render(data: dict) -> dict:
         "deltaproduct, transformer) from protocol table2_ext_cpu (the same values). Cell: best "
         "max_len, (runs that reach 100 / runs), then the theory's verdict for the layer's "
         "class.", "", tables.markdown_extended(ext)])
-  if data["languages"]:
-    files["languages.md"] = "\n".join(["# Formal languages (Sarrof et al. 2024)", "",
-                                        language_table.INTRO, "",
-                                        language_table.markdown(data["languages"]), ""])
-  if data["profile"]:
-    lines = ["# State-tracking profiles (SPEC 7)", "", tracking_profile.INTRO, ""]
-    lines += [f"Not loaded (theory shown as ?): {why}" for why in data["unloaded_plugins"]]
-    files["profile.md"] = "\n".join(lines + [tracking_profile.markdown(data["profile"])]).rstrip("\n") + "\n"
-  for key, name, title, intro, render_fn in _NEIGHBOUR_FILES:
-    if data[key]:
-      text = "\n".join([title, ""] + ([intro, ""] if intro else []) + [render_fn(data[key])])
-      files[name] = text.rstrip("\n") + "\n"
+  for t in report.TABLES + (report.OTHER,):
+    if data[t.key]:
+      notes = ([f"Not loaded (theory shown as ?): {why}" for why in data["unloaded_plugins"]]
+               if t.key == "profile" else [])
+      files[t.file] = report.file_text(t, data[t.key], notes)
   return files
 
 
@@ -145,6 +104,8 @@ def as_json(data: dict) -> dict:
               "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
               for (task, stack, length), by_noise in data["near_solution"].items()},
           "offset": data["offset"], "runs_done": len(rs.good),
+          "other": {p: {f"{task} {stack}": e for (task, stack), e in rows.items()}
+                    for p, rows in data["other"].items()},
           "profile": [{**{k: v for k, v in p.items() if k != "cells"},
                        "cells": {g: {str(d): e for d, e in row.items()}
                                  for g, row in p["cells"].items()}}

@@ -43,6 +43,10 @@ def score(summary) -> tuple[float, bool]:
   return value, value >= EXTRAPOLATES
 
 
+def takes(summary) -> bool:
+  return _language(summary["config"]["task"]) is not None
+
+
 def language_data(summaries) -> dict:
   """{(language, target): {"star_free", "subgroups", "cells": {(model, depth): entry}}}."""
   out = {}

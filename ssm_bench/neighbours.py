@@ -22,7 +22,8 @@ NEAR_SOLUTION = "near_solution"  # preset label of the near-solution sweep, base
 SOLVED = 0.9  # accuracy at the evaluation length that counts as solved
 
 
-def _stack(c: dict) -> str:
+def stack_name(c: dict) -> str:
+  """A stack as the neighbour tables name it: a hybrid's list, else `model xDEPTH`."""
   return c["model"] if "," in c["model"] else f"{c['model']} x{c['depth']}"
 
 
@@ -30,15 +31,19 @@ def _last(curve: dict | None):
   return curve[max(curve, key=int)] if curve else None
 
 
+def takes_parity(summary) -> bool:
+  return summary["config"]["task"] == "parity"
+
+
 def parity_data(summaries) -> dict:
   """{(stack, eval_length): {"runs", "train_acc": [...], stream: [acc at eval_length, ...]}}."""
   out = {}
   for s in summaries:
     c = s["config"]
-    if c["task"] != "parity":
+    if not takes_parity(s):
       continue
     length = c.get("eval_length", 1000)
-    slot = out.setdefault((_stack(c), length), {"runs": 0, "train_acc": [], "diverged": 0})
+    slot = out.setdefault((stack_name(c), length), {"runs": 0, "train_acc": [], "diverged": 0})
     slot["runs"] += 1
     if s.get("status") == "diverged":  # a run that did not solve any stream
       slot["diverged"] += 1
@@ -102,6 +107,10 @@ def illusion_solved(summary) -> bool | None:
   return None if acc is None else acc > ILLUSION_ACC
 
 
+def takes_illusion(summary) -> bool:
+  return _illusion_acc(summary) is not None
+
+
 def illusion_data(summaries) -> dict:
   """{group: {model: {length: {"depth": the minimal depth that solved the length
   (illusion_solved) or None, "tried": the deepest stack run, "best": the best sequence
@@ -138,17 +147,21 @@ def illusion_markdown(data: dict) -> str:
   return "\n".join(lines)
 
 
+def takes_near_solution(summary) -> bool:
+  return summary["config"].get("preset") == NEAR_SOLUTION
+
+
 def near_solution_data(summaries) -> dict:
   """{(task, stack, train_length): {noise or None (default init): [max_len of each run]}} for
   runs tagged NEAR_SOLUTION; diverged runs count with max_len 0."""
   out = {}
   for s in summaries:
     c = s["config"]
-    if c.get("preset") != NEAR_SOLUTION:
+    if not takes_near_solution(s):
       continue
     noise = c.get("init_from_analytic", -1.0)
     key = noise if noise >= 0 else None
-    out.setdefault((c["task"], _stack(c), c["train_length"]), {}).setdefault(key, []).append(
+    out.setdefault((c["task"], stack_name(c), c["train_length"]), {}).setdefault(key, []).append(
         s["max_len"] if s["status"] == "done" else 0)
   return out
 
@@ -172,18 +185,22 @@ def near_solution_markdown(data: dict) -> str:
 OFFSET_EVENTS = ("in_isi", "offset", "onset", "iti")
 
 
+def takes_offset(summary) -> bool:
+  """An offset run with event accuracies (flip-flop languages store them too), or diverged."""
+  return summary["config"]["task"] == "offset" and (
+      summary.get("status") == "diverged" or "event_acc" in summary)
+
+
 def offset_data(summaries) -> dict:
   """{stack: {stream: {"all" or event: [accuracy of each run]}}} for runs with event accuracies."""
   out = {}
   for s in summaries:
-    if s["config"]["task"] != "offset":  # flip-flop languages store event accuracies too
+    if not takes_offset(s):
       continue
     streams = {s.get("eval_stream", "uniform"): s, **s.get("other_streams", {})}
     if s.get("status") == "diverged":
       streams = {name: {} for name in task_registry.get_task("offset").eval_streams}
-    elif "event_acc" not in s:
-      continue
-    slot = out.setdefault(_stack(s["config"]), {})
+    slot = out.setdefault(stack_name(s["config"]), {})
     for name, res in streams.items():
       row = slot.setdefault(name, {})
       per_pos = res.get("acc_per_position") or []  # a diverged run: None, counted as a run

@@ -179,11 +179,15 @@ def protocol(config: dict, axes: tuple = CELL_FIELDS) -> str:
   return preset + (" + " + ", ".join(diffs) if diffs else "")
 
 
+def takes(summary) -> bool:
+  return is_table2_run(summary["config"])
+
+
 def table2_runs(summaries) -> dict:
   """{protocol: its Table 2 runs}, protocols sorted."""
   by_protocol = {}
   for s in summaries:
-    if is_table2_run(s["config"]):
+    if takes(s):
       by_protocol.setdefault(protocol(s["config"]), []).append(s)
   return dict(sorted(by_protocol.items()))
 
@@ -322,23 +326,6 @@ def problems_markdown(rs: RunSet) -> str:
   lines = [f"{len(rs.good)} runs done; {len(rs.problems)} not used in the cells:"]
   lines += [f"- `{name}`: {why}" for name, why in rs.problems]
   return "\n".join(lines)
-
-
-def sweep_table(runs_dir: str, only=None) -> str:
-  """The table a sweep prints when it finishes: of its own runs (`only`, their directory names)
-  where the run directory also holds other sweeps' runs."""
-  rs = load(runs_dir, only)
-  parts = [markdown_table2(table2_data(rs))]
-  finished = rs.good + rs.diverged
-  if par := neighbours.parity_data(finished):
-    parts.append(neighbours.parity_markdown(par))
-  if near := neighbours.near_solution_data(finished):
-    parts.append(neighbours.near_solution_markdown(near))
-  from ssm_bench import tracking_profile
-  if prof := tracking_profile.profile_data(finished):
-    parts.append(tracking_profile.markdown(prof))
-  parts.append(problems_markdown(rs))
-  return "\n".join(parts)
 
 
 EXTENDED = ("table2_cpu", "table2_ext_cpu")  # the paper models' protocol, then the baselines'

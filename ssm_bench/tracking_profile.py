@@ -40,12 +40,17 @@ def _key(c: dict) -> tuple:
   return (c["model"], c.get("layer_kwargs", ""), protocol(c, AXES))
 
 
+def takes(summary) -> bool:
+  """A profile run of one layer (a profile is per layer: no hybrid stacks)."""
+  return is_profile_run(summary["config"]) and "," not in summary["config"]["model"]
+
+
 def profile_data(summaries) -> dict:
   """{(model, layer_kwargs, protocol): profile} from finished runs (done or diverged: a
   diverged run counts as a run that did not extrapolate)."""
   by_model = {}
   for s in summaries:
-    if is_profile_run(s["config"]) and "," not in s["config"]["model"]:
+    if takes(s):
       by_model.setdefault(_key(s["config"]), []).append(s)
   return {k: _one(k, runs) for k, runs in sorted(by_model.items())}
 

@@ -1,0 +1,62 @@
+"""The list of tables (ssm_bench/report.py): every finished run is read by some table, the runs
+no table is for are listed in other_runs.md, and a sweep prints every table its runs fill."""
+import json
+import os
+
+from ssm_bench import report
+from ssm_bench import tables
+from test_tables import fake_summary
+
+
+def _runs():
+  """One finished run per kind of task and protocol the suite trains."""
+  illusion = fake_summary("A5", "mamba", 1, 0)
+  illusion["config"].update(train_length=10, curriculum_start=10)
+  illusion["seq_acc_at_train_length"] = 0.95
+  near = fake_summary("S3", "aussm", 2, 1000)
+  near["config"].update(preset="near_solution", init_from_analytic=0.01)
+  from_construction = fake_summary("S3", "aussm", 2, 1000)  # outside the near-solution sweep
+  from_construction["config"].update(init_from_analytic=0.0)
+  profile = fake_summary("C3", "negmamba", 1, 0)
+  profile["config"].update(preset="profile_cpu")
+  offset = fake_summary("offset", "s4d", 1, 0)
+  offset["event_acc"] = {"onset": 0.5}
+  return {"table2": fake_summary("C2", "negmamba", 1, 1000), "hybrid": fake_summary(
+              "S3", "negmamba,aussm", 2, 1000), "parity": fake_summary("parity", "negmamba", 1, 1000),
+          "language": fake_summary("lang-tomita3", "rnn", 1, 1000), "illusion": illusion,
+          "near": near, "profile": profile, "offset": offset,
+          "generators": fake_summary("C2-gen", "negmamba", 1, 1000),
+          "modcount": fake_summary("modcount3", "s4d", 1, 1000),
+          "flipflop": fake_summary("flipflop", "mamba", 1, 1000),
+          "from_construction": from_construction}
+
+
+def test_every_finished_run_is_in_a_table_and_other_runs_holds_those_no_table_reads():
+  runs = _runs()
+  built = report.build(list(runs.values()))
+  read_by = {name: [t.key for t in report.TABLES if t.takes(s)] + ["table2"] * tables.takes(s)
+             for name, s in runs.items()}
+  unread = sorted(name for name, keys in read_by.items() if not keys)
+  assert unread == ["flipflop", "from_construction", "generators", "modcount"], read_by
+  other = built[report.OTHER]
+  rows = {key: e for by_task in other.values() for key, e in by_task.items()}
+  assert set(rows) == {("flipflop", "mamba x1"), ("S3", "aussm x2"), ("C2-gen", "negmamba x1"),
+                       ("modcount3", "s4d x1")}, f"other_runs holds {sorted(rows)}"
+  # a group's stream gets its stack's theory (over generators too), other tasks none
+  assert (rows[("C2-gen", "negmamba x1")]["theory"], rows[("modcount3", "s4d x1")]["theory"]) == (
+      True, "-"), rows
+  assert all(data for t, data in built.items() if t is not report.OTHER), (
+      "a table read none of the runs made for it: "
+      + ", ".join(t.key for t, data in built.items() if not data))
+
+
+def test_a_sweep_prints_every_table_its_own_runs_fill(tmp_path):
+  runs = _runs()
+  for name in ("language", "illusion", "generators", "table2"):
+    s = runs[name]
+    os.makedirs(tmp_path / s["run"])
+    json.dump(s, open(tmp_path / s["run"] / "summary.json", "w"))
+  text = report.sweep_table(str(tmp_path))
+  for title in ("# Formal languages", "# Minimal depth", "# Runs in no other table",
+                "| C2 | 1000 (1/1) |"):
+    assert title in text, f"{title!r} not printed at the sweep's end:\n{text}"
