@@ -104,6 +104,10 @@ def as_json(data: dict) -> dict:
               "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
               for (task, stack, length), by_noise in data["near_solution"].items()},
           "offset": data["offset"], "runs_done": len(rs.good),
+          "languages": {f"{lang} ({target})": {
+              **{k: v for k, v in entry.items() if k != "cells"},
+              "cells": {f"{model} x{depth}": c for (model, depth), c in entry["cells"].items()}}
+              for (lang, target), entry in data["languages"].items()},
           "other": {p: {f"{task} {stack}": e for (task, stack), e in rows.items()}
                     for p, rows in data["other"].items()},
           "profile": [{**{k: v for k, v in p.items() if k != "cells"},

@@ -146,11 +146,19 @@ def test_runs_in_a_sweeps_own_directory_are_named_not_silently_skipped(tmp_path)
 
 
 def test_json_format_and_missing_dir(tmp_path):
+  from ssm_bench import report
   write_runs(str(tmp_path / "runs"))
+  for s in (fake_summary("lang-tomita3", "rnn", 1, 1000), fake_summary("C2-gen", "mamba", 1, 0)):
+    os.makedirs(tmp_path / "runs" / s["run"])
+    json.dump(s, open(tmp_path / "runs" / s["run"] / "summary.json", "w"))
   out = launcher.run(["launch.tables", f"--runs={tmp_path / 'runs'}",
                       "--format=json"], timeout=300)
   data = json.loads(out.stdout)
-  assert data["runs_done"] == 5 and len(data["problems"]) == 3
+  assert data["runs_done"] == 7 and len(data["problems"]) == 3
+  missing = [t.key for t in report.TABLES + (report.OTHER,) if t.key not in data]
+  assert not missing, f"tables left out of the JSON: {missing}"
+  assert data["languages"]["tomita3 (next set)"]["cells"]["rnn x1"]["scores"] == [[1000, True]]
+  assert list(data["other"]["paper"]) == ["C2-gen mamba x1"], data["other"]
   bad = launcher.run(["launch.tables", "--runs=/nonexistent"], timeout=300)
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
