@@ -261,8 +261,8 @@ def checked_flags() -> tuple[list, dict]:
   bad_k = [k for k in _TM_K.value + _PROFILE_K.value + _WORKERS.value
            if not (k.isdigit() and int(k) >= 1)]
   if bad_k:
-    raise common.UsageError(f"--train_many_k, --profile_k, --bench_workers: {', '.join(map(repr, bad_k))}; "
-                            "choose from positive integers")
+    raise common.UsageError("--train_many_k, --profile_k, --bench_workers: "
+                            f"{', '.join(map(repr, bad_k))}; choose from positive integers")
   gpu = {"need_gpu": not _REHEARSE.value}  # the Triton kernels' sections
   benches = {"step": lambda: bench_step.bench_step(
                  names, _REPS.value, step_config, methods_for, _auto_method,

@@ -54,4 +54,5 @@ def bench_sampling(reps, sizes: dict, step_config):
   return {"sample_ms": round(sample_s * 1e3, 3), "sample_256x1000_ms": round(long_s * 1e3, 3),
           "smallest_step_ms": round(step_s * 1e3, 3),
           "sampling_over_step": round(sample_s / step_s, 4),
-          "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 d_state 4"}
+          "note": f"A5, batch {z['batch']} x {z['length']}; step: simple_aussm d_model 32 "
+                  "d_state 4"}

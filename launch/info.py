@@ -99,8 +99,9 @@ def stack_card(layers: tuple, d_state: int | None = None) -> dict:
   name = ",".join(layers)
   classes = registry.theory_classes(name, len(layers))
   width = None if d_state is None else registry.state_width(name, {"d_state": d_state})
-  return {"name": name, "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
-                                   for n, c in zip(layers, classes)],
+  return {"name": name,
+          "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
+                     for n, c in zip(layers, classes)],
           "predictions_d_state": d_state, "predictions_width": width,
           "predictions": {g: theory.expressible(classes, g, width)
                           for g in tracking_profile.GROUPS},

@@ -137,9 +137,9 @@ def s3_aussm(d_model: int = 0, d_state: int = 4):
   return cfg, analytic.finish({"params": p})
 
 
-S3_CASCADE = analytic.Construction("S3 in two layers: the sign, then a +-2pi/3 rotation (paper 000, "
-                          "Sec. 5.3, App. B)", lambda task: task in ("S3", "D3"),
-                          lambda task, dm, ds: s3(dm, max(ds, 4)))
-S3_AUSSM = analytic.Construction("S3 in two full AUSSM layers, input term off (paper 000, Sec. 6)",
-                        lambda task: task in ("S3", "D3"),
-                        lambda task, dm, ds: s3_aussm(dm, max(ds, 4)))
+S3_CASCADE = analytic.Construction(
+    "S3 in two layers: the sign, then a +-2pi/3 rotation (paper 000, Sec. 5.3, App. B)",
+    lambda task: task in ("S3", "D3"), lambda task, dm, ds: s3(dm, max(ds, 4)))
+S3_AUSSM = analytic.Construction(
+    "S3 in two full AUSSM layers, input term off (paper 000, Sec. 6)",
+    lambda task: task in ("S3", "D3"), lambda task, dm, ds: s3_aussm(dm, max(ds, 4)))

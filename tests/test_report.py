@@ -21,8 +21,9 @@ def _runs():
   profile["config"].update(preset="profile_cpu")
   offset = fake_summary("offset", "s4d", 1, 0)
   offset["event_acc"] = {"onset": 0.5}
-  return {"table2": fake_summary("C2", "negmamba", 1, 1000), "hybrid": fake_summary(
-              "S3", "negmamba,aussm", 2, 1000), "parity": fake_summary("parity", "negmamba", 1, 1000),
+  return {"table2": fake_summary("C2", "negmamba", 1, 1000),
+          "hybrid": fake_summary("S3", "negmamba,aussm", 2, 1000),
+          "parity": fake_summary("parity", "negmamba", 1, 1000),
           "language": fake_summary("lang-tomita3", "rnn", 1, 1000), "illusion": illusion,
           "near": near, "profile": profile, "offset": offset,
           "generators": fake_summary("C2-gen", "negmamba", 1, 1000),
