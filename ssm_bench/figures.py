@@ -145,10 +145,13 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
           values[i, j] = e["max_len"]
         text = tp.untrained_cell(e["solved_at"]) if not e["runs"] else \
             f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}"
-        ax.text(j, i, text, ha="center", va="center", fontsize=7)
+        dark = bool(e["runs"]) and e["max_len"] > 600  # past the Greens map's middle
+        ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                color="white" if dark else "black")
         if tp.verdict(e):
-          ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2,
-                                     ls="--" if tp.tentative(e) else "-"))
+          # inset, so that two outlined neighbours do not draw over each other's dashes
+          ax.add_patch(plt.Rectangle((j - 0.45, i - 0.45), 0.9, 0.9, fill=False, ec="red",
+                                     lw=2, ls="--" if tp.tentative(e) else "-"))
     ax.imshow(values, cmap="Greens", vmin=0, vmax=1000, aspect="auto")
     ax.set_xticks(range(len(ds)), [f"depth {d}" for d in ds])
     ax.set_yticks(range(len(gs)), gs)
