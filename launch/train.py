@@ -41,8 +41,9 @@ def config_from_flags() -> TrainConfig:
       values["plugins"] = ",".join(p for p in (values.get("plugins"), common.PLUGINS.value) if p)
     values.setdefault("task", TrainConfig.task)
     values.setdefault("model", TrainConfig.model)
-    if "," in values["model"]:
-      values["depth"] = len(values["model"].split(","))
+    if "," in values["model"]:  # a hybrid's depth is its list's length; another is an error
+      values["depth"] = values["depth"] if "depth" in config_flags.overrides(_FIELDS) else \
+          len(values["model"].split(","))
     if problem := tasks.validate(values["task"]):
       raise common.UsageError(problem)
     cfg = TrainConfig(**values)

@@ -21,6 +21,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=banana"], "tasks:"),
     ("train", ["--model=mambo"], "choose from mamba"),
     ("train", ["--model=mamba,"], "empty name"),
+    ("train", ["--model=negmamba,aussm", "--depth=3"], "depth is 3"),
     ("train", ["--lr=nan"], "lr must be a finite number"),
     ("train", ["--lr=-1"], "lr must be"),
     ("train", ["--depth=0"], "depth must be a positive integer"),
