@@ -19,7 +19,8 @@ from ssm_bench import tables
 _RUNS = flags.DEFINE_string("runs", "results/runs", "Directory of run directories.")
 _OUT = flags.DEFINE_string("out", None, "Where to write the tables and figures.")
 _FORMAT = flags.DEFINE_enum("format", "files", ["files", "json", "markdown"],
-                            "files: write under --out; json/markdown: print to stdout.")
+                            "files: write under --out; json/markdown: print to stdout (markdown: "
+                            "Table 2, then every other table the runs fill).")
 _PAPER = flags.DEFINE_string("paper", None, "Paper Table 2 JSON (default results/paper_table2.json).")
 _FIGURES = flags.DEFINE_bool("figures", True, "Also write PNG figures (needs matplotlib).")
 
@@ -129,8 +130,9 @@ def main(argv):
     common.print_json(as_json(data))
     return
   files = render(data)
-  if _FORMAT.value == "markdown" or not _OUT.value:
-    print(files["table2.md"])
+  if _FORMAT.value == "markdown" or not _OUT.value:  # Table 2, then every other table filled
+    print("\n".join([files["table2.md"]] + [files[t.file] for t in report.TABLES + (report.OTHER,)
+                                             if t.file in files]))
     return
   try:
     os.makedirs(_OUT.value, exist_ok=True)

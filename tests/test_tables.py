@@ -163,6 +163,16 @@ def test_json_format_and_missing_dir(tmp_path):
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
 
+def test_markdown_format_prints_every_table_the_runs_fill(tmp_path):
+  for s in (fake_summary("C2", "negmamba", 1, 1000), fake_summary("lang-tomita3", "rnn", 1, 1000)):
+    os.makedirs(tmp_path / s["run"])
+    json.dump(s, open(tmp_path / s["run"] / "summary.json", "w"))
+  out = launcher.run(["launch.tables", f"--runs={tmp_path}", "--format=markdown"], timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  for title in ("# Table 2", "| C2 | 1000 (1/1) |", "# Formal languages", "| tomita3 |"):
+    assert title in out.stdout, f"{title!r} not printed:\n{out.stdout}"
+
+
 def _diverged(cfg: dict) -> dict:
   return {"config": cfg, "status": "diverged", "diverged_at": 5, "max_len": 0, "run": "x"}
 
