@@ -114,6 +114,12 @@ def run_main(main):
       # without the interpreter's flush at exit failing on the same pipe
       os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
       sys.exit(141)  # 128 + SIGPIPE
+    except Exception as e:  # an allocation XLA could not make: one line, not a traceback
+      first = str(e).splitlines()[0] if str(e) else ""
+      if not first.startswith("RESOURCE_EXHAUSTED"):
+        raise
+      fail(f"out of memory ({first.removeprefix('RESOURCE_EXHAUSTED: ')}): ask for less at "
+           "once (fewer sequences per chunk, a shorter length, a smaller batch or width)")
     except KeyboardInterrupt:
       # Ctrl-C is how a sweep is stopped: finished runs and checkpoints are on disk already.
       print(INTERRUPTED, file=sys.stderr)

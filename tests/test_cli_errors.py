@@ -229,3 +229,30 @@ def test_a_reader_that_stops_reading_ends_the_output_without_a_traceback():
   err = proc.stderr.read()
   proc.wait(timeout=60)
   assert proc.returncode == 141 and not err.strip(), f"exit {proc.returncode}; stderr:\n{err}"
+
+
+_OUT_OF_MEMORY = """
+import sys
+import jax
+from launch import common
+
+def main(argv):
+  raise (jax.errors.JaxRuntimeError if sys.argv[1] == "oom" else RuntimeError)(
+      "RESOURCE_EXHAUSTED: Out of memory allocating 36960098904 bytes." if sys.argv[1] == "oom"
+      else "INTERNAL: something else")
+
+common.run_main(main)
+"""
+
+
+@pytest.mark.parametrize("kind", ["oom", "other"])
+def test_out_of_memory_is_one_error_line_and_other_failures_keep_their_traceback(kind):
+  proc = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY, kind], capture_output=True,
+                        text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
+  if kind == "oom":
+    assert proc.returncode == 2 and proc.stderr.startswith("error: out of memory (Out of memory "
+                                                           "allocating 36960098904 bytes.)"), (
+        proc.returncode, proc.stderr[-1500:])
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr[-1500:]
+  else:
+    assert proc.returncode == 1 and "Traceback" in proc.stderr, (proc.returncode, proc.stderr)
