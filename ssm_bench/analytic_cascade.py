@@ -1,6 +1,7 @@
-"""Cascades by hand, in the modules training uses: any solvable group in k simple_aussm layers,
-k = its derived length (paper 000, Theorem 4.2's direction "derived length k suffices"), and any
-2-group in k negmamba layers, k = its elementary-2 length (`signed`, Grazzi et al. 2025).
+"""Cascades by hand, in the modules training uses: any solvable group in k simple_aussm (or full
+AUSSM) layers, k = its derived length (paper 000, Theorem 4.2's direction "derived length k
+suffices"), and any 2-group in k negmamba layers, k = its elementary-2 length (`signed`, Grazzi
+et al. 2025).
 
 Level i tracks a stream z_t in G_i (level 0: the tokens; G_0 = G > G_1 = G' > ... > G_k = 1, the
 derived series). Its layer rotates one state coordinate per character of the Abelian quotient
@@ -99,14 +100,84 @@ def _match_weights(lv: _Level, q: int, root_n: float) -> tuple[np.ndarray, float
   return np.concatenate([np.cos(ph), np.sin(ph)]) * root_n / delta, -k / delta
 
 
-def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
-  """(ModelConfig, params): derived-length-many simple_aussm layers tracking the group."""
+class _SimpleLayers:
+  """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v."""
+  const = None  # the readout has a bias of its own
+
+  def __init__(self, p, n: int):
+    self.p, self.n = p, n
+
+  def rotate(self, i, channel, coord, angle):  # the one-hot `channel` turns `coord` by angle
+    self.p[f"layer{i}"]["theta"]["kernel"][channel, coord] = angle
+
+  def read(self, i, c, coord, re, im):  # output c += re Re h_coord + im Im h_coord
+    kernel = self.p[f"layer{i}"]["readout"]["kernel"]
+    kernel[coord, c], kernel[self.n + coord, c] = re, im
+
+  def bias(self, i, c, value):
+    self.p[f"layer{i}"]["readout"]["bias"][c] = value
+
+  def pass_input(self, i, c, scale):  # output c += scale * (the stream's channel c)
+    self.p[f"layer{i}"]["D"][c] = scale
+
+  def out(self, i, src, dst, value):
+    self.p[f"out{i}"]["kernel"][src, dst] += value
+
+
+class _AussmLayers(_SimpleLayers):
+  """The same level in a full AUSSM layer: u = v, theta = W u / sqrt(d) (sqrt(d) a power of 2
+  when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
+  entries written in polar form, the bias read from a state coordinate that never rotates (the
+  last: h0 = 1 / sqrt(n) there), D silu(u) passing the one-hots on, and the output gate
+  silu(32) = 32 undone in the output projection."""
+
+  def __init__(self, p, n: int, d: int, depth: int):
+    super().__init__(p, n)
+    self.const, self.root_d = n - 1, math.sqrt(d)
+    for i in range(depth):
+      lay = p[f"layer{i}"]
+      lay["in_u"]["kernel"][:] = np.eye(d)
+      lay["in_z"]["bias"][:] = _GATE_ON
+      lay["B_re"][:], lay["C_re"][:] = _GATE_OFF, _GATE_OFF  # softplus(-200) = 0 exactly
+
+  def rotate(self, i, channel, coord, angle):
+    self.p[f"layer{i}"]["theta_w"][channel, coord] = angle * self.root_d
+
+  def read(self, i, c, coord, re, im):  # Re(C h) = Re C Re h - Im C Im h
+    value = complex(re, -im)
+    if abs(value) > 0:
+      lay = self.p[f"layer{i}"]
+      lay["C_re"][c, coord] = math.log(math.expm1(abs(value)))
+      lay["C_im"][c, coord] = np.angle(value)
+
+  def bias(self, i, c, value):
+    self.read(i, c, self.const, value * math.sqrt(self.n), 0.0)
+
+  def pass_input(self, i, c, scale):
+    self.p[f"layer{i}"]["D"][c] = scale / _SILU_1
+
+  def out(self, i, src, dst, value):
+    super().out(i, src, dst, value / _GATE_ON)
+
+
+_SILU_1 = 1.0 / (1.0 + math.exp(-1.0))  # silu(1): a one-hot's 1 through D silu(u)
+_LAYERS = {"simple_aussm": _SimpleLayers, "aussm": _AussmLayers}
+
+
+def _power_of_4_at_least(n: int) -> int:
+  return 4 ** math.ceil(math.log(max(n, 1), 4))
+
+
+def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm"):
+  """(ModelConfig, params): derived-length-many unit-modulus layers (simple_aussm or the full
+  aussm) tracking the group."""
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
   levels = _levels(g, g.derived_series)
   depth = len(levels)
-  n = max([d_state, 1] + [lv.chars.shape[0] for lv in levels])
+  full = layer == "aussm"
+  n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # aussm: + the constant
   root_n = math.sqrt(n)
   pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
            else [] for i, lv in enumerate(levels)]
@@ -115,10 +186,12 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
     ch.add(("onehot", i), len(lv.elements))
     ch.add(("pair", i), 2 * len(pairs[i]))  # (a, a - 1) per pair, each fed the pair's one-hot
     ch.add(("feat", i), 4 * lv.chars.shape[0])  # relu(+-Re h_j), relu(+-Im h_j)
-  cfg = ModelConfig(layers=("simple_aussm",) * depth, vocab_size=g.order, num_classes=g.order,
-                    d_model=max(d_model, ch.size), d_state=n, norm="none", activation="relu",
+  width = max(d_model, _power_of_4_at_least(ch.size) if full else ch.size)
+  cfg = ModelConfig(layers=(layer,) * depth, vocab_size=g.order, num_classes=g.order,
+                    d_model=width, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
   p = analytic.zeros_like_init(cfg)["params"]
+  w_ = _AussmLayers(p, n, width, depth) if full else _SimpleLayers(p, n)
 
   def one_hot_targets(i: int, z: int) -> list[int]:
     """The channels that carry 'level i reads z': its one-hot and its pairs' copies."""
@@ -132,24 +205,26 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0):
   for x in range(g.order):
     p["embed"]["embedding"][x, one_hot_targets(0, x)] = 1.0
   for i, lv in enumerate(levels):
-    lay, out = p[f"layer{i}"], p[f"out{i}"]["kernel"]
     k, ph = lv.chars.shape[0], _phases(lv)
     for j, z in enumerate(lv.elements):
-      lay["theta"]["kernel"][ch.blocks[("onehot", i)][j], :k] = ph[:, lv.coset[z]]
+      for coord in range(k):
+        w_.rotate(i, ch.blocks[("onehot", i)][j], coord, ph[coord, lv.coset[z]])
     for j, (q, z) in enumerate(pairs[i]):
       w, b = _match_weights(lv, q, root_n)
       a, a1 = ch.blocks[("pair", i)][2 * j:2 * j + 2]
       for c, shift in ((a, 0.5), (a1, 1.5)):  # a = 2 onehot + 2 s - 1/2, then a - 1
-        lay["readout"]["kernel"][np.r_[0:k, n:n + k], c] = 2 * w
-        lay["readout"]["bias"][c] = 2 * b - shift
-        lay["D"][c] = 2.0
+        for coord in range(k):
+          w_.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
+        w_.bias(i, c, 2 * b - shift)
+        w_.pass_input(i, c, 2.0)
       for target in one_hot_targets(i + 1, _next_input(g, lv, q, z)):
-        out[a, target], out[a1, target] = 1.0, -1.0
+        w_.out(i, a, target, 1.0)
+        w_.out(i, a1, target, -1.0)
     feats = ch.blocks[("feat", i)]
     for j in range(k):
-      for f, (row, sign) in zip(feats[4 * j:4 * j + 4], ((j, 1), (j, -1), (n + j, 1), (n + j, -1))):
-        lay["readout"]["kernel"][row, f] = sign * root_n  # relu(+-sqrt(n) Re/Im h_j)
-        out[f, f] = 1.0
+      for f, (re, im) in zip(feats[4 * j:4 * j + 4], ((1, 0), (-1, 0), (0, 1), (0, -1))):
+        w_.read(i, f, j, re * root_n, im * root_n)  # relu(+-sqrt(n) Re/Im h_j)
+        w_.out(i, f, f, 1.0)
   # head: one hidden unit per element y = c_{k-1}(q^{k-1}) ... c_0(q^0), 1/2 + sum of the
   # levels' match scores: 1/2 at the state's element, below 0 at every other
   hidden, head = p["head_hidden"], p["head_out"]["kernel"]
@@ -268,10 +343,25 @@ def _solvable_non_abelian(task_name: str) -> bool:
   return g is not None and not task_name.endswith("-gen") and g.is_solvable and not g.is_abelian
 
 
+def _solvable_group(task_name: str) -> bool:
+  """A solvable group's uniform stream, Abelian ones too (parity and modcount, whose streams
+  are not a group's tokens, and the trivial group, with no level to build, are not)."""
+  try:
+    g = groups.get_group(task_name)
+  except groups.GroupError:
+    return False
+  return g.is_solvable and g.order > 1
+
+
 SOLVABLE = analytic.Construction(
     "any solvable group in derived-length-many layers: each level rotates by the characters of "
     "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
     _solvable_non_abelian, solvable)
+SOLVABLE_AUSSM = analytic.Construction(
+    "any solvable group in derived-length-many full AUSSM layers, input term off: the same "
+    "cascade, its biases read from a state coordinate that never rotates (paper 000, "
+    "Theorem 4.2; an Abelian group in one layer)", _solvable_group,
+    lambda task, dm, ds: solvable(task, dm, ds, layer="aussm"))
 SIGNED = analytic.Construction(
     "any 2-group in elementary-2-length-many layers: each level's signs are the characters of "
     "its elementary Abelian 2-quotient (Grazzi et al. 2025, Theorem 2)", _two_group, signed,

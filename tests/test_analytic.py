@@ -36,6 +36,8 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          # the solvable cascade: derived length 2 (D4, Q8, A4) and 3 (S4)
          + [(n, "simple_aussm", "sequential") for n in ("D4", "Q8", "S4")]
          + [("A4", "simple_aussm", "associative")]
+         # the same cascade in full AUSSM layers: S4 (3 layers), an Abelian group in one
+         + [("S4", "aussm", "sequential"), ("C2xC30", "aussm", "sequential")]
          # the signed (negmamba) cascade: elementary-2 length 2 (D4, Q8) and 3 (C8)
          + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")])
 
@@ -79,7 +81,7 @@ def test_characters_separate_elements(name):
 
 @pytest.mark.parametrize("name,model,reason", [
     ("A5", "aussm", "choose one of deltaproduct .A5 is not solvable"),
-    ("A4", "mamba", "choose one of simple_aussm, deltaproduct"),
+    ("A4", "mamba", "choose one of simple_aussm, aussm, deltaproduct"),
     ("flipflop", "", "no analytic construction")])
 def test_no_construction_says_why(name, model, reason):
   with pytest.raises(analytic.NoConstruction, match=reason):
@@ -150,7 +152,7 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
       width = reflections.reflection_width(registry.get_task(name).group)
       assert cfg.d_state == width, (f"{name}: keys of width {cfg.d_state} built, the card's "
                                     f"claim needs only {width}")
-    if model in ("simple_aussm", "negmamba"):
+    if model in ("simple_aussm", "aussm", "negmamba"):
       least = theory.min_depth(classes[0], group)
       assert len(cfg.layers) == least, (
           f"{name}: {len(cfg.layers)} {model} layers built, the theory's minimum is {least}")

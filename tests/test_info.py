@@ -51,7 +51,7 @@ def test_info_human_summary():
 
 def test_info_lists_the_layers_that_hold_a_group_by_hand():
   d4 = json.loads(run_info("--group=D4", "--json").stdout)
-  assert list(d4["constructions"]) == ["simple_aussm", "deltaproduct", "negmamba"], (
+  assert list(d4["constructions"]) == ["simple_aussm", "aussm", "deltaproduct", "negmamba"], (
       f"D4 is solvable, a 2-group and has reflection length 2: {list(d4['constructions'])}")
   assert d4["diagonal_limit"] == "", d4["diagonal_limit"]
   out = run_info("--group=A5")

@@ -46,7 +46,7 @@ register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_dia
                description="simplified AUSSM (paper 000, Sec. 6): h_t = exp(i theta(v_t)) h_{t-1}",
                source=BUILTIN_SOURCE)
 register_layer("aussm", aussm.AUSSM, theory_class="unit_modulus_diagonal", scan_family=aussm.FAMILY,
-               constructions=(analytic_s3.S3_AUSSM,),
+               constructions=(analytic_s3.S3_AUSSM, analytic_cascade.SOLVABLE_AUSSM),
                description="adaptive unitary SSM (Karuvally et al. 2025): a_t = exp(i theta_t)",
                source=BUILTIN_SOURCE)
 register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family=s4d.FAMILY,
