@@ -125,23 +125,23 @@ class _SimpleLayers:
 
 
 class _AussmLayers(_SimpleLayers):
-  """The same level in a full AUSSM layer: u = v, theta = W u / sqrt(d) (sqrt(d) a power of 2
-  when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
-  entries written in polar form, the bias read from a state coordinate that never rotates (the
-  last: h0 = 1 / sqrt(n) there), D silu(u) passing the one-hots on, and the output gate
-  silu(32) = 32 undone in the output projection."""
+  """The same level in a full AUSSM layer: u = 32 v (silu(32) = 32 and silu(0) = 0 exactly, so
+  D silu(u) passes a one-hot on exactly), theta = W u / sqrt(d) (sqrt(d) a power of 2 when the
+  cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's entries
+  written in polar form, the bias read from a state coordinate that never rotates (the last:
+  h0 = 1 / sqrt(n) there), and the output gate silu(32) = 32 undone in the output projection."""
 
   def __init__(self, p, n: int, d: int, depth: int):
     super().__init__(p, n)
     self.const, self.root_d = n - 1, math.sqrt(d)
     for i in range(depth):
       lay = p[f"layer{i}"]
-      lay["in_u"]["kernel"][:] = np.eye(d)
+      lay["in_u"]["kernel"][:] = _GATE_ON * np.eye(d)  # u = 32 v: silu(32) = 32, silu(0) = 0
       lay["in_z"]["bias"][:] = _GATE_ON
       lay["B_re"][:], lay["C_re"][:] = _GATE_OFF, _GATE_OFF  # softplus(-200) = 0 exactly
 
   def rotate(self, i, channel, coord, angle):
-    self.p[f"layer{i}"]["theta_w"][channel, coord] = angle * self.root_d
+    self.p[f"layer{i}"]["theta_w"][channel, coord] = angle * self.root_d / _GATE_ON
 
   def read(self, i, c, coord, re, im):  # Re(C h) = Re C Re h - Im C Im h
     value = complex(re, -im)
@@ -154,13 +154,12 @@ class _AussmLayers(_SimpleLayers):
     self.read(i, c, self.const, value * math.sqrt(self.n), 0.0)
 
   def pass_input(self, i, c, scale):
-    self.p[f"layer{i}"]["D"][c] = scale / _SILU_1
+    self.p[f"layer{i}"]["D"][c] = scale / _GATE_ON
 
   def out(self, i, src, dst, value):
     super().out(i, src, dst, value / _GATE_ON)
 
 
-_SILU_1 = 1.0 / (1.0 + math.exp(-1.0))  # silu(1): a one-hot's 1 through D silu(u)
 _LAYERS = {"simple_aussm": _SimpleLayers, "aussm": _AussmLayers}
 
 
