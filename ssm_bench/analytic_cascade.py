@@ -160,9 +160,6 @@ class _AussmLayers(_SimpleLayers):
     super().out(i, src, dst, value / _GATE_ON)
 
 
-_LAYERS = {"simple_aussm": _SimpleLayers, "aussm": _AussmLayers}
-
-
 def _power_of_4_at_least(n: int) -> int:
   return 4 ** math.ceil(math.log(max(n, 1), 4))
 
@@ -170,6 +167,8 @@ def _power_of_4_at_least(n: int) -> int:
 def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm"):
   """(ModelConfig, params): derived-length-many unit-modulus layers (simple_aussm or the full
   aussm) tracking the group."""
+  if layer not in ("simple_aussm", "aussm"):
+    raise ValueError(f"the solvable cascade is built from simple_aussm or aussm, not {layer!r}")
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
@@ -190,7 +189,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
                     d_model=width, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
   p = analytic.zeros_like_init(cfg)["params"]
-  w_ = _AussmLayers(p, n, width, depth) if full else _SimpleLayers(p, n)
+  writer = _AussmLayers(p, n, width, depth) if full else _SimpleLayers(p, n)
 
   def one_hot_targets(i: int, z: int) -> list[int]:
     """The channels that carry 'level i reads z': its one-hot and its pairs' copies."""
@@ -207,23 +206,23 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
     k, ph = lv.chars.shape[0], _phases(lv)
     for j, z in enumerate(lv.elements):
       for coord in range(k):
-        w_.rotate(i, ch.blocks[("onehot", i)][j], coord, ph[coord, lv.coset[z]])
+        writer.rotate(i, ch.blocks[("onehot", i)][j], coord, ph[coord, lv.coset[z]])
     for j, (q, z) in enumerate(pairs[i]):
       w, b = _match_weights(lv, q, root_n)
       a, a1 = ch.blocks[("pair", i)][2 * j:2 * j + 2]
       for c, shift in ((a, 0.5), (a1, 1.5)):  # a = 2 onehot + 2 s - 1/2, then a - 1
         for coord in range(k):
-          w_.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
-        w_.bias(i, c, 2 * b - shift)
-        w_.pass_input(i, c, 2.0)
+          writer.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
+        writer.bias(i, c, 2 * b - shift)
+        writer.pass_input(i, c, 2.0)
       for target in one_hot_targets(i + 1, _next_input(g, lv, q, z)):
-        w_.out(i, a, target, 1.0)
-        w_.out(i, a1, target, -1.0)
+        writer.out(i, a, target, 1.0)
+        writer.out(i, a1, target, -1.0)
     feats = ch.blocks[("feat", i)]
     for j in range(k):
       for f, (re, im) in zip(feats[4 * j:4 * j + 4], ((1, 0), (-1, 0), (0, 1), (0, -1))):
-        w_.read(i, f, j, re * root_n, im * root_n)  # relu(+-sqrt(n) Re/Im h_j)
-        w_.out(i, f, f, 1.0)
+        writer.read(i, f, j, re * root_n, im * root_n)  # relu(+-sqrt(n) Re/Im h_j)
+        writer.out(i, f, f, 1.0)
   # head: one hidden unit per element y = c_{k-1}(q^{k-1}) ... c_0(q^0), 1/2 + sum of the
   # levels' match scores: 1/2 at the state's element, below 0 at every other
   hidden, head = p["head_hidden"], p["head_out"]["kernel"]
