@@ -123,13 +123,21 @@ class _SimpleLayers:
   def out(self, i, src, dst, value):
     self.p[f"out{i}"]["kernel"][src, dst] += value
 
+  def pair(self, i, a, a1, k, w, b):
+    """Outputs a = 2 onehot + 2 s - 1/2 and a1 = a - 1 for the match score s = w . h + b."""
+    for c, shift in ((a, 0.5), (a1, 1.5)):
+      for coord in range(k):
+        self.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
+      self.bias(i, c, 2 * b - shift)
+      self.pass_input(i, c, 2.0)
+
 
 class _AussmLayers(_SimpleLayers):
-  """The same level in a full AUSSM layer: u = 32 v (silu(32) = 32 and silu(0) = 0 exactly, so
-  D silu(u) passes a one-hot on exactly), theta = W u / sqrt(d) (sqrt(d) a power of 2 when the
-  cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's entries
-  written in polar form, the bias read from a state coordinate that never rotates (the last:
-  h0 = 1 / sqrt(n) there), and the output gate silu(32) = 32 undone in the output projection."""
+  """The same level in a full AUSSM layer: u = 32 v, theta = W u / sqrt(d) (sqrt(d) a power of
+  2 when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
+  entries written in polar form, a bias read from a state coordinate that never rotates (the
+  last: h0 = 1 / sqrt(n) there), the pairs as `pair` says, and the output gate silu(32) = 32
+  undone in the output projection."""
 
   def __init__(self, p, n: int, d: int, depth: int):
     super().__init__(p, n)
@@ -153,11 +161,21 @@ class _AussmLayers(_SimpleLayers):
   def bias(self, i, c, value):
     self.read(i, c, self.const, value * math.sqrt(self.n), 0.0)
 
-  def pass_input(self, i, c, scale):
-    self.p[f"layer{i}"]["D"][c] = scale / _GATE_ON
-
   def out(self, i, src, dst, value):
     super().out(i, src, dst, value / _GATE_ON)
+
+  def pair(self, i, a, a1, k, w, b):
+    """a = 4 onehot + 4 s - 1/2 and a1 = a - 1, computed alike but for D silu(u) = (32 onehot +
+    u0) / 8 with u0 = 72 and 64 (silu is the identity there in float32): Re(C h) is the same
+    float for both, and a, a1 lie in [2, 4) at a match, so a1 rounds to a - 1 exactly and the
+    next level's one-hot is exactly 1 (its angle does not drift)."""
+    lay = self.p[f"layer{i}"]
+    for c, u0 in ((a, 72.0), (a1, 64.0)):
+      for coord in range(k):
+        self.read(i, c, coord, 4 * w[coord], 4 * w[k + coord])
+      self.bias(i, c, 4 * b - 0.5 - 72.0 / 8)
+      lay["in_u"]["bias"][c] = u0
+      lay["D"][c] = 1.0 / 8
 
 
 def _power_of_4_at_least(n: int) -> int:
@@ -210,11 +228,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
     for j, (q, z) in enumerate(pairs[i]):
       w, b = _match_weights(lv, q, root_n)
       a, a1 = ch.blocks[("pair", i)][2 * j:2 * j + 2]
-      for c, shift in ((a, 0.5), (a1, 1.5)):  # a = 2 onehot + 2 s - 1/2, then a - 1
-        for coord in range(k):
-          writer.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
-        writer.bias(i, c, 2 * b - shift)
-        writer.pass_input(i, c, 2.0)
+      writer.pair(i, a, a1, k, w, b)  # a = 2 onehot + 2 s - 1/2 (or twice that), then a - 1
       for target in one_hot_targets(i + 1, _next_input(g, lv, q, z)):
         writer.out(i, a, target, 1.0)
         writer.out(i, a1, target, -1.0)
