@@ -102,8 +102,6 @@ def _match_weights(lv: _Level, q: int, root_n: float) -> tuple[np.ndarray, float
 
 class _SimpleLayers:
   """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v."""
-  const = None  # the readout has a bias of its own
-
   def __init__(self, p, n: int):
     self.p, self.n = p, n
 
@@ -117,9 +115,6 @@ class _SimpleLayers:
   def bias(self, i, c, value):
     self.p[f"layer{i}"]["readout"]["bias"][c] = value
 
-  def pass_input(self, i, c, scale):  # output c += scale * (the stream's channel c)
-    self.p[f"layer{i}"]["D"][c] = scale
-
   def out(self, i, src, dst, value):
     self.p[f"out{i}"]["kernel"][src, dst] += value
 
@@ -129,7 +124,7 @@ class _SimpleLayers:
       for coord in range(k):
         self.read(i, c, coord, 2 * w[coord], 2 * w[k + coord])
       self.bias(i, c, 2 * b - shift)
-      self.pass_input(i, c, 2.0)
+      self.p[f"layer{i}"]["D"][c] = 2.0  # + 2 (the stream's copy of the pair's one-hot)
 
 
 class _AussmLayers(_SimpleLayers):
