@@ -134,13 +134,20 @@ def run_main(main):
 
 def enable_compilation_cache():
   """Persist compiled programs across processes: a relaunched sweep or a resumed run skips
-  recompiling its shape groups. SSM_BENCH_CACHE=off turns it off; any other value is the path."""
+  recompiling its shape groups. SSM_BENCH_CACHE=off turns it off; any other value is the path.
+  Programs that compile in under SSM_BENCH_CACHE_MIN_S seconds (0.5) are not stored: the tests
+  set 0, as their many launches recompile the same small programs (BUILD_NOTES, "Tests and CI")."""
   path = os.environ.get("SSM_BENCH_CACHE", os.path.expanduser("~/.cache/ssm-bench/xla"))
   if path == "off":
     return
   import jax
   jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  min_s = os.environ.get("SSM_BENCH_CACHE_MIN_S", "0.5")
+  try:
+    min_s = float(min_s)
+  except ValueError:
+    raise UsageError(f"SSM_BENCH_CACHE_MIN_S={min_s!r}: give a number of seconds (0.5 by default)")
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", min_s)
 
 
 def progress(line: str):

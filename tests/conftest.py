@@ -45,6 +45,8 @@ def pytest_configure(config):
   if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or the only process with -n 0)
     path = tempfile.mkdtemp(prefix="ssm-bench-test-xla-")
     os.environ["SSM_BENCH_CACHE"] = path  # inherited by the workers and every subprocess
+    # every program stored: launches recompile the same small ones (7-8% of a launch-heavy module)
+    os.environ["SSM_BENCH_CACHE_MIN_S"] = "0"
     _OWNED.append(path)
     flags = os.environ.get("XLA_FLAGS", "")
     # before any backend starts; workers and subprocesses inherit it

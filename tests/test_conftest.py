@@ -20,6 +20,20 @@ def test_the_test_run_compiles_into_a_fresh_cache_of_its_own_not_the_users():
       f"in-process compiles go to {jax.config.jax_compilation_cache_dir!r}, not the run's cache")
 
 
+def test_the_test_run_stores_every_program_and_users_only_those_over_half_a_second(monkeypatch):
+  assert jax.config.jax_persistent_cache_min_compile_time_secs == 0, (
+      "the test run's cache skips small programs: its launches recompile them")
+  from launch import common
+  monkeypatch.setattr(jax.config, "update", lambda *a: updates.append(a))
+  updates = []
+  monkeypatch.delenv("SSM_BENCH_CACHE_MIN_S")
+  common.enable_compilation_cache()
+  assert ("jax_persistent_cache_min_compile_time_secs", 0.5) in updates, updates
+  monkeypatch.setenv("SSM_BENCH_CACHE_MIN_S", "soon")
+  with pytest.raises(common.UsageError, match="SSM_BENCH_CACHE_MIN_S='soon': give a number"):
+    common.enable_compilation_cache()
+
+
 def test_the_test_run_compiles_lighter_than_users_on_a_cpu_only_install():
   flags = os.environ.get("XLA_FLAGS", "")
   if conftest.accelerator_plugins():
