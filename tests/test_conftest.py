@@ -24,8 +24,8 @@ def test_the_test_run_stores_every_program_and_users_only_those_over_half_a_seco
   assert jax.config.jax_persistent_cache_min_compile_time_secs == 0, (
       "the test run's cache skips small programs: its launches recompile them")
   from launch import common
-  monkeypatch.setattr(jax.config, "update", lambda *a: updates.append(a))
   updates = []
+  monkeypatch.setattr(jax.config, "update", lambda *a: updates.append(a))
   monkeypatch.delenv("SSM_BENCH_CACHE_MIN_S")
   common.enable_compilation_cache()
   assert ("jax_persistent_cache_min_compile_time_secs", 0.5) in updates, updates
