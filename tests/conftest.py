@@ -7,7 +7,8 @@ test. Shared within the run, so the many tests that train the same tiny programs
 through `python -m launch...`) compile each one once.
 
 Compiled lighter than users' programs where jax has only its CPU backend and XLA_FLAGS names no
-level (`TESTS_COMPILE`): LLVM's lowest level and XLA's older loop emitters for fusions. The same
+level (`TESTS_COMPILE`): LLVM's lowest level, XLA's older loop emitters for fusions and one LLVM
+module per program (no split for parallel codegen, which two busy workers only pay for). The same
 HLO and fusions as users' programs, with machine code that takes about half the time to generate
 and rounds like another machine's (BUILD_NOTES, "Tests and CI"; test_models checks each layer's
 training step against `USERS_COMPILE`). It also rounds two equal programs (a layout, a group of
@@ -26,7 +27,8 @@ from launch import common
 
 _OWNED = []  # the directory this process made, removed when it ends
 # XLA's options for the tests' compiles, and the defaults users' programs compile with
-TESTS_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+TESTS_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False,
+                 "xla_cpu_parallel_codegen_split_count": 1}
 USERS_COMPILE = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 
 
