@@ -45,6 +45,7 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   common.load_plugins()
   from ssm_bench import analytic
   out["constructions"] = analytic.constructions(name)
+  out["construction_limits"] = analytic.construction_limits(name)  # built only up to a size
   out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
   if sample:
     m = re.fullmatch(r"(\d+)x(\d+)", sample)
@@ -225,6 +226,8 @@ def main(argv):
            if info["constructions"] else ""))
   for layer, how in info["constructions"].items():
     print(f"    {layer}: {how}")
+  for layer, why in info["construction_limits"].items():
+    print(f"    not built: {layer}: {why}")
   if info["diagonal_limit"]:
     print(f"  {info['diagonal_limit']}")
   for key in ("inputs", "labels"):

@@ -13,8 +13,8 @@ layers, so sign/phase features pass through the blocks unchanged.
   sign, layer 2 rotates by +-2 pi / 3 depending on layer 1's current state; the same cascade
   from two full AUSSM layers (input term off), the network paper 000's Sec. 6 starts near.
 - negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
-- Any finite group, one DeltaProduct layer with n_h = its reflection length
-  (analytic_deltaproduct.py): A5, S4 and A4 with two reflections per token.
+- Any finite group up to order 720 (`reflections.MAX_ORDER`), one DeltaProduct layer with n_h =
+  its reflection length (analytic_deltaproduct.py): A5, S4 and A4 with two reflections per token.
 """
 from __future__ import annotations
 
@@ -85,11 +85,23 @@ def characters(g: groups.Group) -> tuple[np.ndarray, int]:
   return np.array(chosen, np.int64).reshape(-1, n), e
 
 
+# A construction's width grows with its group (the cascade's pair channels: |G / G'| |G| of
+# them), and its dense kernels with the width squared: S4xC30's simple_aussm cascade asked for
+# 87,228 channels (28 GiB a kernel), D2520's was killed at 24 GiB. Refused before allocating.
+MAX_PARAMS = 2 ** 28  # 1 GiB of float32 (C5040's full-AUSSM cascade: 1.27e9)
+
+
 def zeros_like_init(cfg: ModelConfig, length: int = 4):
   """The model's parameter tree, all zeros. Only the shapes are needed, so the init is traced
-  abstractly: run eagerly, it compiled each initializer (2-6 s of a construction's build on CPU)."""
+  abstractly: run eagerly, it compiled each initializer (2-6 s of a construction's build on CPU).
+  NoConstruction above MAX_PARAMS parameters."""
   shapes = jax.eval_shape(lambda: models.StateTracker(cfg).init(
       jax.random.PRNGKey(0), jnp.zeros((1, length), jnp.int32)))
+  count = sum(math.prod(s.shape) for s in jax.tree.leaves(shapes))
+  if count > MAX_PARAMS:
+    raise NoConstruction(f"the {'+'.join(sorted(set(cfg.layers)))} construction would need "
+                         f"{count:,} parameters (width {cfg.d_model}), more than the "
+                         f"{MAX_PARAMS:,} built here")
   return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), flax.core.unfreeze(shapes))
 
 
@@ -205,6 +217,9 @@ class Construction:
   applies: Callable[[str], bool]  # task name -> whether this construction tracks it
   build: Callable[[str, int, int], tuple]  # (task, d_model, d_state) -> (ModelConfig, params)
   fallback: bool = False  # the default only where no other layer's construction applies
+  # task name -> why the construction is not built for a task it would hold ('' where it is
+  # built or does not apply): the error then says so instead of only "no construction"
+  limit: Callable[[str], str] = lambda task: ""
 
 
 def _abelian_group(task_name: str) -> bool:
@@ -241,9 +256,19 @@ def _constructions(task_name: str) -> dict:
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
     return {name: options[name] for name in ordered}
-  reason = diagonal_limit(task_name)
+  reasons = [diagonal_limit(task_name)] + [
+      f"{layer}: {why}" for layer, why in construction_limits(task_name).items()]
+  reason = "; ".join(r for r in reasons if r)
   raise NoConstruction(f"no analytic construction for task {task_name!r}"
                        + (f" ({reason})" if reason else ""))
+
+
+def construction_limits(task_name: str) -> dict:
+  """layer name -> why its construction is not built for the task though it would hold it (a
+  size limit); {} where nothing is left out."""
+  from ssm_bench import registry as layer_registry
+  return {spec.name: why for spec in layer_registry.specs() for c in spec.constructions
+          for why in [c.limit(task_name)] if why}
 
 
 def diagonal_limit(task_name: str) -> str:

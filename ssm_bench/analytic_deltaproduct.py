@@ -87,14 +87,29 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   return cfg, analytic.finish({"params": p})
 
 
-def _finite_group(task_name: str) -> bool:
+def _group(task_name: str):
+  """The task's group where it is a uniform group stream, else None."""
   try:
-    return registry.get_task(task_name).group is not None and not task_name.endswith("-gen")
+    g = registry.get_task(task_name).group
   except (registry.TaskError, groups.GroupError):
-    return False
+    return None
+  return None if task_name.endswith("-gen") else g
+
+
+def _built(task_name: str) -> bool:
+  g = _group(task_name)
+  return g is not None and g.order <= reflections.MAX_ORDER
+
+
+def _limit(task_name: str) -> str:
+  """Above MAX_ORDER the representation is never searched for (a 5040 x 5040 eigenproblem for
+  S7 ran for minutes): no construction, said so, rather than a hang."""
+  g = _group(task_name)
+  return (f"the reflection length is not computed above order {reflections.MAX_ORDER}, and "
+          f"{task_name} has order {g.order}" if g is not None and not _built(task_name) else "")
 
 
 ANY_GROUP = analytic.Construction(
     "any finite group in one layer, n_h = its reflection length: each token a product of "
-    "reflections in a faithful orthogonal representation (Cartan-Dieudonne; Grazzi et al. 2025)",
-    _finite_group, deltaproduct)
+    "reflections in a faithful orthogonal representation (Cartan-Dieudonne; Grazzi et al. "
+    f"2025); built up to order {reflections.MAX_ORDER}", _built, deltaproduct, limit=_limit)

@@ -113,6 +113,8 @@ def witness(g, max_dim: int | None = None) -> tuple[int | None, list[RealIrrep]]
   """(reflection_length(g, max_dim), the distinct real irreducibles of one representation
   reaching it); (None, []) when no faithful representation has dimension <= max_dim."""
   g = groups.get_group(g) if isinstance(g, str) else g
+  if g.order > MAX_ORDER:  # not a moment's work: refused, as reflection_length returns None
+    raise ValueError(f"{g.name}: the reflection length is not computed above order {MAX_ORDER}")
   return _witness(g.name, max_dim)
 
 

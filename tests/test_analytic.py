@@ -202,3 +202,23 @@ def test_a_fallback_construction_is_never_a_tasks_default():
     models_ = analytic.construction_models(name)
     assert models_[0] == "simple_aussm" and "negmamba" in models_, (name, models_)
   assert analytic.construction_models("parity")[0] == "negmamba"
+
+
+def test_a_construction_too_large_to_allocate_is_refused_before_allocating():
+  """S4xC30's cascade asks for 87,228 channels (a 28 GiB kernel; D2520's was killed at 24 GiB):
+  refused from the abstract shapes, with the count, instead of a MemoryError or the OOM killer."""
+  with pytest.raises(analytic.NoConstruction, match=r"30,562,947,366 parameters \(width 87228\)"):
+    analytic.build("S4xC30")
+
+
+def test_deltaproduct_is_not_offered_above_the_order_its_representation_is_searched_to():
+  """Above reflections.MAX_ORDER the witness is never searched for (S7's eigenproblem ran for
+  minutes): the construction is not listed, and the refusal says why."""
+  from ssm_bench import reflections
+  assert groups.get_group("A7").order > reflections.MAX_ORDER
+  assert "deltaproduct" not in analytic.constructions("A7"), analytic.constructions("A7")
+  assert "720" in analytic.construction_limits("A7").get("deltaproduct", ""), (
+      analytic.construction_limits("A7"))
+  with pytest.raises(analytic.NoConstruction, match="deltaproduct: .*above order 720"):
+    analytic.build("A7")
+  assert analytic.construction_limits("A5") == {}, "A5's DeltaProduct layer is built"

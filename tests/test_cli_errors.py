@@ -38,6 +38,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),
+    ("analytic", ["--task=A7"], "above order 720"),  # was: minutes in an eigenproblem
+    ("analytic", ["--task=S4xC30"], "parameters"),  # was: a MemoryError's traceback
     ("sweep", ["--sweep=foo"], "table2"),
     ("sweep", ["--only=ZZZ"], "matches none"),
     ("sweep", ["--only=("], "regular expression"),

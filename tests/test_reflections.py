@@ -70,3 +70,8 @@ def test_real_irreducibles_fill_the_regular_representation_once_per_type():
   assert dims == [1, 1, 2], dims
   # C3: the trivial one and one rotation plane (the two complex characters are one real irrep)
   assert [r.dim for r in reflections.real_irreps(groups.get_group("C3"))] == [1, 2]
+
+
+def test_the_witness_is_refused_above_max_order_rather_than_searched():
+  with pytest.raises(ValueError, match="above order 720"):
+    reflections.witness("A7")
