@@ -5,6 +5,7 @@
   python -m launch.info --model=negmamba                  # class, theorem, predictions, check
   python -m launch.info --plugins=examples.rotation --model=rotation --json
   python -m launch.info --model=negmamba,aussm            # a hybrid stack, bottom layer first
+  python -m launch.info --language=tomita3 --sample=2x12  # a language's theory and a batch
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from tasks import registry
 
 _GROUP = flags.DEFINE_string("group", "C2", "Group name. " + groups.GRAMMAR)
 _JSON = flags.DEFINE_bool("json", False, "Print one JSON object instead of a summary.")
-_SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T.")
+_SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of length T from the "
+                              "group's or the language's training sampler.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
 _MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
 _D_STATE = flags.DEFINE_integer("d_state", None, "With --model: predictions for a run of this "
@@ -48,19 +50,24 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   out["construction_limits"] = analytic.construction_limits(name)  # built only up to a size
   out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
   if sample:
-    m = re.fullmatch(r"(\d+)x(\d+)", sample)
-    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-      raise common.UsageError(f"--sample must be BxT with positive integers, got {sample!r}")
-    if int(m.group(1)) * int(m.group(2)) > MAX_SAMPLE:
-      raise common.UsageError(f"--sample={sample} asks for {int(m.group(1)) * int(m.group(2))} "
-                              f"tokens; print at most {MAX_SAMPLE} (B x T)")
-    import jax  # deferred: the plain theory query needs no JAX start-up
-
-    task = registry.get_task(name)
-    sample_fn = jax.jit(task.sample, static_argnums=(1, 2))
-    tokens, labels = sample_fn(jax.random.PRNGKey(seed), int(m.group(1)), int(m.group(2)))
-    out["inputs"], out["labels"] = tokens.tolist(), labels.tolist()
+    out.update(draw(name, sample, seed))
   return out
+
+
+def draw(task_name: str, sample: str, seed: int = 0) -> dict:
+  """{"inputs", "labels"}: a BxT batch from the task's training sampler."""
+  m = re.fullmatch(r"(\d+)x(\d+)", sample)
+  if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+    raise common.UsageError(f"--sample must be BxT with positive integers, got {sample!r}")
+  if int(m.group(1)) * int(m.group(2)) > MAX_SAMPLE:
+    raise common.UsageError(f"--sample={sample} asks for {int(m.group(1)) * int(m.group(2))} "
+                            f"tokens; print at most {MAX_SAMPLE} (B x T)")
+  import jax  # deferred: the plain theory query needs no JAX start-up
+
+  task = registry.get_task(task_name)
+  sample_fn = jax.jit(task.sample, static_argnums=(1, 2))
+  tokens, labels = sample_fn(jax.random.PRNGKey(seed), int(m.group(1)), int(m.group(2)))
+  return {"inputs": tokens.tolist(), "labels": labels.tolist()}
 
 
 def card(model: str, d_state: int | None = None) -> dict:
@@ -192,12 +199,39 @@ def _print_language(d: dict):
   mark = {True: "yes", False: "no", None: "?"}
   for cls, p in d["predictions"].items():
     print(f"  {cls:<22} {mark[p['verdict']]:<4} {p['source']}")
+  _print_sample(d)
+
+
+def _print_sample(d: dict):
+  for key in ("inputs", "labels"):
+    for row in d.get(key, ()):
+      print(f"  {key[:-1]}: {' '.join(map(str, row))}")
+
+
+def check_flags():
+  """One subject per call, and no flag that the subject would ignore (a --sample beside
+  --model printed no sample and said nothing)."""
+  given = [f"--{n}" for n, on in (("group", flags.FLAGS["group"].present),
+                                   ("language", _LANGUAGE.value is not None),
+                                   ("model", _MODEL.value is not None)) if on]
+  if len(given) > 1:
+    raise common.UsageError(f"{' and '.join(given)}: describe one of a group, a language or a "
+                            "layer per call")
+  if _MODEL.value is not None and (_SAMPLE.value or flags.FLAGS["seed"].present):
+    raise common.UsageError("--sample and --seed draw from a group's or a language's sampler; "
+                            "a layer's card (--model) has none")
+  if _D_STATE.value is not None and _MODEL.value is None:
+    raise common.UsageError("--d_state sets the state width of a layer's predictions: it needs "
+                            "--model")
 
 
 def main(argv):
   del argv
+  check_flags()
   if _LANGUAGE.value:
     d = language(_LANGUAGE.value)
+    if _SAMPLE.value:
+      d.update(draw(f"lang-{_LANGUAGE.value}", _SAMPLE.value, _SEED.value))
     common.print_json(d) if _JSON.value else _print_language(d)
     return
   if _MODEL.value:
@@ -230,10 +264,7 @@ def main(argv):
     print(f"    not built: {layer}: {why}")
   if info["diagonal_limit"]:
     print(f"  {info['diagonal_limit']}")
-  for key in ("inputs", "labels"):
-    if key in info:
-      for row in info[key]:
-        print(f"  {key[:-1]}: {' '.join(map(str, row))}")
+  _print_sample(info)
 
 
 if __name__ == "__main__":

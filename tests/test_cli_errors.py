@@ -35,6 +35,9 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--sample=100000x100000"], "at most"),
     ("info", ["--group=C2", "--sample=3"], "BxT"),
     ("info", ["--model=negmamba,"], "empty name"),
+    ("info", ["--model=mamba", "--sample=2x4"], "has none"),  # was: the sample ignored
+    ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language or a layer"),
+    ("info", ["--group=S3", "--d_state=4"], "needs --model"),
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),

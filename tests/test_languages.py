@@ -3,11 +3,13 @@ monoid's verdicts (star-free or not) against the literature."""
 import json
 import random
 
+import jax
 import pytest
 
 from language_brute import is_prefix_of_member
 from ssm_bench import language_theory
 from tasks import languages
+from tasks import registry
 import launcher
 
 
@@ -51,11 +53,16 @@ def test_subgroups_name_the_counting_a_language_needs():
       "signed_diagonal"]["verdict"] is False
 
 
-def test_info_prints_a_language_and_refuses_an_unknown_one_in_one_line():
-  out = launcher.run(["launch.info", "--language=tomita5", "--json"], timeout=120)
+def test_info_prints_a_language_with_a_sample_and_refuses_an_unknown_one_in_one_line():
+  out = launcher.run(["launch.info", "--language=tomita5", "--sample=2x8", "--seed=3", "--json"],
+                     timeout=120)
   assert out.returncode == 0, out.stderr
   d = json.loads(out.stdout)
   assert d["monoid_size"] == 4 and d["star_free"] is False
+  tokens, labels = jax.jit(registry.get_task("lang-tomita5").sample, static_argnums=(1, 2))(
+      jax.random.PRNGKey(3), 2, 8)
+  assert (d.get("inputs"), d.get("labels")) == (tokens.tolist(), labels.tolist()), (
+      "--sample with --language is not the training sampler's batch")
   bad = launcher.run(["launch.info", "--language=tomita9"], timeout=120)
   lines = bad.stderr.strip().splitlines()
   assert bad.returncode == 2 and len(lines) == 1 and "choose from tomita1" in lines[0], bad.stderr
