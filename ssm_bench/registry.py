@@ -114,8 +114,9 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   the layer's state lives in as a width-conditioned class reads them (householder: the keys'
   width), from the run's config fields (a dict: d_model, d_state, ...) and the layer's kwargs;
   default: the config's d_state. description: one line for its card (default: the first line of
-  the builder's docstring). Registering the same builder again under its name is a no-op
-  (a plugin imported twice); another layer under a taken name is an error.
+  the builder's docstring). Registering the same builder again under its name with the same
+  record is a no-op (a plugin imported twice); another record or another layer under a taken
+  name is an error.
   """
   from ssm_bench import theory
   if not _loading_builtins:
@@ -127,7 +128,14 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   if name in _LAYERS:
     old = _LAYERS[name]
     if _origin(old.builder) == _origin(builder):
-      return old
+      claim = _claims(theory_class, scan_family, kwargs, presets, uses_scan_method)
+      if claim == _claims(old.theory_class, old.scan_family, old.kwargs, old.presets,
+                          old.uses_scan_method):
+        return old
+      # the record would be silently the first one's: tables would print a class it dropped
+      raise LayerError(f"layer {name!r} is already registered by {old.source} with another "
+                       f"record ({_claims_text(old)}); register the builder under a new name "
+                       "to give it another class, family, kwargs or presets")
     raise LayerError(f"layer {name!r} is already registered by {old.source}; "
                      f"{source} must choose another name")
   if not callable(builder):
@@ -155,6 +163,20 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
                    uses_scan_method=uses_scan_method, state_width=state_width)
   _LAYERS[name] = spec
   return spec
+
+
+def _claims(theory_class, scan_family, kwargs, presets, uses_scan_method) -> tuple:
+  """What a record declares, comparable between two registrations of one builder (a function
+  by its module and name: a plugin imported twice makes a new function object)."""
+  cls = _origin(theory_class) if callable(theory_class) else theory_class
+  return (cls, scan_family, dict(kwargs or {}),
+          {p: dict(v) for p, v in (presets or {}).items()}, uses_scan_method)
+
+
+def _claims_text(spec: LayerSpec) -> str:
+  cls = spec.theory_class if isinstance(spec.theory_class, str) else _origin(spec.theory_class)
+  return (f"class {cls}, scan_family {spec.scan_family}, kwargs {dict(spec.kwargs)}, "
+          f"presets {sorted(spec.presets)}")
 
 
 def _check_state_width(name: str, state_width, kwargs: dict):

@@ -44,6 +44,20 @@ def test_builtins_register_through_the_public_call():
     registry.register_layer("aussm", lambda cfg, **kw: None, theory_class="unknown")
 
 
+def test_the_same_builder_again_is_a_no_op_only_with_the_same_record():
+  """A plugin imported twice re-registers its layer: the same record is kept. The same builder
+  with another class (a user re-declaring mamba as signed) was silently the first record, so
+  its tables printed the class the user meant to drop."""
+  spec = registry.find("mamba")
+  again = dict(theory_class=spec.theory_class, scan_family=spec.scan_family,
+               kwargs=dict(spec.kwargs), presets={p: dict(v) for p, v in spec.presets.items()},
+               uses_scan_method=spec.uses_scan_method)
+  assert registry.register_layer("mamba", spec.builder, **again) is spec
+  with pytest.raises(registry.LayerError, match="with another record .class nonnegative_diagonal"):
+    registry.register_layer("mamba", spec.builder, **{**again, "theory_class": "signed_diagonal"})
+  assert registry.find("mamba") is spec, "a refused registration replaced the record"
+
+
 FIRST_USE_FROM_THREADS = """
 import threading
 from ssm_bench import registry
