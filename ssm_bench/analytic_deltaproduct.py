@@ -1,4 +1,5 @@
-"""Any finite group in one DeltaProduct layer with n_h = its reflection length (reflections.py):
+"""Any finite group (up to reflections.MAX_ORDER) in one DeltaProduct layer with n_h = its
+reflection length (reflections.py):
 weights set by hand in the module training uses, the proof of the householder class's claim.
 
 Token x applies rho(x)^T, a product of at most n_h reflections (beta = 2, unit keys set in its
