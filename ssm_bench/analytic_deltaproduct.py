@@ -1,6 +1,6 @@
 """Any finite group (up to reflections.MAX_ORDER) in one DeltaProduct layer with n_h = its
-reflection length (reflections.py):
-weights set by hand in the module training uses, the proof of the householder class's claim.
+reflection length (reflections.py): weights set by hand in the module training uses, the proof
+of the householder class's claim.
 
 Token x applies rho(x)^T, a product of at most n_h reflections (beta = 2, unit keys set in its
 embedding; unused factors get the zero key, which the layer turns into the identity). The values
