@@ -300,7 +300,7 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
   of construction_models); NoConstruction says why there is none."""
   options = _constructions(task_name)
   if model and model not in options:
-    reason = diagonal_limit(task_name)
+    reason = construction_limits(task_name).get(model) or diagonal_limit(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
                          f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
   return options[model or next(iter(options))].build(task_name, d_model, d_state)

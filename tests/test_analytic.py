@@ -222,3 +222,7 @@ def test_deltaproduct_is_not_offered_above_the_order_its_representation_is_searc
   with pytest.raises(analytic.NoConstruction, match="deltaproduct: .*above order 720"):
     analytic.build("A7")
   assert analytic.construction_limits("A5") == {}, "A5's DeltaProduct layer is built"
+  with pytest.raises(analytic.NoConstruction,
+                     match="no deltaproduct construction for C2xC400; choose one of simple_aussm"
+                           ".* above order 720, and C2xC400 has order 800"):
+    analytic.build("C2xC400", model="deltaproduct")  # other layers' constructions exist
