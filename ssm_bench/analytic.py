@@ -243,15 +243,23 @@ MODCOUNT = Construction("modcount<m> in one layer: a = exp(2 pi i / m)",
                                                       max(ds, 4)))
 
 
+def _held_task(task_name: str) -> str:
+  """The task a construction is built for: a `<group>-gen` task's group (its tokens are the
+  group's elements, drawn from a generating set, so what tracks every stream of the group tracks
+  it); any other task itself. An unknown task is a TaskError, not "no construction"."""
+  task = registry.get_task(task_name)
+  return task.group.name if task.group is not None and task_name.endswith("-gen") else task_name
+
+
 def _constructions(task_name: str) -> dict:
   """layer name -> the Construction that tracks the task, from the layer registry in
   registration order (the default first); NoConstruction says why there is none."""
   from ssm_bench import registry as layer_registry
-  registry.get_task(task_name)  # an unknown task is a TaskError, not "no construction"
+  held = _held_task(task_name)
   options = {}
   for spec in layer_registry.specs():
     for c in spec.constructions:
-      if spec.name not in options and c.applies(task_name):
+      if spec.name not in options and c.applies(held):
         options[spec.name] = c
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
@@ -267,15 +275,16 @@ def construction_limits(task_name: str) -> dict:
   """layer name -> why its construction is not built for the task though it would hold it (a
   size limit); {} where nothing is left out."""
   from ssm_bench import registry as layer_registry
+  held = _held_task(task_name)
   return {spec.name: why for spec in layer_registry.specs() for c in spec.constructions
-          for why in [c.limit(task_name)] if why}
+          for why in [c.limit(held)] if why}
 
 
 def diagonal_limit(task_name: str) -> str:
   """Why no diagonal stack tracks a non-Abelian group by hand here ('' where one does or none
   is needed)."""
   g = registry.get_task(task_name).group
-  if g is None or task_name.endswith("-gen") or g.is_solvable:
+  if g is None or g.is_solvable:
     return ""  # a solvable group has its cascade (analytic_cascade.py)
   return (f"{task_name} is not solvable: no stack of diagonal (DCD) layers can track it at "
           "finite precision (paper 000, Theorem 4.2)")
@@ -303,7 +312,7 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
     reason = construction_limits(task_name).get(model) or diagonal_limit(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
                          f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
-  return options[model or next(iter(options))].build(task_name, d_model, d_state)
+  return options[model or next(iter(options))].build(_held_task(task_name), d_model, d_state)
 
 
 def perturb(params, scale: float, key):

@@ -32,10 +32,11 @@ def _sampler(task):
   return jax.jit(task.sample, static_argnums=(1, 2, 3))
 
 
-def eval_set(task, num_seqs: int, length: int = EVAL_LENGTH, stream: str = "uniform",
+def eval_set(task, num_seqs: int, length: int = EVAL_LENGTH, stream: str | None = None,
              seed: int = EVAL_SEED):
-  """The fixed evaluation batch: same seed, same sequences, for every model and run."""
-  return _sampler(task)(jax.random.PRNGKey(seed), num_seqs, length, stream)
+  """The fixed evaluation batch: same seed, same sequences, for every model and run; on the
+  task's main stream unless `stream` names another (a `-gen` task has no uniform one)."""
+  return _sampler(task)(jax.random.PRNGKey(seed), num_seqs, length, stream or task.main_stream)
 
 
 def make_correctness_fn(apply_fn, chunk: int):

@@ -39,7 +39,9 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          # the same cascade in full AUSSM layers: S4 (3 layers), an Abelian group in one
          + [("S4", "aussm", "sequential"), ("C2xC30", "aussm", "sequential")]
          # the signed (negmamba) cascade: elementary-2 length 2 (D4, Q8) and 3 (C8)
-         + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")])
+         + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")]
+         # a generating-set stream of the group: the group's own constructions, on that stream
+         + [("S3-gen", "", "sequential"), ("A5-gen", "deltaproduct", "sequential")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
