@@ -114,6 +114,9 @@ def run_main(main):
       # without the interpreter's flush at exit failing on the same pipe
       os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
       sys.exit(141)  # 128 + SIGPIPE
+    except MemoryError as e:  # an allocation NumPy could not make (a construction's tables)
+      first = str(e).splitlines()[0] if str(e) else type(e).__name__
+      fail(f"out of memory ({first}): ask for less at once (a smaller group, length or batch)")
     except Exception as e:  # an allocation XLA could not make: one line, not a traceback
       first = str(e).splitlines()[0] if str(e) else ""
       if not first.startswith("RESOURCE_EXHAUSTED"):

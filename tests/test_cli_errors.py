@@ -242,6 +242,9 @@ import jax
 from launch import common
 
 def main(argv):
+  if sys.argv[1] == "numpy":
+    import numpy as np
+    np.empty((2 ** 25, 2 ** 25))  # 8 PiB: NumPy's MemoryError at once
   raise (jax.errors.JaxRuntimeError if sys.argv[1] == "oom" else RuntimeError)(
       "RESOURCE_EXHAUSTED: Out of memory allocating 36960098904 bytes." if sys.argv[1] == "oom"
       else "INTERNAL: something else")
@@ -250,7 +253,7 @@ common.run_main(main)
 """
 
 
-@pytest.mark.parametrize("kind", ["oom", "other"])
+@pytest.mark.parametrize("kind", ["oom", "numpy", "other"])
 def test_out_of_memory_is_one_error_line_and_other_failures_keep_their_traceback(kind):
   proc = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY, kind], capture_output=True,
                         text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -258,6 +261,10 @@ def test_out_of_memory_is_one_error_line_and_other_failures_keep_their_traceback
     assert proc.returncode == 2 and proc.stderr.startswith("error: out of memory (Out of memory "
                                                            "allocating 36960098904 bytes.)"), (
         proc.returncode, proc.stderr[-1500:])
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr[-1500:]
+  elif kind == "numpy":  # was a MemoryError's traceback (a 28 GiB construction kernel)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: out of memory (Unable to "
+                                                           "allocate"), proc.stderr[-1500:]
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr[-1500:]
   else:
     assert proc.returncode == 1 and "Traceback" in proc.stderr, (proc.returncode, proc.stderr)
