@@ -48,13 +48,19 @@ def fail(message: str):
   sys.exit(2)
 
 
+# An entry point's pointers for flags users reach for that it does not have (flag name -> the
+# flag that does it): absl's "did you mean" only finds similar spellings.
+FLAG_HINTS: dict[str, str] = {}
+
+
 def _parse_flags(argv):
   """absl's parser, but a bad flag is one `error:` line with status 2 (absl: two lines, 1)."""
   from absl import flags
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f"{e}; see --help")
+    hint = FLAG_HINTS.get(getattr(e, "flagname", None) or "")
+    fail(f"{e}; {hint}" if hint else f"{e}; see --help")
 
 
 def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):

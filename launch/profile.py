@@ -124,4 +124,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  common.FLAG_HINTS.update(
+      task="--groups=C2,S3 picks the profile's groups; another task: launch.train --task",
+      depth="--depths=1,2 picks the depths")
   common.run_main(main)

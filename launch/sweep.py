@@ -377,4 +377,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  axis = ("--config.{0}=VALUE trains the sweep's grid with that {0} (its runs of other {0}s "
+          "merge), --only=REGEX keeps the runs whose name matches (e.g. --only=-mamba-)")
+  common.FLAG_HINTS.update({f: axis.format(f) for f in ("model", "task", "depth", "lr", "seed")})
   common.run_main(main)

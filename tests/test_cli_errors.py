@@ -50,6 +50,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--config.stepz=5"], "config.steps"),
     ("sweep", ["--config.steps=1.5"], "invalid"),
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
+    ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
+    ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
     ("tables", ["--runs=/nonexistent"], "not a directory"),
     ("tables", ["--out=/proc/x"], "cannot write"),
     ("tables", ["--paper=/nonexistent.json"], "not a file"),
