@@ -339,7 +339,7 @@ def _two_group(task_name: str) -> bool:
     g = registry.get_task(task_name).group
   except (registry.TaskError, groups.GroupError):
     return False
-  return g is not None and not task_name.endswith("-gen") and g.elementary2_length is not None
+  return g is not None and g.elementary2_length is not None
 
 
 def _solvable_non_abelian(task_name: str) -> bool:
@@ -347,7 +347,7 @@ def _solvable_non_abelian(task_name: str) -> bool:
     g = registry.get_task(task_name).group
   except (registry.TaskError, groups.GroupError):
     return False
-  return g is not None and not task_name.endswith("-gen") and g.is_solvable and not g.is_abelian
+  return g is not None and g.is_solvable and not g.is_abelian
 
 
 def _solvable_group(task_name: str) -> bool:
