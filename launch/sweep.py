@@ -87,6 +87,18 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
   return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
 
 
+def note_collapsed(overrides):
+  """One line on stderr per --config. override that replaces an axis the sweep varies: the
+  runs of its other values train as the override's (how a plugin layer gets a sweep's column),
+  and runs made identical are kept once; said, since the run count alone does not show it."""
+  base = PRESETS[_PRESET.value or sweeps.SWEEPS[_SWEEP.value].preset]
+  for field, values in sweeps.collapsed(_SWEEP.value, base, overrides).items():
+    shown = ", ".join(map(str, values[:6])) + (", ..." if len(values) > 6 else "")
+    print(f"note: --config.{field}={overrides[field]} replaces the {_SWEEP.value} sweep's "
+          f"{len(values)} values of {field} ({shown}): their runs train with {field} "
+          f"{overrides[field]}, and runs made identical are kept once", file=sys.stderr)
+
+
 def check_layers(cfgs):
   """Every plugin loads, and every distinct network of the sweep that has a plugin layer or
   layer kwargs builds with the right shapes and (a plugin's) reads no token ahead: one line
@@ -247,6 +259,7 @@ def main(argv):
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   groups = plan(_SWEEP.value, workdir, _ONLY.value, _PRESET.value, overrides)
+  note_collapsed(overrides)
   device, as_target = target_device()  # a --target without --dry_run: one line, before any run
   if _WORKERS.value > 1 and _EXECUTOR.value != "local":
     raise common.UsageError("--workers is for the local executor (Ray runs a task per group)")

@@ -403,3 +403,14 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   if overrides:
     cfgs = [c.replace(**overrides) for c in cfgs]
   return list(dict.fromkeys(cfgs))
+
+
+def collapsed(name: str, base_values: dict, overrides: dict | None) -> dict:
+  """{field: the grid's values} for each override that replaces an axis the sweep varies (its
+  runs of those values merge into the override's): the grid as `expand` builds it, before the
+  overrides are applied to each config."""
+  if not overrides:
+    return {}
+  cfgs = SWEEPS[name].grid(TrainConfig(**{**base_values, **overrides}))
+  return {f: vals for f in overrides
+          if len(vals := sorted({getattr(c, f) for c in cfgs})) > 1}

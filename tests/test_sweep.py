@@ -106,6 +106,14 @@ def test_dry_run_prints_counts():
   assert out.stdout.strip().splitlines()[-1] == "table2: 7290 runs in 30 compiled groups"
 
 
+def test_a_dry_run_says_when_an_override_merges_the_runs_of_a_varied_axis():
+  out = run_sweep("--sweep=tiny", "--config.model=mamba", "--dry_run")
+  assert out.returncode == 0, out.stderr
+  assert ("--config.model=mamba replaces the tiny sweep's 2 values of model (mamba, negmamba)"
+          in out.stderr), f"no note of the merged model axis in: {out.stderr!r}"
+  assert out.stdout.strip().splitlines()[-1] == "tiny: 2 runs in 1 compiled group"
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--sweep=nope"], "sweep"),
     (["--sweep=tiny", "--only=("], "regular expression"),

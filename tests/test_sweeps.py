@@ -56,3 +56,15 @@ def test_the_smoke_rates_are_those_of_the_stored_smoke_p_runs():
       n[s["config"]["model"]] += 1
       ok[s["config"]["model"]] += s["max_len"] >= 100
   assert {m: (ok[m], n[m]) for m in n} == sweeps.SMOKE_MEASURED
+
+
+def test_an_override_of_a_varied_axis_is_reported_as_collapsing_it():
+  """--config.model=rnn on table2_cpu trains every model's runs as rnn's: `collapsed` names
+  the axis and the grid's values (launch.sweep prints it), and an axis the grid does not vary
+  (or no override) is not reported."""
+  from ssm_bench.config import PRESETS
+  base = PRESETS["table2_cpu"]
+  got = sweeps.collapsed("table2_cpu", base, {"model": "rnn", "matmul_precision": "float32"})
+  assert got == {"model": ["aussm", "mamba", "negmamba", "rnn", "simple_aussm"]}, got
+  assert sweeps.collapsed("table2_cpu", base, {}) == {}
+  assert sweeps.collapsed("smoke", PRESETS["cpu"], {"task": "C2"}) == {}, "smoke trains C2 only"
