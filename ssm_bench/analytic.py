@@ -91,17 +91,30 @@ def characters(g: groups.Group) -> tuple[np.ndarray, int]:
 MAX_PARAMS = 2 ** 28  # 1 GiB of float32 (C5040's full-AUSSM cascade: 1.27e9)
 
 
-def zeros_like_init(cfg: ModelConfig, length: int = 4):
-  """The model's parameter tree, all zeros. Only the shapes are needed, so the init is traced
-  abstractly: run eagerly, it compiled each initializer (2-6 s of a construction's build on CPU).
-  NoConstruction above MAX_PARAMS parameters."""
-  shapes = jax.eval_shape(lambda: models.StateTracker(cfg).init(
+def _param_shapes(cfg: ModelConfig, length: int = 4):
+  """The parameter tree's shapes, traced abstractly: run eagerly, the init compiled each
+  initializer (2-6 s of a construction's build on CPU)."""
+  return jax.eval_shape(lambda: models.StateTracker(cfg).init(
       jax.random.PRNGKey(0), jnp.zeros((1, length), jnp.int32)))
+
+
+def oversize(cfg: ModelConfig, shapes=None) -> str:
+  """Why a construction of this config is not built (over MAX_PARAMS parameters); '' where it
+  fits. From the abstract shapes: nothing is allocated."""
+  shapes = _param_shapes(cfg) if shapes is None else shapes
   count = sum(math.prod(s.shape) for s in jax.tree.leaves(shapes))
-  if count > MAX_PARAMS:
-    raise NoConstruction(f"the {'+'.join(sorted(set(cfg.layers)))} construction would need "
-                         f"{count:,} parameters (width {cfg.d_model}), more than the "
-                         f"{MAX_PARAMS:,} built here")
+  if count <= MAX_PARAMS:
+    return ""
+  return (f"the {'+'.join(sorted(set(cfg.layers)))} construction would need {count:,} "
+          f"parameters (width {cfg.d_model}), more than the {MAX_PARAMS:,} built here")
+
+
+def zeros_like_init(cfg: ModelConfig, length: int = 4):
+  """The model's parameter tree, all zeros (only the shapes are needed). NoConstruction above
+  MAX_PARAMS parameters."""
+  shapes = _param_shapes(cfg, length)
+  if why := oversize(cfg, shapes):
+    raise NoConstruction(why)
   return jax.tree.map(lambda s: np.zeros(s.shape, s.dtype), flax.core.unfreeze(shapes))
 
 

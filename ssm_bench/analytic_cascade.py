@@ -21,6 +21,7 @@ never reaches the angles beyond float32 rounding, so the cascade is exact far pa
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -177,19 +178,25 @@ def _power_of_4_at_least(n: int) -> int:
   return 4 ** math.ceil(math.log(max(n, 1), 4))
 
 
-def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm"):
-  """(ModelConfig, params): derived-length-many unit-modulus layers (simple_aussm or the full
-  aussm) tracking the group."""
+@functools.lru_cache(maxsize=64)
+def _series_levels(task_name: str, series: str) -> tuple:
+  """(group, levels) of the task's group along its "derived" or "elementary2" series (seconds
+  for a group of order 5040: asked again by the size limit and the build)."""
+  g = registry.get_task(task_name).group
+  return g, _levels(g, getattr(g, f"{series}_series"))
+
+
+def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str):
+  """(group, levels, pairs, channels, ModelConfig) of the solvable cascade; nothing built."""
   if layer not in ("simple_aussm", "aussm"):
     raise ValueError(f"the solvable cascade is built from simple_aussm or aussm, not {layer!r}")
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
-  levels = _levels(g, g.derived_series)
+  g, levels = _series_levels(task_name, "derived")
   depth = len(levels)
   full = layer == "aussm"
   n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # aussm: + the constant
-  root_n = math.sqrt(n)
   pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
            else [] for i, lv in enumerate(levels)]
   ch = _Channels()
@@ -201,6 +208,15 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
   cfg = ModelConfig(layers=(layer,) * depth, vocab_size=g.order, num_classes=g.order,
                     d_model=width, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
+  return g, levels, pairs, ch, cfg
+
+
+def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm"):
+  """(ModelConfig, params): derived-length-many unit-modulus layers (simple_aussm or the full
+  aussm) tracking the group."""
+  g, levels, pairs, ch, cfg = _solvable_plan(task_name, d_model, d_state, layer)
+  depth, full, n, width = len(levels), layer == "aussm", cfg.d_state, cfg.d_model
+  root_n = math.sqrt(n)
   p = analytic.zeros_like_init(cfg)["params"]
   writer = _AussmLayers(p, n, width, depth) if full else _SimpleLayers(p, n)
 
@@ -259,6 +275,28 @@ def _all_characters(lv: _Level) -> np.ndarray:
   return 1 - 2 * ((masks @ lv.chars) % 2)
 
 
+def _signed_plan(task_name: str, d_model: int, d_state: int):
+  """(group, levels, each level's signs, channels, ModelConfig) of the 2-group cascade."""
+  g = registry.get_task(task_name).group
+  if g is None or g.elementary2_length is None:
+    raise analytic.NoConstruction(f"{task_name} is not a 2-group: no elementary-2 series")
+  g, levels = _series_levels(task_name, "elementary2")
+  depth = len(levels)
+  signs = [_all_characters(lv) for lv in levels]
+  ch = _Channels()
+  ch.add("const", 1)
+  for i, lv in enumerate(levels):
+    ch.add(("onehot", i), len(lv.elements))
+    ch.add(("sign", i), len(signs[i]))  # gate on: relu(32 chi(q_t)) = 16 (1 + chi(q_t))
+    if i < depth - 1:
+      ch.add(("pair", i), len(signs[i]) * len(lv.elements))  # (chi, z), z fastest
+  rank = max(len(c) for c in signs) - 1  # one dt direction per non-trivial character
+  cfg = ModelConfig(layers=("negmamba",) * depth, vocab_size=g.order, num_classes=g.order,
+                    d_model=max(d_model, ch.size, 16 * rank), d_state=max(d_state, 1),
+                    norm="none", activation="relu", initial_state="ones", conv_kernel=0)
+  return g, levels, signs, ch, cfg
+
+
 def signed(task_name: str, d_model: int = 0, d_state: int = 0):
   """(ModelConfig, params): elementary-2-length-many negmamba layers tracking a 2-group.
 
@@ -268,24 +306,8 @@ def signed(task_name: str, d_model: int = 0, d_state: int = 0):
   (chi, z), gated by silu(32 [z_t = z] - 200 [z_t != z]), carries chi(q_t) [z_t = z], so the
   pair indicators, and with them the next level's one-hots, are linear in the ReLU outputs.
   """
-  g = registry.get_task(task_name).group
-  if g is None or g.elementary2_length is None:
-    raise analytic.NoConstruction(f"{task_name} is not a 2-group: no elementary-2 series")
-  levels = _levels(g, g.elementary2_series)
-  depth = len(levels)
-  signs = [_all_characters(lv) for lv in levels]
-  n = max(d_state, 1)
-  ch = _Channels()
-  const = ch.add("const", 1)[0]
-  for i, lv in enumerate(levels):
-    ch.add(("onehot", i), len(lv.elements))
-    ch.add(("sign", i), len(signs[i]))  # gate on: relu(32 chi(q_t)) = 16 (1 + chi(q_t))
-    if i < depth - 1:
-      ch.add(("pair", i), len(signs[i]) * len(lv.elements))  # (chi, z), z fastest
-  rank = max(len(c) for c in signs) - 1  # one dt direction per non-trivial character
-  cfg = ModelConfig(layers=("negmamba",) * depth, vocab_size=g.order, num_classes=g.order,
-                    d_model=max(d_model, ch.size, 16 * rank), d_state=n, norm="none",
-                    activation="relu", initial_state="ones", conv_kernel=0)
+  g, levels, signs, ch, cfg = _signed_plan(task_name, d_model, d_state)
+  depth, n, const = len(levels), cfg.d_state, ch.blocks["const"][0]
   p = analytic.zeros_like_init(cfg)["params"]
   h0 = np.float32(1.0 / math.sqrt(n))  # initial_state "ones"
   for x in range(g.order):
@@ -360,16 +382,34 @@ def _solvable_group(task_name: str) -> bool:
   return g.is_solvable and g.order > 1
 
 
+@functools.lru_cache(maxsize=256)
+def _size_limit(task_name: str, layer: str) -> str:
+  """Why the task's cascade of `layer`s at its own width is not built ('' where it is): its
+  channels grow as |G / G'| |G| and its kernels as their square (S4xC30's simple_aussm cascade:
+  87,228 channels), so it is sized from its plan before `launch.info` lists it."""
+  plan = (_signed_plan(task_name, 0, 0) if layer == "negmamba"
+          else _solvable_plan(task_name, 0, 0, layer))
+  return analytic.oversize(plan[-1])
+
+
+def _sized(applies, layer: str) -> dict:
+  """A cascade's `applies` and `limit`: it holds the tasks `applies` accepts, and is built for
+  those within analytic.MAX_PARAMS."""
+  return {"applies": lambda task: applies(task) and not _size_limit(task, layer),
+          "limit": lambda task: _size_limit(task, layer) if applies(task) else ""}
+
+
 SOLVABLE = analytic.Construction(
     "any solvable group in derived-length-many layers: each level rotates by the characters of "
     "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
-    _solvable_non_abelian, solvable)
+    build=solvable, **_sized(_solvable_non_abelian, "simple_aussm"))
 SOLVABLE_AUSSM = analytic.Construction(
     "any solvable group in derived-length-many full AUSSM layers, input term off: the same "
     "cascade, its biases read from a state coordinate that never rotates (paper 000, "
-    "Theorem 4.2; an Abelian group in one layer)", _solvable_group,
-    lambda task, dm, ds: solvable(task, dm, ds, layer="aussm"))
+    "Theorem 4.2; an Abelian group in one layer)",
+    build=lambda task, dm, ds: solvable(task, dm, ds, layer="aussm"),
+    **_sized(_solvable_group, "aussm"))
 SIGNED = analytic.Construction(
     "any 2-group in elementary-2-length-many layers: each level's signs are the characters of "
-    "its elementary Abelian 2-quotient (Grazzi et al. 2025, Theorem 2)", _two_group, signed,
-    fallback=True)  # a group's default stays the unit-modulus one (paper 000's subject)
+    "its elementary Abelian 2-quotient (Grazzi et al. 2025, Theorem 2)", build=signed,
+    fallback=True, **_sized(_two_group, "negmamba"))  # a group's default stays the unit-modulus one

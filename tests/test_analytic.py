@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ssm_bench import analytic
+from ssm_bench import analytic_cascade
 from ssm_bench import evaluation
 from ssm_bench import models
 from tasks import groups
@@ -191,7 +192,6 @@ def test_the_aussm_cascade_hands_each_level_exactly_one_hot_inputs():
 
 
 def test_cascades_refuse_groups_outside_their_class():
-  from ssm_bench import analytic_cascade
   with pytest.raises(analytic.NoConstruction, match="A5 is not a solvable group"):
     analytic_cascade.solvable("A5")
   with pytest.raises(analytic.NoConstruction, match="S3 is not a 2-group"):
@@ -208,9 +208,21 @@ def test_a_fallback_construction_is_never_a_tasks_default():
 
 def test_a_construction_too_large_to_allocate_is_refused_before_allocating():
   """S4xC30's cascade asks for 87,228 channels (a 28 GiB kernel; D2520's was killed at 24 GiB):
-  refused from the abstract shapes, with the count, instead of a MemoryError or the OOM killer."""
-  with pytest.raises(analytic.NoConstruction, match=r"30,562,947,366 parameters \(width 87228\)"):
-    analytic.build("S4xC30")
+  refused from the abstract shapes, with the count, instead of a MemoryError or the OOM killer;
+  and not listed as held by hand (`launch.info`), the limit saying why, while its
+  DeltaProduct layer (order 720) becomes the group's default."""
+  too_large = r"30,562,947,366 parameters \(width 87228\)"
+  with pytest.raises(analytic.NoConstruction, match=too_large):
+    analytic_cascade.solvable("S4xC30")  # the build itself refuses too
+  with pytest.raises(analytic.NoConstruction, match="no simple_aussm construction .*" + too_large):
+    analytic.build("S4xC30", model="simple_aussm")
+  assert analytic.construction_models("S4xC30") == ("deltaproduct",), (
+      "a cascade too large to build is listed as held by hand: "
+      f"{analytic.construction_models('S4xC30')}")
+  limits = analytic.construction_limits("S4xC30")
+  assert sorted(limits) == ["aussm", "simple_aussm"] and "87228" in limits["simple_aussm"], limits
+  assert analytic.construction_limits("S4") == {} and "simple_aussm" in analytic.constructions(
+      "S4"), "S4's cascade is small and built"
 
 
 def test_deltaproduct_is_not_offered_above_the_order_its_representation_is_searched_to():
