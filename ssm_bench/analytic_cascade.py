@@ -361,7 +361,7 @@ def _two_group(task_name: str) -> bool:
     g = registry.get_task(task_name).group
   except (registry.TaskError, groups.GroupError):
     return False
-  return g is not None and g.elementary2_length is not None
+  return g is not None and g.elementary2_length is not None and g.order > 1  # C1: no level
 
 
 def _solvable_non_abelian(task_name: str) -> bool:

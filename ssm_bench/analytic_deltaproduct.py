@@ -98,7 +98,7 @@ def _group(task_name: str):
 
 def _built(task_name: str) -> bool:
   g = _group(task_name)
-  return g is not None and g.order <= reflections.MAX_ORDER
+  return g is not None and 1 < g.order <= reflections.MAX_ORDER  # C1: no reflection to build
 
 
 def _limit(task_name: str) -> str:
