@@ -74,8 +74,9 @@ def main(argv):
   run_dir = _WORKDIR.value or os.path.join("runs", runs.run_name(cfg))
   done = runs.read_summary(run_dir)
   if done and runs.rundir.identity(done["config"]) != runs.rundir.identity(cfg):
-    raise common.UsageError(f"{run_dir} already holds a different run ({done['run']}); use "
-                            "another --workdir, or the default one (runs/<run name>)")
+    raise common.UsageError(
+        f"{run_dir} already holds a different run ({runs.rundir.differences(done['config'], cfg)}"
+        "); use another --workdir, or the default one (runs/<run name>)")
   if done and done.get("status") in runs.FINISHED:
     print(f"{run_dir} already holds a finished run; not retraining.")
   else:

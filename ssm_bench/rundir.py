@@ -46,6 +46,15 @@ def identity(cfg) -> dict:
   return {k: v for k, v in config_dict(cfg).items() if k not in EXECUTION_FIELDS}
 
 
+def differences(held, cfg, most: int = 4) -> str:
+  """'task C2 there, C3 here; ...': the identity fields in which a stored config (`held`)
+  differs from `cfg`, for the error that refuses a directory holding another run."""
+  a, b = identity(held), identity(cfg)
+  diff = [f"{k} {a.get(k)!r} there, {b.get(k)!r} here" for k in sorted(set(a) | set(b))
+          if a.get(k) != b.get(k)]
+  return "; ".join(diff[:most]) + (f"; {len(diff) - most} more" if len(diff) > most else "")
+
+
 def run_name(cfg: TrainConfig) -> str:
   """Readable prefix plus a hash of the identity fields that differ from their defaults: the
   same run always maps here, and adding a field (with a default) renames no stored run."""
@@ -142,7 +151,7 @@ def prepare(cfg: TrainConfig, run_dir: str):
   path = os.path.join(run_dir, "config.json")
   existing = read_json(path)
   if existing is not None and identity(existing) != identity(cfg):
-    raise RunError(f"{run_dir} already holds a different run (its config.json differs); "
+    raise RunError(f"{run_dir} already holds a different run ({differences(existing, cfg)}); "
                    "use another workdir")
   try:
     os.makedirs(run_dir, exist_ok=True)

@@ -111,8 +111,8 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
   for c, d in zip(cfgs, dirs):
     done = read_summary(d) or {}
     if "config" in done and rundir.identity(done["config"]) != rundir.identity(c):
-      raise RunError(f"{d} already holds a different run (its summary's config differs); "
-                     "use another workdir")
+      raise RunError(f"{d} already holds a different run "
+                     f"({rundir.differences(done['config'], c)}); use another workdir")
     if done.get("status") not in FINISHED:
       todo.append((c, d))
   if not todo:

@@ -278,8 +278,8 @@ def test_tensorboard_scalars_and_hparams(tmp_path):
 def test_directory_with_a_different_run_is_refused(tmp_path):
   d = str(tmp_path / "run")
   runs.train_group([TINY], [d])
-  with pytest.raises(runs.RunError, match="different run"):
-    runs.train_group([TINY.replace(seed=5)], [d])
+  with pytest.raises(runs.RunError, match=r"different run \(seed 0 there, 5 here\)"):
+    runs.train_group([TINY.replace(seed=5)], [d])  # the field that differs, named
 
 
 def test_committed_runs_are_named_by_their_configs():

@@ -40,6 +40,8 @@ def test_train_then_relaunch_does_not_retrain(tmp_path):
   other = train(*TINY_FLAGS, "--task=S3", "--model=rnn", f"--workdir={tmp_path / 'run'}")
   assert other.returncode == 2 and "holds a different run" in other.stderr, (
       f"asked for S3 rnn, got: {other.stdout} {other.stderr}")
+  assert "model 'mamba' there, 'rnn' here; task 'C2' there, 'S3' here" in other.stderr, (
+      f"the refusal does not name the fields that differ: {other.stderr}")
   assert "done: max_len" not in other.stdout
 
 
