@@ -100,14 +100,19 @@ def note_collapsed(overrides):
 
 
 def check_layers(cfgs):
-  """Every plugin loads, and every distinct network of the sweep that has a plugin layer or
-  layer kwargs builds with the right shapes and (a plugin's) reads no token ahead: one line
-  before any run directory exists."""
+  """Every plugin loads, every run's network can be set up for its task (a task larger than
+  pad_order, an analytic init whose construction differs), and every distinct network of the
+  sweep that has a plugin layer or layer kwargs builds with the right shapes and (a plugin's)
+  reads no token ahead: one line before any run directory exists."""
   from ssm_bench import causality, models, plugins, registry, train
   built, causal = set(), set()  # (network, task) built abstractly; networks checked causal
+  configured = set()  # (shape, task) whose ModelConfig was made
   try:
     for c in cfgs:
       plugins.load(c.plugins)
+      if (c.shape_key(), c.task) not in configured:
+        configured.add((c.shape_key(), c.task))
+        train.model_config(c)
       layers = models.parse_layers(c.model, c.depth)
       net = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state)
       if (net, c.task) in built or (not c.layer_kwargs

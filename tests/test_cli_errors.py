@@ -51,6 +51,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--config.steps=1.5"], "invalid"),
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
+    ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
     ("tables", ["--runs=/nonexistent"], "not a directory"),
     ("tables", ["--out=/proc/x"], "cannot write"),
@@ -67,10 +68,15 @@ CASES = [  # (entry point, arguments, a word the message must contain)
 ]
 
 
-def run(entry, args, tmp):
+def workdir(tmp, k):
+  return tmp / CASES[k][0] / f"w{k}"
+
+
+def run(k, tmp):
+  entry, args, _ = CASES[k]
   args = [a.replace("MALFORMED", str(tmp / "bad.json")) for a in args]
   if entry in ("train", "sweep") and not any(a.startswith("--workdir") for a in args):
-    args.append(f"--workdir={tmp / entry / 'w'}")
+    args.append(f"--workdir={workdir(tmp, k)}")
   if entry == "tables" and not any(a.startswith("--runs") for a in args):
     args.append(f"--runs={tmp}")
   try:
@@ -84,7 +90,7 @@ def results(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("cli")
   (tmp / "bad.json").write_text("{not json")
   with concurrent.futures.ThreadPoolExecutor(4) as pool:
-    futures = [pool.submit(run, e, a, tmp) for e, a, _ in CASES]
+    futures = [pool.submit(run, k, tmp) for k in range(len(CASES))]
     return [f.result() for f in futures], tmp
 
 
@@ -97,8 +103,9 @@ def test_bad_input_is_one_error_line_with_status_2(results, k):
   assert out.returncode == 2, f"exit {out.returncode}; stderr:\n{out.stderr[-1500:]}"
   assert len(lines) == 1 and lines[0].startswith("error: "), f"not one error line:\n{out.stderr}"
   assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
-  if entry in ("train", "sweep"):
-    assert not os.path.exists(tmp / entry / "w" / "config.json"), "a refused run left files"
+  if entry in ("train", "sweep"):  # a run's directory (train) or the sweep's runs' (sweep)
+    left = list(workdir(tmp, k).rglob("config.json"))
+    assert not left, f"a refused run left files: {left}"
 
 
 def _interrupted_sweep(tmp_path, env=None, wait_for_stderr=None):
