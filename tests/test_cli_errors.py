@@ -28,6 +28,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--schedule=linear"], "constant"),
     ("train", ["--config.eval_seqs=100", "--preset=cpu"], "eval_chunk"),
     ("train", ["--config.stepz=3"], "config.steps"),
+    ("train", ["--model=deltaproduct", '--config.layer_kwargs={"n_h": 0}'], "n_h and heads must"),
+    ("train", ["--model=transformer", '--config.layer_kwargs={"heads": 0}'], "heads and max_pos"),
     ("train", ["--config.steps=abc"], "invalid"),
     ("train", ["--norm=batchnorm"], "layernorm"),
     ("train", ["--preset=gpu"], "paper"),

@@ -93,6 +93,7 @@ def test_builtin_layers_declare_the_class_the_papers_give_them(name, cls):
 
 @pytest.mark.parametrize("kwargs,cls", [('{"beta_max": 1.0}', "householder_nonnegative"),
                                         ('{"key_norm": false}', "unknown"),
+                                        ('{"beta_max": -1.0}', "unknown"),  # eigenvalues > 1
                                         ('{"n_h": 3}', "householder:3")])
 def test_delta_rule_class_follows_its_kwargs(kwargs, cls):
   assert registry.theory_class_of("deltaproduct", kwargs) == cls

@@ -24,7 +24,8 @@ def _householder(kw) -> str:
     return "unknown"
   if kw["beta_max"] == 2.0:
     return f"householder:{kw.get('n_h', 1)}"
-  return "householder_nonnegative" if kw["beta_max"] <= 1.0 else "unknown"
+  # beta below 0 gives eigenvalues 1 - beta above 1: no class of contractions claims that
+  return "householder_nonnegative" if 0.0 <= kw["beta_max"] <= 1.0 else "unknown"
 
 
 # At CPU scale the full-state baselines are cheap and learn the larger groups only when wider and

@@ -35,6 +35,8 @@ class DeltaProduct(nn.Module):
   def __call__(self, v):
     b, t, d = v.shape
     N, H, n_h = self.cfg.d_state, self.heads, self.n_h
+    if n_h < 1 or H < 1:
+      raise ValueError(f"n_h and heads must be at least 1, got n_h={n_h}, heads={H}")
     if d % H:
       raise ValueError(f"d_model {d} is not a multiple of heads {H}")
     m = d // H

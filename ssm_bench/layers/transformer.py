@@ -75,6 +75,9 @@ class Attention(nn.Module):
     b, t, d = v.shape
     if self.position not in POSITIONS:
       raise ValueError(f"unknown position {self.position!r}; choose one of {', '.join(POSITIONS)}")
+    if self.heads < 1 or self.max_positions < 1:
+      raise ValueError(f"heads and max_positions must be at least 1, got heads={self.heads}, "
+                       f"max_positions={self.max_positions}")
     if d % self.heads:
       raise ValueError(f"d_model {d} is not a multiple of heads {self.heads}")
     x = v
