@@ -378,7 +378,7 @@ def main(argv):
     stopped = (f"stopped at the time limit (--time_limit_s={_TIME_LIMIT.value:g}): "
                f"{e.groups_left} group(s) of this stage, and any later stage, not started; "
                "the same command resumes")
-  except executors.ExecutorUnavailable as e:
+  except (executors.ExecutorUnavailable, runs.RunError) as e:  # a directory it cannot use
     raise common.UsageError(str(e)) from None
   finally:
     bar.close()

@@ -12,6 +12,7 @@ file that a later launch would mistake for a result.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -19,6 +20,7 @@ import json
 import os
 import platform
 import subprocess
+import time
 
 from ssm_bench import evaluation
 from ssm_bench import faults
@@ -31,6 +33,51 @@ STATUSES = FINISHED + ("failed",)
 
 class RunError(ValueError):
   """A run directory that cannot be used (it holds a different run, or is not writable)."""
+
+
+class RunBusy(RunError):
+  """A run directory another process is training right now."""
+
+
+# A process that trains a run holds an exclusive flock on its directory (released by the kernel
+# when the process dies, however it dies). A relaunch may find a killed predecessor's worker
+# still exiting for a moment, so the lock is waited for this long before the run is refused.
+LOCK_WAIT_S = 10.0  # SSM_BENCH_LOCK_WAIT_S overrides it (tests)
+
+
+@contextlib.contextmanager
+def training_lock(run_dirs):
+  """Hold every run directory (created if missing) for this process while it trains them;
+  RunBusy if another process holds one: two launches of one sweep (or a train into a sweep's
+  run) would otherwise both train it, interleaving its metrics and checkpoints."""
+  try:
+    import fcntl
+  except ImportError:  # no flock (Windows): unguarded, as before
+    yield
+    return
+  fds = []
+  try:
+    for d in run_dirs:
+      try:
+        os.makedirs(d, exist_ok=True)
+        fd = os.open(d, os.O_RDONLY)
+      except OSError as e:
+        raise RunError(f"cannot write run directory {d}: {e.strerror}") from None
+      fds.append(fd)
+      deadline = time.monotonic() + float(os.environ.get("SSM_BENCH_LOCK_WAIT_S", LOCK_WAIT_S))
+      while True:
+        try:
+          fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+          break
+        except BlockingIOError:
+          if time.monotonic() >= deadline:
+            raise RunBusy(f"{d} is being trained by another process; wait for it to finish (or "
+                          "stop it: its checkpoints resume), or use another workdir") from None
+          time.sleep(0.2)
+    yield
+  finally:
+    for fd in fds:
+      os.close(fd)  # releases its lock
 
 
 def config_dict(cfg) -> dict:

@@ -115,8 +115,17 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
                      f"({rundir.differences(done['config'], c)}); use another workdir")
     if done.get("status") not in FINISHED:
       todo.append((c, d))
-  if not todo:
-    return [read_summary(d) for d in dirs]
+  if todo:
+    with rundir.training_lock([d for _, d in todo]):
+      # a run the lock's previous holder finished meanwhile is not trained again
+      todo = [(c, d) for c, d in todo if not is_finished(d)]
+      if todo:
+        _train_todo(todo, on_chunk, log, progress)
+  return [read_summary(d) for d in dirs]
+
+
+def _train_todo(todo, on_chunk, log, progress):
+  """Train the unfinished runs of a group (their directories held by this process)."""
   cfgs_todo, dirs_todo = [c for c, _ in todo], [d for _, d in todo]
   for c, d in todo:
     rundir.prepare(c, d)
@@ -132,7 +141,6 @@ def train_group(cfgs: list[TrainConfig], dirs: list[str], on_chunk=None, log=Non
         rundir.write_summary(c, d, {"status": "failed", "error": f"{type(e).__name__}: {e}",
                                     "max_len": 0, "steps": 0}, time.time() - t0)
     raise
-  return [read_summary(d) for d in dirs]
 
 
 def _train_and_summarise(trainer, cfgs, dirs, on_chunk, log, progress, t0):

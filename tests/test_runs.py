@@ -282,6 +282,25 @@ def test_directory_with_a_different_run_is_refused(tmp_path):
     runs.train_group([TINY.replace(seed=5)], [d])  # the field that differs, named
 
 
+def test_a_run_another_process_is_training_is_refused_then_trained_once_free(tmp_path,
+                                                                             monkeypatch):
+  """Two launches of one sweep both trained its runs, interleaving their metrics lines (80 for
+  40 steps): a run directory is held while it trains. Held here through another open file (as
+  another process would hold it), train_group refuses the run and writes nothing; freed, it
+  trains it."""
+  from ssm_bench import rundir
+  monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
+  d = str(tmp_path / "run")
+  with rundir.training_lock([d]):
+    with pytest.raises(rundir.RunBusy, match="being trained by another process"):
+      runs.train_group([TINY], [d])
+    assert os.listdir(d) == [], f"a refused launch wrote into the run: {os.listdir(d)}"
+  summary = runs.train_group([TINY], [d])[0]
+  assert summary["status"] == "done"
+  steps = [row["step"] for row in runs.rundir.read_metrics(d)]
+  assert steps == sorted(set(steps)), f"metrics lines repeated: {steps}"
+
+
 def test_committed_runs_are_named_by_their_configs():
   """A field added with a default must not rename stored runs (nor make them 'different')."""
   from ssm_bench import rundir

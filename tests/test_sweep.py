@@ -157,6 +157,21 @@ def test_worker_processes_get_disjoint_cores_and_single_threaded_xla():
   assert env["JAX_PLATFORMS"] == "cpu"
 
 
+def test_a_sweep_refuses_in_one_line_a_run_another_process_is_training(tmp_path):
+  """A second launch of a running sweep stops at the first run the first launch holds, in one
+  line, instead of training it again beside it (or a traceback, as a RunError was)."""
+  from ssm_bench import rundir
+  held = sweep.plan("tiny", str(tmp_path))[0][1][0]
+  with rundir.training_lock([held]):
+    out = launcher.run(["launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}", "--quiet"],
+                       env={**os.environ, "SSM_BENCH_LOCK_WAIT_S": "0.3"}, timeout=300)
+  errors = [line for line in out.stderr.splitlines() if line.strip()]
+  assert out.returncode == 2 and len(errors) == 1, f"exit {out.returncode}: {out.stderr[-1500:]}"
+  assert errors[0] == (f"error: {held} is being trained by another process; wait for it to "
+                       "finish (or stop it: its checkpoints resume), or use another workdir")
+  assert not os.listdir(held), "the refused launch wrote into the held run"
+
+
 def test_worker_processes_stop_the_sweep_on_a_directory_holding_another_run(tmp_path, tiny_local):
   groups = sweep.plan("tiny", str(tmp_path))
   import shutil  # the first run's directory now holds another run's summary
