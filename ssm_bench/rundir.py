@@ -74,6 +74,8 @@ def training_lock(run_dirs):
             raise RunBusy(f"{d} is being trained by another process; wait for it to finish (or "
                           "stop it: its checkpoints resume), or use another workdir") from None
           time.sleep(0.2)
+        except OSError:  # a file system without locks (some network or FUSE mounts): unguarded
+          break
     yield
   finally:
     for fd in fds:
