@@ -29,7 +29,9 @@ def build_layer(cfg: ModelConfig, i: int):
 
 def check(cfg: ModelConfig, length: int = 4):
   """Build the network abstractly (no arithmetic): a layer that cannot be built with these
-  kwargs or returns the wrong shape raises LayerError, before any run directory exists."""
+  kwargs or returns the wrong shape raises LayerError, before any run directory exists; so does
+  a layer whose class function fails for these kwargs."""
+  registry.check_classes(cfg.layers, cfg.layer_kwargs)
   try:
     jax.eval_shape(lambda: StateTracker(cfg).init(jax.random.PRNGKey(0),
                                                    jnp.zeros((1, length), jnp.int32)))

@@ -298,24 +298,53 @@ def preset_values(preset: str, model: str | None) -> dict:
   return dict(spec.presets.get(preset, {})) if spec else {}
 
 
-def theory_class_of(name: str, kwargs_text: str = "") -> str:
-  """The layer's transition class with these kwargs; `unknown` for a layer that is not
-  registered here (a plugin that could not be loaded) or kwargs it does not take."""
-  spec = find(name)
-  if spec is None:
-    return "unknown"
+def _class_for(spec: LayerSpec, kwargs: dict) -> str:
+  """The layer's class with these kwargs (its own, after the stack's were split); LayerError if
+  its class function raises or answers something that is not a class of theory.CLASSES."""
+  from ssm_bench import theory
   if not callable(spec.theory_class):
     return spec.theory_class
   try:
-    return spec.theory_class(layer_kwargs([name], kwargs_text)[0])
-  except LayerError:
-    return "unknown"
+    cls = spec.theory_class(kwargs)
+    theory.parse(cls)
+  except Exception as e:
+    msg = " ".join(str(e).split())[:300]
+    raise LayerError(f"layer {spec.name!r}: its theory_class for kwargs {kwargs} failed: "
+                     f"{type(e).__name__}: {msg}") from None
+  return cls
+
+
+def check_classes(layers, kwargs_text: str = "") -> list[str]:
+  """Each layer's class for a run's kwargs, bottom first; LayerError (one line) where a class
+  function fails for them: found before training, not by the tables that read the run."""
+  return [_class_for(get(n), kw) for n, kw in zip(layers, layer_kwargs(layers, kwargs_text))]
+
+
+def theory_class_of(name: str, kwargs_text: str = "") -> str:
+  """The layer's transition class with these kwargs; `unknown` for a layer that is not
+  registered here (a plugin that could not be loaded), kwargs it does not take, or a class
+  function that fails for them (a stored run's table shows `?` rather than failing)."""
+  return theory_classes(name, 1, kwargs_text)[0]
 
 
 def theory_classes(model: str, depth: int, kwargs: str = "") -> list[str]:
-  """The transition class of every layer of the stack, bottom first (see theory_class_of)."""
+  """The transition class of every layer of the stack, bottom first (see theory_class_of), each
+  with the kwargs of the stack's that it takes."""
   layers = model.split(",") if "," in model else [model] * depth
-  return [theory_class_of(n, kwargs) for n in layers]
+  specs_ = [find(n) for n in layers]
+  if any(s is None for s in specs_):
+    return ["unknown" if s is None else theory_class_of(s.name, kwargs) for s in specs_]
+  try:
+    per_layer = layer_kwargs(layers, kwargs)
+  except (LayerError, ValueError):
+    return ["unknown"] * len(layers)
+  out = []
+  for s, kw in zip(specs_, per_layer):
+    try:
+      out.append(_class_for(s, kw))
+    except LayerError:
+      out.append("unknown")
+  return out
 
 
 def card(name: str) -> dict[str, Any]:

@@ -109,6 +109,11 @@ def test_no_layer_names_outside_the_registry(path):
      "not taken by rotation"),
     (["--plugins=examples.rotation", "--model=rotation", "--layer_kwargs=[1]"], "JSON object"),
     (["--plugins=bad/path.py", "--model=x"], "importable module names"),
+    # a class function failing for the run's kwargs (trained, then the tables failed on it)
+    (["--plugins=plugin_layers.classfn", "--model=classfn", '--layer_kwargs={"mode": "bad"}'],
+     "its theory_class for kwargs {'mode': 'bad'} failed: ValueError: unknown theory class"),
+    (["--plugins=plugin_layers.classfn", "--model=classfn", '--layer_kwargs={"mode": "boom"}'],
+     "failed: RuntimeError: no class for boom"),
 ])
 def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args, problem):
   work = tmp_path / "run"
@@ -117,6 +122,18 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
   assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), p.stderr[-2000:]
   assert problem in lines[0], lines[0]
   assert not work.exists(), "a refused run left a run directory"
+
+
+def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables():
+  """A run stored before its class function was checked (or with a plugin changed since):
+  the tables' classes read `unknown` (a `?`), not a traceback."""
+  from ssm_bench import plugins
+  plugins.load("plugin_layers.classfn")
+  assert registry.theory_classes("classfn", 2, '{"mode": "bad"}') == ["unknown"] * 2
+  assert registry.theory_class_of("classfn", '{"mode": "boom"}') == "unknown"
+  assert registry.theory_class_of("classfn") == "nonlinear_or_dense"
+  assert registry.theory_classes("mamba,classfn", 2, '{"mode": "ok"}') == [
+      "nonnegative_diagonal", "nonlinear_or_dense"], "kwargs of one layer of a hybrid"
 
 
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():

@@ -1,0 +1,23 @@
+"""Test plugin: a layer whose class function fails for some of its kwargs (not its defaults,
+which registration checks): an invalid class for mode "bad", an exception for mode "boom"."""
+import flax.linen as nn
+
+from ssm_bench.registry import module_kwargs, register_layer
+
+
+class ClassFn(nn.Module):
+  cfg: object
+  mode: str = "ok"
+
+  @nn.compact
+  def __call__(self, v):
+    return nn.Dense(v.shape[-1], name="mix")(v)
+
+
+def _class(kw):
+  if kw["mode"] == "boom":
+    raise RuntimeError("no class for boom")
+  return {"ok": "nonlinear_or_dense", "bad": "householder:x"}[kw["mode"]]
+
+
+register_layer("classfn", ClassFn, theory_class=_class, kwargs=module_kwargs(ClassFn))
