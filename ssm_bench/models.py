@@ -32,6 +32,7 @@ def check(cfg: ModelConfig, length: int = 4):
   kwargs or returns the wrong shape raises LayerError, before any run directory exists; so does
   a layer whose class function fails for these kwargs."""
   registry.check_classes(cfg.layers, cfg.layer_kwargs)
+  registry.check_state_widths(cfg.layers, dataclasses.asdict(cfg), cfg.layer_kwargs)
   try:
     jax.eval_shape(lambda: StateTracker(cfg).init(jax.random.PRNGKey(0),
                                                    jnp.zeros((1, length), jnp.int32)))

@@ -185,13 +185,32 @@ def _check_state_width(name: str, state_width, kwargs: dict):
   if not callable(state_width):
     raise LayerError(f"layer {name!r}: state_width must be a function (config, kwargs) -> int, "
                      f"got {state_width!r}")
+  _width_for(name, state_width, {}, dict(kwargs), "on the default config")
+
+
+def _width_for(name: str, state_width, config: dict, kwargs: dict, where: str = "") -> int:
+  """state_width(config, kwargs), checked: LayerError (one line) if it raises or is not a
+  positive int."""
+  where = where or f"for kwargs {kwargs}"
   try:
-    width = state_width(_full_config({}), dict(kwargs))
+    width = state_width(_full_config(config), kwargs)
   except Exception as e:
-    raise LayerError(f"layer {name!r}: state_width(config, kwargs) failed on the default config: "
-                     f"{type(e).__name__}: {e}") from None
+    msg = " ".join(str(e).split())[:300]
+    raise LayerError(f"layer {name!r}: state_width(config, kwargs) failed {where}: "
+                     f"{type(e).__name__}: {msg}") from None
   if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-    raise LayerError(f"layer {name!r}: state_width must return a positive int, got {width!r}")
+    raise LayerError(f"layer {name!r}: state_width must return a positive int, got {width!r} "
+                     f"{where}")
+  return width
+
+
+def check_state_widths(layers, config: dict, kwargs_text: str = ""):
+  """Each layer's state_width for a run's config and kwargs, where it has one: LayerError
+  before training where it fails, rather than in the tables that read the run."""
+  for n, kw in zip(layers, layer_kwargs(layers, kwargs_text)):
+    spec = get(n)
+    if spec.state_width is not None:
+      _width_for(n, spec.state_width, config, kw)
 
 
 def _full_config(config: dict) -> dict:
@@ -210,8 +229,8 @@ def state_width(model: str, config: dict, kwargs_text: str = "") -> int:
   if spec is None or spec.state_width is None:
     return config["d_state"]
   try:
-    return spec.state_width(_full_config(config), layer_kwargs([model], kwargs_text)[0])
-  except LayerError:
+    return _width_for(model, spec.state_width, config, layer_kwargs([model], kwargs_text)[0])
+  except (LayerError, ValueError):  # (a stored run's) kwargs it fails for: as if d_state
     return config["d_state"]
 
 

@@ -114,6 +114,9 @@ def test_no_layer_names_outside_the_registry(path):
      "its theory_class for kwargs {'mode': 'bad'} failed: ValueError: unknown theory class"),
     (["--plugins=plugin_layers.classfn", "--model=classfn", '--layer_kwargs={"mode": "boom"}'],
      "failed: RuntimeError: no class for boom"),
+    (["--plugins=plugin_layers.classfn", "--model=classfn",
+      '--layer_kwargs={"mode": "widthless"}'],
+     "state_width(config, kwargs) failed for kwargs {'mode': 'widthless'}: ZeroDivisionError"),
 ])
 def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args, problem):
   work = tmp_path / "run"
@@ -126,12 +129,15 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
 
 def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables():
   """A run stored before its class function was checked (or with a plugin changed since):
-  the tables' classes read `unknown` (a `?`), not a traceback."""
+  the tables' classes read `unknown` (a `?`), and a failing state_width d_state, not a
+  traceback."""
   from ssm_bench import plugins
   plugins.load("plugin_layers.classfn")
   assert registry.theory_classes("classfn", 2, '{"mode": "bad"}') == ["unknown"] * 2
   assert registry.theory_class_of("classfn", '{"mode": "boom"}') == "unknown"
   assert registry.theory_class_of("classfn") == "nonlinear_or_dense"
+  assert registry.state_width("classfn", {"d_state": 8}, '{"mode": "widthless"}') == 8, (
+      "a state_width failing for a stored run's kwargs reads as d_state")
   assert registry.theory_classes("mamba,classfn", 2, '{"mode": "ok"}') == [
       "nonnegative_diagonal", "nonlinear_or_dense"], "kwargs of one layer of a hybrid"
 

@@ -1,5 +1,6 @@
 """Test plugin: a layer whose class function fails for some of its kwargs (not its defaults,
-which registration checks): an invalid class for mode "bad", an exception for mode "boom"."""
+which registration checks): an invalid class for mode "bad", an exception for mode "boom"; its
+state_width fails for mode "widthless"."""
 import flax.linen as nn
 
 from ssm_bench.registry import module_kwargs, register_layer
@@ -17,7 +18,13 @@ class ClassFn(nn.Module):
 def _class(kw):
   if kw["mode"] == "boom":
     raise RuntimeError("no class for boom")
-  return {"ok": "nonlinear_or_dense", "bad": "householder:x"}[kw["mode"]]
+  return {"ok": "nonlinear_or_dense", "widthless": "nonlinear_or_dense",
+          "bad": "householder:x"}[kw["mode"]]
 
 
-register_layer("classfn", ClassFn, theory_class=_class, kwargs=module_kwargs(ClassFn))
+def _width(config, kw):
+  return config["d_state"] // (kw["mode"] != "widthless")  # 1 // 0 for "widthless"
+
+
+register_layer("classfn", ClassFn, theory_class=_class, kwargs=module_kwargs(ClassFn),
+               state_width=_width)
