@@ -264,6 +264,22 @@ def _held_task(task_name: str) -> str:
   return task.group.name if task.group is not None and task_name.endswith("-gen") else task_name
 
 
+def _failure(what: str, task: str, e: Exception) -> str:
+  return (f"its construction's {what} failed on {task}: {type(e).__name__}: "
+          + " ".join(str(e).split())[:200])
+
+
+def _ask(what: str, fn, task: str):
+  """(answer, '') of a construction's function on a task, or (None, why) where it raised: a
+  plugin's construction that fails is its layer's line, not every task's traceback."""
+  try:
+    return fn(task), ""
+  except NoConstruction as e:
+    return None, str(e)
+  except Exception as e:
+    return None, _failure(what, task, e)
+
+
 def _constructions(task_name: str) -> dict:
   """layer name -> the Construction that tracks the task, from the layer registry in
   registration order (the default first); NoConstruction says why there is none."""
@@ -272,7 +288,7 @@ def _constructions(task_name: str) -> dict:
   options = {}
   for spec in layer_registry.specs():
     for c in spec.constructions:
-      if spec.name not in options and c.applies(held):
+      if spec.name not in options and _ask("applies", c.applies, held)[0]:
         options[spec.name] = c
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
@@ -289,8 +305,14 @@ def construction_limits(task_name: str) -> dict:
   size limit); {} where nothing is left out."""
   from ssm_bench import registry as layer_registry
   held = _held_task(task_name)
-  return {spec.name: why for spec in layer_registry.specs() for c in spec.constructions
-          for why in [c.limit(held)] if why}
+  out = {}
+  for spec in layer_registry.specs():
+    for c in spec.constructions:
+      why, failed = _ask("limit", c.limit, held)
+      failed = failed or _ask("applies", c.applies, held)[1]
+      if (why or failed) and spec.name not in out:
+        out[spec.name] = why or failed
+  return out
 
 
 def diagonal_limit(task_name: str) -> str:
@@ -325,7 +347,13 @@ def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):
     reason = construction_limits(task_name).get(model) or diagonal_limit(task_name)
     raise NoConstruction(f"no {model} construction for {task_name}; choose one of "
                          f"{', '.join(options)}" + (f" ({reason})" if reason else ""))
-  return options[model or next(iter(options))].build(_held_task(task_name), d_model, d_state)
+  name, held = model or next(iter(options)), _held_task(task_name)
+  try:
+    return options[name].build(held, d_model, d_state)
+  except NoConstruction:
+    raise
+  except Exception as e:  # a plugin's construction: its layer's one line
+    raise NoConstruction(f"{name}: {_failure('build', held, e)}") from None
 
 
 def perturb(params, scale: float, key):

@@ -127,12 +127,22 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
   assert not work.exists(), "a refused run left a run directory"
 
 
-def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables():
+def _register_isolated(monkeypatch, module: str):
+  """Run a test plugin into a copy of the registry, undone after the test: a layer made to fail
+  must not reach the registry other tests in this worker read."""
+  import importlib.util
+  registry.specs()  # the built-ins first: copied with the rest
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  path = os.path.join(ROOT, "tests", "plugin_layers", f"{module}.py")
+  spec = importlib.util.spec_from_file_location(f"_isolated_{module}", path)
+  spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables(monkeypatch):
   """A run stored before its class function was checked (or with a plugin changed since):
   the tables' classes read `unknown` (a `?`), and a failing state_width d_state, not a
   traceback."""
-  from ssm_bench import plugins
-  plugins.load("plugin_layers.classfn")
+  _register_isolated(monkeypatch, "classfn")
   assert registry.theory_classes("classfn", 2, '{"mode": "bad"}') == ["unknown"] * 2
   assert registry.theory_class_of("classfn", '{"mode": "boom"}') == "unknown"
   assert registry.theory_class_of("classfn") == "nonlinear_or_dense"
@@ -140,6 +150,21 @@ def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables()
       "a state_width failing for a stored run's kwargs reads as d_state")
   assert registry.theory_classes("mamba,classfn", 2, '{"mode": "ok"}') == [
       "nonnegative_diagonal", "nonlinear_or_dense"], "kwargs of one layer of a hybrid"
+
+
+def test_a_plugin_construction_that_fails_is_its_layers_line_not_a_traceback(monkeypatch):
+  """Its `applies` raising on S3 is listed as why it is not built there (the other layers'
+  constructions still listed); its `build` raising is a NoConstruction naming the layer."""
+  from ssm_bench import analytic
+  _register_isolated(monkeypatch, "badconstruction")
+  limits = analytic.construction_limits("S3")
+  assert "applies failed on S3: KeyError" in limits.get("badcons", ""), limits
+  assert "simple_aussm" in analytic.constructions("S3") and "badcons" not in (
+      analytic.constructions("S3"))
+  assert "badcons" in analytic.construction_models("C4")
+  with pytest.raises(analytic.NoConstruction,
+                     match="badcons: its construction's build failed on C4: RuntimeError"):
+    analytic.build("C4", model="badcons")
 
 
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
