@@ -401,7 +401,11 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   # the overrides reach the base too, so a grid sees the model (and plugins) it is asked about
   cfgs = SWEEPS[name].grid(TrainConfig(**{**base_values, **(overrides or {})}))
   if overrides:
-    cfgs = [c.replace(**overrides) for c in cfgs]
+    # a model given so takes its own values for the protocol (its registry record's presets),
+    # as the sweep's own models take theirs; the overrides still win
+    own = (lambda c: registry.preset_values(c.preset, overrides["model"])) if "model" in (
+        overrides) else (lambda c: {})
+    cfgs = [c.replace(**{**own(c), **overrides}) for c in cfgs]
   return list(dict.fromkeys(cfgs))
 
 

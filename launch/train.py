@@ -35,6 +35,9 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (default: runs/<r
 
 def config_from_flags() -> TrainConfig:
   try:
+    # before the preset's values: a plugin layer's own values for the preset are in its record
+    given = config_flags.overrides(_FIELDS).get("plugins")
+    plugins.load(",".join(p for p in (given, common.PLUGINS.value) if p))
     values = config_flags.build(_FIELDS, _PRESET.value,
                                 **({"model": _LAYERS.value} if _LAYERS.value else {}))
     if common.PLUGINS.value:  # --plugins, the short spelling of --config.plugins

@@ -155,6 +155,7 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
       raise LayerError(f"layer {name!r}: kwargs must map names to JSON scalars, got {k!r}: {v!r}")
   if state_width is not None:
     _check_state_width(name, state_width, kwargs)
+  _check_presets(name, presets or {})
   description = description or _first_doc_line(builder)
   spec = LayerSpec(name=name, builder=builder, theory_class=theory_class,
                    scan_family=scan_family, constructions=tuple(constructions),
@@ -177,6 +178,25 @@ def _claims_text(spec: LayerSpec) -> str:
   cls = spec.theory_class if isinstance(spec.theory_class, str) else _origin(spec.theory_class)
   return (f"class {cls}, scan_family {spec.scan_family}, kwargs {dict(spec.kwargs)}, "
           f"presets {sorted(spec.presets)}")
+
+
+def _check_presets(name: str, presets: dict):
+  """Each preset a layer sizes itself in must exist, and its values make a valid config on top
+  of it: a typo (a preset or field name) would otherwise be silently never applied."""
+  from ssm_bench import config
+  for preset, values in presets.items():
+    if preset not in config.PRESETS:
+      raise LayerError(f"layer {name!r}: unknown preset {preset!r} in its presets; choose from "
+                       f"{', '.join(config.PRESETS)}")
+    fields = config.field_types()
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+      raise LayerError(f"layer {name!r}: preset {preset!r} sets {', '.join(map(repr, unknown))}, "
+                       f"not config fields (e.g. {', '.join(list(fields)[:6])}, ...)")
+    try:
+      config.TrainConfig(**{**config.PRESETS[preset], **values})
+    except ValueError as e:
+      raise LayerError(f"layer {name!r}: preset {preset!r}: {e}") from None
 
 
 def _check_state_width(name: str, state_width, kwargs: dict):

@@ -167,6 +167,32 @@ def test_a_plugin_construction_that_fails_is_its_layers_line_not_a_traceback(mon
     analytic.build("C4", model="badcons")
 
 
+def test_a_plugins_preset_values_reach_the_runs_of_every_entry_point(tmp_path):
+  """launch.train computed the preset's values before it loaded --plugins, so a plugin layer's
+  own values for the preset were never applied (its runs trained at the preset's width)."""
+  work = tmp_path / "run"
+  p = run("launch.train", "--plugins=plugin_layers.classfn", "--model=classfn", "--task=C2",
+          "--preset=tiny", f"--workdir={work}")
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert json.load(open(work / "config.json"))["d_model"] == 12, "the plugin's tiny d_model"
+  p = run("launch.sweep", "--sweep=tiny", "--plugins=plugin_layers.classfn",
+          "--config.model=classfn", "--dry_run")
+  assert p.returncode == 0 and "classfn depth 1 d_model 12 " in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("presets,problem", [
+    ({"cpuu": {"d_model": 8}}, "unknown preset 'cpuu' in its presets; choose from paper"),
+    ({"cpu": {"d_modle": 8}}, "preset 'cpu' sets 'd_modle', not config fields"),
+    ({"cpu": {"d_model": -3}}, "preset 'cpu': d_model must be a positive integer, got -3")])
+def test_a_layers_presets_are_checked_when_it_registers(monkeypatch, presets, problem):
+  """A typo in a preset's name or field was never applied, silently; a bad value trained."""
+  registry.specs()
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  with pytest.raises(registry.LayerError, match=re.escape(problem)):
+    registry.register_layer("sized", lambda cfg, **kw: None, theory_class="unknown",
+                            presets=presets)
+
+
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
   plugins.load("examples.rotation")
   a = TrainConfig(model="rotation", plugins="examples.rotation")

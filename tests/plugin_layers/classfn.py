@@ -1,6 +1,6 @@
 """Test plugin: a layer whose class function fails for some of its kwargs (not its defaults,
 which registration checks): an invalid class for mode "bad", an exception for mode "boom"; its
-state_width fails for mode "widthless"."""
+state_width fails for mode "widthless". It sizes itself at the tiny preset."""
 import flax.linen as nn
 
 from ssm_bench.registry import module_kwargs, register_layer
@@ -27,4 +27,4 @@ def _width(config, kw):
 
 
 register_layer("classfn", ClassFn, theory_class=_class, kwargs=module_kwargs(ClassFn),
-               state_width=_width)
+               state_width=_width, presets={"tiny": {"d_model": 12}})  # tiny's is 8
