@@ -156,6 +156,13 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   if state_width is not None:
     _check_state_width(name, state_width, kwargs)
   _check_presets(name, presets or {})
+  from ssm_bench import analytic
+  for c in constructions:  # read by every group's listing: one wrong entry failed them all
+    if not isinstance(c, analytic.Construction):
+      raise LayerError(f"layer {name!r}: constructions must be analytic.Construction records "
+                       f"(description, applies, build), got {c!r}")
+  if not isinstance(description, str):
+    raise LayerError(f"layer {name!r}: description must be a string, got {description!r}")
   description = description or _first_doc_line(builder)
   spec = LayerSpec(name=name, builder=builder, theory_class=theory_class,
                    scan_family=scan_family, constructions=tuple(constructions),

@@ -180,17 +180,19 @@ def test_a_plugins_preset_values_reach_the_runs_of_every_entry_point(tmp_path):
   assert p.returncode == 0 and "classfn depth 1 d_model 12 " in p.stdout, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("presets,problem", [
-    ({"cpuu": {"d_model": 8}}, "unknown preset 'cpuu' in its presets; choose from paper"),
-    ({"cpu": {"d_modle": 8}}, "preset 'cpu' sets 'd_modle', not config fields"),
-    ({"cpu": {"d_model": -3}}, "preset 'cpu': d_model must be a positive integer, got -3")])
-def test_a_layers_presets_are_checked_when_it_registers(monkeypatch, presets, problem):
-  """A typo in a preset's name or field was never applied, silently; a bad value trained."""
+@pytest.mark.parametrize("record,problem", [
+    (dict(presets={"cpuu": {"d_model": 8}}), "unknown preset 'cpuu' in its presets; choose from"),
+    (dict(presets={"cpu": {"d_modle": 8}}), "preset 'cpu' sets 'd_modle', not config fields"),
+    (dict(presets={"cpu": {"d_model": -3}}), "preset 'cpu': d_model must be a positive integer"),
+    (dict(constructions=(lambda task: True,)), "constructions must be analytic.Construction"),
+    (dict(description=5), "description must be a string, got 5")])
+def test_a_bad_record_is_refused_when_it_registers(monkeypatch, record, problem):
+  """A typo in a preset's name or field was never applied, silently, and a bad value trained;
+  a construction that is not a record failed every group's listing in launch.info."""
   registry.specs()
   monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
   with pytest.raises(registry.LayerError, match=re.escape(problem)):
-    registry.register_layer("sized", lambda cfg, **kw: None, theory_class="unknown",
-                            presets=presets)
+    registry.register_layer("sized", lambda cfg, **kw: None, theory_class="unknown", **record)
 
 
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
