@@ -67,7 +67,7 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   try:
-    cfgs = sweeps.expand(sweep, PRESETS[preset or sweeps.SWEEPS[sweep].preset], overrides)
+    cfgs = sweeps.expand(sweep, base_values(sweep, preset), overrides)
   except ValueError as e:  # a --config. value the grid cannot take
     raise common.UsageError(str(e)) from None
   if only:
@@ -87,11 +87,16 @@ def plan(sweep: str, workdir: str, only: str | None = None, preset: str | None =
   return [(g, [os.path.join(workdir, runs.run_name(c)) for c in g]) for g in groups.values()]
 
 
+def base_values(sweep: str, preset: str | None) -> dict:
+  """The preset a sweep's grid starts from: --preset, else the sweep's own."""
+  return PRESETS[preset or sweeps.SWEEPS[sweep].preset]
+
+
 def note_collapsed(overrides):
   """One line on stderr per --config. override that replaces an axis the sweep varies: the
   runs of its other values train as the override's (how a plugin layer gets a sweep's column),
   and runs made identical are kept once; said, since the run count alone does not show it."""
-  base = PRESETS[_PRESET.value or sweeps.SWEEPS[_SWEEP.value].preset]
+  base = base_values(_SWEEP.value, _PRESET.value)
   for field, values in sweeps.collapsed(_SWEEP.value, base, overrides).items():
     shown = ", ".join(map(str, values[:6])) + (", ..." if len(values) > 6 else "")
     print(f"note: --config.{field}={overrides[field]} replaces the {_SWEEP.value} sweep's "

@@ -398,23 +398,23 @@ SWEEPS = {"table2": Sweep(table2, "table2"), "table2_lite": Sweep(table2_lite, "
 def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[TrainConfig]:
   """The sweep's configs on a base built from `base_values`, each then given `overrides`;
   duplicates (an override that collapses a grid axis) are kept once, in grid order."""
-  # the overrides reach the base too, so a grid sees the model (and plugins) it is asked about
-  cfgs = SWEEPS[name].grid(TrainConfig(**{**base_values, **(overrides or {})}))
-  if overrides:
-    # a model given so takes its own values for the protocol (its registry record's presets),
-    # as the sweep's own models take theirs; the overrides still win
-    own = (lambda c: registry.preset_values(c.preset, overrides["model"])) if "model" in (
-        overrides) else (lambda c: {})
-    cfgs = [c.replace(**{**own(c), **overrides}) for c in cfgs]
+  overrides = overrides or {}
+  model = overrides.get("model")  # takes its own values for the protocol (its record's
+  # presets), as the sweep's own models take theirs; the overrides still win
+  cfgs = [c.replace(**{**(registry.preset_values(c.preset, model) if model else {}),
+                       **overrides}) for c in _grid_before(name, base_values, overrides)]
   return list(dict.fromkeys(cfgs))
+
+
+def _grid_before(name: str, base_values: dict, overrides: dict) -> list[TrainConfig]:
+  """The sweep's grid before the overrides are applied to each config; they reach its base, so
+  a grid sees the model (and plugins) it is asked about."""
+  return SWEEPS[name].grid(TrainConfig(**{**base_values, **overrides}))
 
 
 def collapsed(name: str, base_values: dict, overrides: dict | None) -> dict:
   """{field: the grid's values} for each override that replaces an axis the sweep varies (its
-  runs of those values merge into the override's): the grid as `expand` builds it, before the
-  overrides are applied to each config."""
-  if not overrides:
-    return {}
-  cfgs = SWEEPS[name].grid(TrainConfig(**{**base_values, **overrides}))
-  return {f: vals for f in overrides
+  runs of those values merge into the override's)."""
+  cfgs = _grid_before(name, base_values, overrides) if overrides else []
+  return {f: vals for f in overrides or {}
           if len(vals := sorted({getattr(c, f) for c in cfgs})) > 1}

@@ -35,13 +35,15 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (default: runs/<r
 
 def config_from_flags() -> TrainConfig:
   try:
-    # before the preset's values: a plugin layer's own values for the preset are in its record
-    given = config_flags.overrides(_FIELDS).get("plugins")
-    plugins.load(",".join(p for p in (given, common.PLUGINS.value) if p))
+    # --plugins (the short spelling of --config.plugins) too; loaded before the preset's
+    # values, since a plugin layer's own values for the preset are in its record
+    given = ",".join(p for p in (config_flags.overrides(_FIELDS).get("plugins"),
+                                 common.PLUGINS.value) if p)
+    plugins.load(given)
     values = config_flags.build(_FIELDS, _PRESET.value,
                                 **({"model": _LAYERS.value} if _LAYERS.value else {}))
-    if common.PLUGINS.value:  # --plugins, the short spelling of --config.plugins
-      values["plugins"] = ",".join(p for p in (values.get("plugins"), common.PLUGINS.value) if p)
+    if given:
+      values["plugins"] = given
     values.setdefault("task", TrainConfig.task)
     values.setdefault("model", TrainConfig.model)
     if "," in values["model"]:  # a hybrid's depth is its list's length; another is an error

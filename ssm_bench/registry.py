@@ -366,31 +366,34 @@ def check_classes(layers, kwargs_text: str = "") -> list[str]:
   return [_class_for(get(n), kw) for n, kw in zip(layers, layer_kwargs(layers, kwargs_text))]
 
 
+def _class_or_unknown(spec: LayerSpec | None, kwargs_text: str, kwargs: dict | None) -> str:
+  """_class_for, `unknown` where it fails: kwargs the stack split (`kwargs`), else those of
+  the text this layer takes alone."""
+  if spec is None:
+    return "unknown"
+  try:
+    return _class_for(spec, layer_kwargs([spec.name], kwargs_text)[0] if kwargs is None
+                      else kwargs)
+  except ValueError:  # LayerError, or kwargs that are not JSON
+    return "unknown"
+
+
 def theory_class_of(name: str, kwargs_text: str = "") -> str:
   """The layer's transition class with these kwargs; `unknown` for a layer that is not
   registered here (a plugin that could not be loaded), kwargs it does not take, or a class
   function that fails for them (a stored run's table shows `?` rather than failing)."""
-  return theory_classes(name, 1, kwargs_text)[0]
+  return _class_or_unknown(find(name), kwargs_text, None)
 
 
 def theory_classes(model: str, depth: int, kwargs: str = "") -> list[str]:
   """The transition class of every layer of the stack, bottom first (see theory_class_of), each
   with the kwargs of the stack's that it takes."""
   layers = model.split(",") if "," in model else [model] * depth
-  specs_ = [find(n) for n in layers]
-  if any(s is None for s in specs_):
-    return ["unknown" if s is None else theory_class_of(s.name, kwargs) for s in specs_]
   try:
-    per_layer = layer_kwargs(layers, kwargs)
-  except (LayerError, ValueError):
-    return ["unknown"] * len(layers)
-  out = []
-  for s, kw in zip(specs_, per_layer):
-    try:
-      out.append(_class_for(s, kw))
-    except LayerError:
-      out.append("unknown")
-  return out
+    per_layer = layer_kwargs(layers, kwargs)  # as the network splits them
+  except ValueError:  # a layer not registered here, or a key none takes: each layer alone
+    per_layer = [None] * len(layers)
+  return [_class_or_unknown(find(n), kwargs, kw) for n, kw in zip(layers, per_layer)]
 
 
 def card(name: str) -> dict[str, Any]:
