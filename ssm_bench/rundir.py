@@ -55,31 +55,53 @@ def training_lock(run_dirs):
   except ImportError:  # no flock (Windows): unguarded, as before
     yield
     return
-  fds = []
+  fds, created = [], []
   try:
     for d in run_dirs:
-      try:
-        os.makedirs(d, exist_ok=True)
-        fd = os.open(d, os.O_RDONLY)
-      except OSError as e:
-        raise RunError(f"cannot write run directory {d}: {e.strerror}") from None
-      fds.append(fd)
       deadline = time.monotonic() + float(os.environ.get("SSM_BENCH_LOCK_WAIT_S", LOCK_WAIT_S))
       while True:
         try:
+          made = not os.path.isdir(d)
+          os.makedirs(d, exist_ok=True)
+          fd = os.open(d, os.O_RDONLY)
+        except OSError as e:
+          raise RunError(f"cannot write run directory {d}: {e.strerror}") from None
+        try:
           fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-          break
+          if _same_directory(fd, d):
+            fds.append(fd)
+            created += [d] * made
+            break
+          os.close(fd)  # a refused launch removed the empty directory meanwhile: make it again
         except BlockingIOError:
+          os.close(fd)
           if time.monotonic() >= deadline:
+            _remove_empty(created)  # a refused launch leaves none it made (and held) behind
             raise RunBusy(f"{d} is being trained by another process; wait for it to finish (or "
                           "stop it: its checkpoints resume), or use another workdir") from None
           time.sleep(0.2)
         except OSError:  # a file system without locks (some network or FUSE mounts): unguarded
+          fds.append(fd)
           break
     yield
   finally:
     for fd in fds:
       os.close(fd)  # releases its lock
+
+
+def _same_directory(fd, path) -> bool:
+  try:
+    return os.path.samestat(os.fstat(fd), os.stat(path))
+  except OSError:
+    return False
+
+
+def _remove_empty(dirs):
+  for d in reversed(dirs):
+    try:
+      os.rmdir(d)  # only if still empty: nothing of another process's is ever removed
+    except OSError:
+      pass
 
 
 def config_dict(cfg) -> dict:

@@ -301,6 +301,35 @@ def test_a_run_another_process_is_training_is_refused_then_trained_once_free(tmp
   assert steps == sorted(set(steps)), f"metrics lines repeated: {steps}"
 
 
+def test_a_refused_group_leaves_no_empty_run_directory_behind(tmp_path, monkeypatch):
+  """A group refused at its second run (another process trains it) had already made its first
+  run's directory: left empty, it looked like a run that never started. The directories a
+  refused launch made are removed; one that waits on a removed directory makes it again."""
+  from ssm_bench import rundir
+  monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
+  first, held = str(tmp_path / "first"), str(tmp_path / "held")
+  with rundir.training_lock([held]):
+    with pytest.raises(rundir.RunBusy, match="being trained by another process"):
+      runs.train_group([TINY, TINY.replace(seed=1)], [first, held])
+    assert not os.path.exists(first), "a refused launch left the run directory it made"
+    assert os.listdir(held) == [], "a refused launch wrote into the held run"
+  assert os.path.isdir(held), "the held run's directory (made by its holder) was removed"
+  import fcntl
+  flock, calls = fcntl.flock, []
+
+  def removed_while_waiting(fd, operation):  # the first lock is won on a directory removed
+    calls.append(fd)
+    if len(calls) == 1:
+      os.rmdir(first)
+    return flock(fd, operation)
+
+  os.makedirs(first)
+  monkeypatch.setattr(fcntl, "flock", removed_while_waiting)
+  with rundir.training_lock([first]):
+    assert os.path.isdir(first), "the lock held a removed directory instead of making it again"
+  assert len(calls) == 2, f"{len(calls)} lock attempts; expected one retry"
+
+
 def test_a_file_system_without_locks_still_trains(tmp_path, monkeypatch):
   """flock fails with ENOLCK on some network and FUSE mounts: the run trains unguarded, as
   before the lock, rather than failing."""
