@@ -90,9 +90,10 @@ def main(argv):
     except runs.RunError as e:
       raise common.UsageError(str(e)) from None
     done = runs.read_summary(run_dir)
-  curve = done.get("acc_curve") or {}
+  strings = done.get("max_len_of") == "whole strings"  # a language: judged on whole strings
+  curve = done.get("seq_acc_curve" if strings else "acc_curve") or {}
   picks = {L: curve.get(str(L)) for L in (60, 100, 200, 500, 1000) if str(L) in curve}
-  print(f"{done['status']}: max_len {done['max_len']}  acc(L) "
+  print(f"{done['status']}: max_len {done['max_len']}  {'strings' if strings else 'acc'}(L) "
         + "  ".join(f"{L}:{v:.3f}" for L, v in picks.items())
         + f"  steps {done['steps']}  wall {done['wall_time_s']:.0f}s  -> {run_dir}")
   if done["status"] == "failed":

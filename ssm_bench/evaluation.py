@@ -83,6 +83,15 @@ def max_len(acc_curve: dict, threshold: float = THRESHOLD) -> int:
   return best
 
 
+def scored(task, correct: np.ndarray) -> dict:
+  """A stream's correctness (num_seqs, length) scored as `task` is: per-position and whole-prefix
+  curves on the grid, and max_len from the one the task is judged by (`Task.whole_strings`)."""
+  per_pos, seq = curves(correct)
+  acc, seq_acc = on_grid(per_pos, task.acc_window), on_grid(seq)
+  return {"per_pos": per_pos, "seq": seq, "acc_curve": acc, "seq_acc_curve": seq_acc,
+          "max_len": max_len(seq_acc if task.whole_strings else acc)}
+
+
 def event_accuracy(correct: np.ndarray, masks: dict) -> dict:
   """{event: accuracy over the positions its mask marks (None where it marks none)}."""
   correct = np.asarray(correct)

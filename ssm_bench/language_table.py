@@ -32,14 +32,15 @@ def is_read_task(task: str) -> bool:
 
 def score(summary) -> tuple[float, bool]:
   """(value, success) of one run: on a flip-flop stream the accuracy at read positions (success
-  above the max_len threshold, 0.9); elsewhere max_len (success at >= 100). A run that did not
-  finish (diverged) scores 0."""
+  above the max_len threshold, 0.9); elsewhere max_len over whole strings (`Task.whole_strings`:
+  from seq_acc_curve, which every summary stores, so runs scored per position before are read
+  the same way), success at >= 100. A run that did not finish (diverged) scores 0."""
   done = summary.get("status") == "done"
   if is_read_task(summary["config"]["task"]):
     acc = (summary.get("event_acc") or {}).get(READ_EVENT) if done else None
     acc = acc or 0.0
     return acc, acc > evaluation.THRESHOLD
-  value = summary["max_len"] if done else 0
+  value = evaluation.max_len(summary["seq_acc_curve"]) if done else 0
   return value, value >= EXTRAPOLATES
 
 

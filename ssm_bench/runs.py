@@ -229,10 +229,10 @@ def score(trainer, params, task, sets: dict, correct, reached: int) -> dict:
   streams = {}
   for name, (tokens, labels) in sets.items():
     hits = correct(params, tokens, labels)
-    per_pos, seq = evaluation.curves(hits)
-    acc = evaluation.on_grid(per_pos, task.acc_window)
-    streams[name] = {"max_len": evaluation.max_len(acc), "acc_curve": acc,
-                     "seq_acc_curve": evaluation.on_grid(seq),
+    s = evaluation.scored(task, hits)
+    per_pos, seq = s["per_pos"], s["seq"]
+    streams[name] = {"max_len": s["max_len"], "acc_curve": s["acc_curve"],
+                     "seq_acc_curve": s["seq_acc_curve"],
                      "full_seq_acc": float(seq[-1]),
                      # at the longest length the curriculum reached, not at its cap
                      "acc_at_train_length": float(
@@ -247,6 +247,8 @@ def score(trainer, params, task, sets: dict, correct, reached: int) -> dict:
   result = {"eval_stream": task.main_stream, **main}
   if task.acc_window > 1:
     result["acc_window"] = task.acc_window
+  if task.whole_strings:
+    result["max_len_of"] = "whole strings"  # seq_acc_curve's, not acc_curve's
   # the trained layers' transitions on a few evaluation sequences, against their classes
   few = sets[task.main_stream][0][:4, :64]
   result["declaration"] = declaration.check(trainer.model, params, few)

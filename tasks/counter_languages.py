@@ -137,7 +137,10 @@ def label_fn(lang: CounterLanguage, membership: bool = False):
 def sampler(lang: CounterLanguage):
   """Jittable (key, batch, length) -> tokens that stay inside the language's prefixes: Dyck
   languages choose uniformly among the allowed symbols; the a^n b^n family draws each word's n
-  uniformly in 1..max(1, length // blocks) and writes its blocks."""
+  log-uniformly in 1..max(1, length // blocks) and writes its blocks. Log-uniform, not uniform:
+  uniform n at length 1000 made most first words hundreds long, so 90% of strings scored whole
+  by a rule that never counts (the next set from the last symbol) stayed right to 100; this way
+  short words come early in most strings and words longer than training's still appear."""
   import jax
   import jax.numpy as jnp
   k = len(lang.alphabet)
@@ -148,7 +151,8 @@ def sampler(lang: CounterLanguage):
 
       def step(carry, key):
         pos, n = carry  # position inside the current word, its n
-        n = jnp.where(pos == 0, jax.random.randint(key, n.shape, 1, top + 1), n)
+        log_uniform = jnp.floor((top + 1.0) ** jax.random.uniform(key, n.shape)).astype(n.dtype)
+        n = jnp.where(pos == 0, jnp.clip(log_uniform, 1, top), n)
         sym = pos // n
         pos = jnp.where(pos + 1 == n * lang.blocks, 0, pos + 1)
         return (pos, n), sym.astype(jnp.int32)

@@ -205,6 +205,16 @@ def live_states(dfa: DFA) -> np.ndarray:
     live = grown
 
 
+def prefix_closed(dfa: DFA) -> bool:
+  """Every prefix of a member is a member: each live state the start reaches accepts, so on a
+  walk inside the language's prefixes membership is always 1 (Tomita 1, 4, 7)."""
+  live, seen, frontier = live_states(dfa), {dfa.start}, [dfa.start]
+  while frontier:
+    frontier = [int(r) for q in frontier for r in dfa.delta[q] if live[r] and int(r) not in seen]
+    seen.update(frontier)
+  return all(q in dfa.accept for q in seen)
+
+
 def monoid_table(dfa: DFA):
   """(table, images): the transition monoid of `dfa` with letter i as element i (so tokens are
   element indices), table[a, b] = the element 'a then b', images[m] = the state element m takes

@@ -4,8 +4,9 @@ from ssm_bench import runs
 
 
 def finish_with(cfg, run_dir, max_len, status="done"):
-  """A summary as if cfg had trained in run_dir and reached max_len."""
-  curve = {str(n): 0.0 for n in evaluation.grid(cfg.eval_length)}
+  """A summary as if cfg had trained in run_dir and reached max_len (on every position and on
+  whole strings, as the curves say)."""
+  curve = {str(n): float(n <= max_len) for n in evaluation.grid(cfg.eval_length)}
   runs.rundir.write_summary(cfg, run_dir, {"status": status, "max_len": max_len,
                                            "steps": cfg.steps, "acc_curve": curve,
                                            "seq_acc_curve": curve}, 1.0)
