@@ -205,14 +205,20 @@ def live_states(dfa: DFA) -> np.ndarray:
     live = grown
 
 
-def prefix_closed(dfa: DFA) -> bool:
-  """Every prefix of a member is a member: each live state the start reaches accepts, so on a
-  walk inside the language's prefixes membership is always 1 (Tomita 1, 4, 7)."""
+def membership_by_last_symbol(dfa: DFA) -> bool:
+  """On a walk inside the language's prefixes, whether a prefix is a member depends on its last
+  symbol alone: always (prefix-closed: Tomita 1, 4, 7), after a 0 ((10)*: Tomita 2), after a bit
+  (flip-flop's instruction/bit pairs). Any model reads that: -member is then no task."""
   live, seen, frontier = live_states(dfa), {dfa.start}, [dfa.start]
   while frontier:
     frontier = [int(r) for q in frontier for r in dfa.delta[q] if live[r] and int(r) not in seen]
     seen.update(frontier)
-  return all(q in dfa.accept for q in seen)
+  after = {}  # symbol -> membership of the live states it leads to
+  for q in seen:
+    for a, r in enumerate(dfa.delta[q]):
+      if live[r]:
+        after.setdefault(a, set()).add(int(r) in dfa.accept)
+  return all(len(v) == 1 for v in after.values())
 
 
 def monoid_table(dfa: DFA):

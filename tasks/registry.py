@@ -137,10 +137,10 @@ def language(name: str, membership: bool = False) -> Task:
     raise languages.LanguageError(f"unknown language {name!r}; choose from "
                                   f"{', '.join(language_names())}")
   dfa = languages.get(base)
-  if membership and languages.prefix_closed(dfa):
-    raise TaskError(f"task 'lang-{name}-member': {name} is prefix-closed, so on its walks every "
-                    f"prefix is a member and the label is always 1; use lang-{name} (the "
-                    "next-symbol set)")
+  if membership and languages.membership_by_last_symbol(dfa):
+    raise TaskError(f"task 'lang-{name}-member': on {name}'s walks a prefix's membership is "
+                    f"decided by its last symbol alone, so any model reads it; use lang-{name} "
+                    "(the next-symbol set)")
   table, images = languages.monoid_table(dfa)
   labels = (np.array([int(q in dfa.accept) for q in range(dfa.num_states)], np.int32)
             if membership else languages.next_sets(dfa))

@@ -88,7 +88,7 @@ def test_task_labels_agree_with_brute_force(name):
   from tasks import registry
   d = languages.get(languages.VARIANTS.get(name, (name,))[0])
   extra = 4  # every named language's live prefixes complete within 4 symbols
-  for member in (False, True) if not languages.prefix_closed(d) else (False,):
+  for member in (False, True) if not languages.membership_by_last_symbol(d) else (False,):
     task = registry.get_task(f"lang-{name}" + ("-member" if member else ""))
     tokens, labels = task.sample(jax.random.PRNGKey(1), 2, 10)
     tokens, labels = np.asarray(tokens), np.asarray(labels)
@@ -215,3 +215,107 @@ def test_tomita3_blocks_stream_has_blocks_longer_than_training_shows():
     longest[name] = np.median([_longest_block(r) for r in np.asarray(tokens)])
   assert longest["tomita3"] <= 32, longest
   assert longest["tomita3_blocks"] > 60, f"blocks no longer than training lengths: {longest}"
+
+
+def _language_tasks():
+  """Every lang- task the registry builds: each language's next set, and its membership where
+  membership is not constant on its walks."""
+  names = registry.language_names()
+  base = lambda n: languages.VARIANTS.get(n, (n,))[0]
+  trivial = lambda n: (base(n) in languages.LANGUAGES and
+                       languages.membership_by_last_symbol(languages.get(base(n))))
+  return ([f"lang-{n}" for n in names]
+          + [f"lang-{n}-member" for n in names if not trivial(n)])
+
+
+def _last_symbols_rule_hits(tokens, labels, k: int, vocab: int):
+  """Where the best rule that reads only the last k symbols (the most common label per context,
+  fitted on these very streams: the most a shortcut could score) is right."""
+  import numpy as np
+  context = np.zeros(labels.shape, np.int64)
+  for j in range(k):  # symbol j back, `vocab` before the stream starts
+    back = np.full(tokens.shape, vocab, np.int64)
+    back[:, j:] = tokens[:, :tokens.shape[1] - j]
+    context = context * (vocab + 1) + back
+  keys = context * (labels.max() + 1) + labels
+  best = {}
+  for key, count in zip(*np.unique(keys, return_counts=True)):
+    c, label = divmod(int(key), int(labels.max()) + 1)
+    if count > best.get(c, (0, None))[0]:
+      best[c] = (count, label)
+  predicted = np.vectorize(lambda c: best[int(c)][1])(context)
+  return predicted == labels
+
+
+@pytest.mark.parametrize("task_name", _language_tasks())
+def test_no_rule_that_reads_only_the_last_symbols_extrapolates_on_a_language(task_name):
+  """A walk's positions are mostly answered by its last symbols: on (a^n b^n c^n)* such a rule
+  was right at 99.5% of positions, so a per-position max_len scored 1000 for a model that never
+  counts (and -member read 1000 for a constant). Scored as runs are (`evaluation.scored`), a rule
+  of the last 0-2 symbols either is the language's own rule (right everywhere: Tomita 1, 2, 4
+  are locally testable) or stays below 100, the table's success (flip-flop: at most 0.9 after
+  the reads, which its rows are judged on)."""
+  import jax
+  import numpy as np
+  from ssm_bench import evaluation, language_table
+  from ssm_bench.tables import EXTRAPOLATES
+  task = registry.get_task(task_name)
+  tokens, labels = jax.jit(lambda: evaluation.eval_set(task, 128))()
+  tokens, labels = np.asarray(tokens), np.asarray(labels)
+  for k in range(3):
+    hits = _last_symbols_rule_hits(tokens, labels, k, task.vocab_size)
+    if hits.all():
+      continue
+    if task_name == "lang-flipflop_dense":  # easy by design (Liu et al.'s dense variant): its
+      continue  # reads follow the write 90% of the time, so the last 2 symbols answer 95% of them
+    if language_table.is_read_task(task_name):  # judged at the positions after a read
+      got = evaluation.event_accuracy(hits, task.events(tokens, labels))[language_table.READ_EVENT]
+      assert got <= evaluation.THRESHOLD, (
+          f"{task_name}: a rule reading the last {k} symbols is right at {got:.3f} of reads")
+      continue
+    got = evaluation.scored(task, hits)["max_len"]
+    assert got < EXTRAPOLATES, (
+        f"{task_name}: a rule reading the last {k} symbols scores max_len {got} (right at "
+        f"{hits.mean():.3f} of positions)")
+
+
+def test_a_language_run_is_judged_on_whole_strings_and_a_group_run_per_position():
+  """A model right everywhere but once per string (at position 30) is right at 99.9% of
+  positions: a group task's max_len is 1000, a language's 20; the language table reads stored
+  runs from their whole-string curve, whatever their max_len field says."""
+  import numpy as np
+  from ssm_bench import evaluation, language_table
+  hits = np.ones((64, 1000), bool)
+  hits[:, 29] = False
+  assert evaluation.scored(registry.get_task("C2"), hits)["max_len"] == 1000
+  scored = evaluation.scored(registry.get_task("lang-dyck1"), hits)
+  assert scored["max_len"] == 20, f"a language scored per position: {scored['max_len']}"
+  stored = _run("lang-dyck1", "mamba", 20)  # its max_len field: 1000
+  assert language_table.score(stored) == (20, False)
+
+
+def test_membership_decided_by_the_last_symbol_is_refused_in_one_line():
+  """On a walk inside Tomita 1, 4 or 7 every prefix is a member, inside (10)* or the flip-flop
+  language exactly those ending in a 0 or a bit: the -member label is the last symbol's, a task
+  any model solves. Which languages are so is checked against the independent membership rule
+  on their walks (by the label seen after each symbol)."""
+  import numpy as np
+  refused = []
+  for name in languages.LANGUAGES:
+    d = languages.get(name)
+    tokens, _ = registry.get_task(f"lang-{name}").sample(jax.random.PRNGKey(0), 32, 24)
+    after = {}
+    for row in np.asarray(tokens):
+      for t in range(1, 25):
+        after.setdefault(row[t - 1], set()).add(d.member("".join(d.alphabet[a] for a in row[:t])))
+    by_last = all(len(v) == 1 for v in after.values())
+    assert languages.membership_by_last_symbol(d) == by_last, f"{name}: the walks say {by_last}"
+    if by_last:
+      refused.append(name)
+      with pytest.raises(registry.TaskError, match=rf"last symbol alone.*use lang-{name} "):
+        registry.get_task(f"lang-{name}-member")
+  assert refused == ["tomita1", "tomita2", "tomita4", "tomita7", "flipflop_language"], refused
+  out = launcher.run(["launch.train", "--task=lang-tomita1-member", "--model=mamba",
+                      "--preset=tiny", "--workdir=/nonexistent/x"], timeout=120)
+  lines = out.stderr.strip().splitlines()
+  assert out.returncode == 2 and len(lines) == 1 and "last symbol alone" in lines[0], out.stderr
