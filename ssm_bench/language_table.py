@@ -103,7 +103,9 @@ def markdown(data: dict) -> str:
   return "\n".join(lines)
 
 
-INTRO = ("A cell: the best max_len (`✘` below 100), (runs that reach 100 / runs); on the "
+INTRO = ("A cell: the best max_len over whole strings (the longest L at which over 90% of the "
+         "evaluation strings are right at every position up to L, Bhattamishra et al. 2020; "
+         "`✘` below 100), (runs that reach 100 / runs); on the "
          "flip-flop rows the best accuracy at the positions after a read, (runs above 0.9 / "
          "runs); then the "
          "prediction for the model's class: ✓ predicted to be modelled, ✗ not, ? no theorem "
