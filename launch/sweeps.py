@@ -401,9 +401,32 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   overrides = overrides or {}
   model = overrides.get("model")  # takes its own values for the protocol (its record's
   # presets), as the sweep's own models take theirs; the overrides still win
-  cfgs = [c.replace(**{**(registry.preset_values(c.preset, model) if model else {}),
-                       **overrides}) for c in _grid_before(name, base_values, overrides)]
+  grid = _grid_before(name, base_values, overrides)
+  own = _model_bound(grid, TrainConfig(**{**base_values, **overrides}), model) if model else {}
+  cfgs = [c.replace(**{**own, **(registry.preset_values(c.preset, model) if model else {}),
+                       **overrides}) for c in grid]
   return list(dict.fromkeys(cfgs))
+
+
+def _model_bound(grid, base: TrainConfig, model: str) -> dict:
+  """The fields the grid sets per model (one value per model, not the same for all: the
+  languages sweep's 32 units for rnn and lstm), at `model`'s value there, or the base's where
+  the grid has no such model: a --config.model override takes its own sizes, not those of
+  each model it replaces (a plugin layer on `languages` trained at 4 and at 32 units)."""
+  per_model = {}
+  for c in grid:
+    per_model.setdefault(c.model, []).append(c)
+  if len(per_model) < 2:
+    return {}
+  out = {}
+  for f in dataclasses.fields(TrainConfig):
+    if f.name == "model":
+      continue
+    values = {m: {getattr(c, f.name) for c in cs} for m, cs in per_model.items()}
+    if all(len(v) == 1 for v in values.values()) and len({*map(frozenset, values.values())}) > 1:
+      out[f.name] = (next(iter(values[model])) if model in values
+                     else getattr(base, f.name))
+  return out
 
 
 def _grid_before(name: str, base_values: dict, overrides: dict) -> list[TrainConfig]:

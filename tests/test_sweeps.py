@@ -68,3 +68,20 @@ def test_an_override_of_a_varied_axis_is_reported_as_collapsing_it():
   assert got == {"model": ["aussm", "mamba", "negmamba", "rnn", "simple_aussm"]}, got
   assert sweeps.collapsed("table2_cpu", base, {}) == {}
   assert sweeps.collapsed("smoke", PRESETS["cpu"], {"task": "C2"}) == {}, "smoke trains C2 only"
+
+
+def test_a_model_override_takes_its_own_sizes_not_those_of_each_model_it_replaces():
+  """The languages sweep gives rnn and lstm 32 units and the others the preset's 4: with
+  --config.model=gru every run took the size of the model it replaced (84 gru runs at 4 units
+  and 84 at 32, twice the cells). A field the grid sets per model takes the overriding model's
+  value there, or the base's when the sweep has no such model."""
+  from ssm_bench.config import PRESETS
+  base = PRESETS["cpu"]
+  plain = sweeps.expand("languages", base)
+  assert {c.d_state for c in plain if c.model in ("rnn", "lstm")} == {32}
+  for model, units in (("gru", base["d_state"]), ("rnn", 32)):
+    cfgs = sweeps.expand("languages", base, {"model": model})
+    assert {c.d_state for c in cfgs} == {units}, (model, sorted({c.d_state for c in cfgs}))
+    assert len(cfgs) == len(plain) // len(sweeps.LANGUAGE_MODELS), (model, len(cfgs))
+  wider = sweeps.expand("languages", base, {"model": "gru", "d_state": 16})
+  assert {c.d_state for c in wider} == {16}, "an explicit override must still win"
