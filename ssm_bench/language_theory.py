@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from ssm_bench import theory
 from tasks import groups as groups_lib
+from tasks import languages
 
 
 def minimal_dfa(dfa):
   """(delta, start, accept) of the minimal DFA: reachable states, Moore's partition refinement."""
-  seen, order = {dfa.start}, [dfa.start]
-  for q in order:
-    for t in dfa.delta[q]:
-      if int(t) not in seen:
-        seen.add(int(t))
-        order.append(int(t))
+  order = languages.reachable(dfa)
   block = {q: int(q in dfa.accept) for q in order}
   while True:
     sig = {q: (block[q],) + tuple(block[int(t)] for t in dfa.delta[q]) for q in order}
@@ -163,7 +159,6 @@ def describe_language(name: str) -> dict:
   """`describe` for any name lang-<name> accepts (a DFA language, a stream variant of one, or a
   counter language); raises languages.LanguageError naming the choices."""
   from tasks import counter_languages
-  from tasks import languages
   from tasks import registry
   if name in counter_languages.LANGUAGES:
     return describe_counter(counter_languages.get(name))

@@ -205,16 +205,24 @@ def live_states(dfa: DFA) -> np.ndarray:
     live = grown
 
 
+def reachable(dfa: DFA) -> list[int]:
+  """The states the start reaches, breadth first."""
+  order, seen = [dfa.start], {dfa.start}
+  for q in order:
+    for r in map(int, dfa.delta[q]):
+      if r not in seen:
+        seen.add(r)
+        order.append(r)
+  return order
+
+
 def membership_by_last_symbol(dfa: DFA) -> bool:
   """On a walk inside the language's prefixes, whether a prefix is a member depends on its last
   symbol alone: always (prefix-closed: Tomita 1, 4, 7), after a 0 ((10)*: Tomita 2), after a bit
   (flip-flop's instruction/bit pairs). Any model reads that: -member is then no task."""
-  live, seen, frontier = live_states(dfa), {dfa.start}, [dfa.start]
-  while frontier:
-    frontier = [int(r) for q in frontier for r in dfa.delta[q] if live[r] and int(r) not in seen]
-    seen.update(frontier)
-  after = {}  # symbol -> membership of the live states it leads to
-  for q in seen:
+  live = live_states(dfa)
+  after = {}  # symbol -> membership of the live states it leads to (a walk stays in them)
+  for q in reachable(dfa):
     for a, r in enumerate(dfa.delta[q]):
       if live[r]:
         after.setdefault(a, set()).add(int(r) in dfa.accept)

@@ -221,11 +221,8 @@ def _language_tasks():
   """Every lang- task the registry builds: each language's next set, and its membership where
   membership is not constant on its walks."""
   names = registry.language_names()
-  base = lambda n: languages.VARIANTS.get(n, (n,))[0]
-  trivial = lambda n: (base(n) in languages.LANGUAGES and
-                       languages.membership_by_last_symbol(languages.get(base(n))))
-  return ([f"lang-{n}" for n in names]
-          + [f"lang-{n}-member" for n in names if not trivial(n)])
+  return [f"lang-{n}" for n in names] + [f"lang-{n}-member" for n in names
+                                         if not registry.validate(f"lang-{n}-member")]
 
 
 def _last_symbols_rule_hits(tokens, labels, k: int, vocab: int):
