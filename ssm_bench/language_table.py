@@ -3,6 +3,8 @@ star-free verdict and each model's predicted verdict (from its class, language_t
 Built from run summaries only; a diverged run counts as a run that did not reach 100."""
 from __future__ import annotations
 
+import functools
+
 from ssm_bench import evaluation
 from ssm_bench import language_theory
 from ssm_bench import registry
@@ -75,6 +77,18 @@ def _prediction(entry, model: str, kwargs: str = "") -> bool | None:
   return p["verdict"] if p else None
 
 
+@functools.lru_cache(maxsize=None)
+def _described(name: str) -> dict:
+  return language_theory.describe_language(name)
+
+
+def predicted(task: str, model: str, kwargs: str = "") -> bool | None:
+  """The table's prediction for a model on a lang- task (✓ True, ✗ False, ? None); None for a
+  task that is not a language."""
+  key = _language(task)
+  return None if key is None else _prediction(_described(key[0]), model, kwargs)
+
+
 def _solved_at(entry, model: str, depth: int) -> int | None:
   """The shallowest depth below `depth` at which a run of the model succeeded, if any."""
   scores = lambda d: entry["cells"].get((model, d), {"scores": []})["scores"]
@@ -113,5 +127,7 @@ INTRO = ("A cell: the best max_len over whole strings (the longest L at which ov
          "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓ on regular languages; "
          "counter languages (not regular): non-negative and signed diagonal ✓ with unbounded "
          "integer state values, Sarrof et al. 2024). Depth 2 is trained only where no depth-1 "
-         "run reached 100 (`= d1`: not trained, depth 1 succeeded; `·`: not trained). "
+         "run reached 100 (`= d1`: not trained, depth 1 succeeded; `·`: not trained). A cell "
+         "trains both rates at seed 0, and again at seed 1 where its verdict could rest on luck "
+         "(one of the two succeeds, or they go against the prediction). "
          "`python -m launch.info --language=NAME` gives each language's sources.")

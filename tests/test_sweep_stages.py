@@ -100,6 +100,36 @@ def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_
       "a first-stage run was skipped")
 
 
+def test_languages_add_seeds_where_a_cell_rests_on_one_run_or_goes_against_the_theory(tmp_path):
+  """Each depth of the languages sweep has a second stage (seed 1 at both rates): on parity it
+  trains for mamba (one of two succeeds, and its class is predicted not to model it: ✗), aussm
+  (one of two, no theorem) and rnn (none, ✓); not for negmamba (both succeed) nor the transformer
+  (none, no theorem). Success is the language table's, on whole strings; a depth-2 extra seed
+  is skipped once depth 1 modelled the language, extra seeds included."""
+  groups = sweep.plan("languages", str(tmp_path),
+                      only=r"^lang-parity-(mamba|negmamba|aussm|rnn|transformer)-L[12]-")
+  staged = sweep.stages(groups, sweeps.SWEEPS["languages"].stage)
+  assert [sorted({sweeps.language_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
+      [(d, e)] for d in (1, 2) for e in (0, 1)], "stages are not depth by depth, first runs first"
+  first = {cfgs[0].model: (cfgs, dirs) for cfgs, dirs in staged[0]}
+  for model, max_lens in (("mamba", (1000, 0)), ("aussm", (0, 120)), ("rnn", (80, 0)),
+                          ("negmamba", (1000, 1000)), ("transformer", (0, 0))):
+    cfgs, dirs = first[model]
+    assert len(cfgs) == 2, (model, len(cfgs))
+    for c, d, max_len in zip(cfgs, dirs, max_lens):
+      finish_with(c, d, max_len)
+  skip = sweeps.SWEEPS["languages"].skip
+  kept = sweep.prune(staged[1], groups, skip)[0]
+  assert sorted((cfgs[0].model, len(cfgs)) for cfgs, _ in kept) == [
+      ("aussm", 2), ("mamba", 2), ("rnn", 2)], kept
+  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweeps.LANGUAGE_MORE_SEEDS)
+  extra = {cfgs[0].model: (cfgs, dirs) for cfgs, dirs in kept}
+  finish_with(extra["rnn"][0][1], extra["rnn"][1][1], 1000)  # rnn's extra seed models parity
+  deeper = {cfgs[0].model for s in staged[2:] for cfgs, _ in sweep.prune(s, groups, skip)[0]}
+  assert deeper == {"transformer"}, (
+      f"depth 2 trained {sorted(deeper)}: want the one model no depth-1 run modelled parity with")
+
+
 def _profile_cells(tmp_path, only, **kw):
   groups = sweep.plan("profile", str(tmp_path), only=only,
                       overrides={"model": "negmamba", **kw})
