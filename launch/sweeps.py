@@ -438,18 +438,26 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   overrides = overrides or {}
   model = overrides.get("model")  # takes its own values for the protocol (its record's
   # presets), as the sweep's own models take theirs; the overrides still win
-  grid = _grid_before(name, base_values, overrides)
-  own = _model_bound(grid, TrainConfig(**{**base_values, **overrides}), model) if model else {}
+  grid = _own_column(_grid_before(name, base_values, overrides), model)
+  own = _model_bound(grid, TrainConfig(**{**base_values, **overrides})) if model else {}
   cfgs = [c.replace(**{**own, **(registry.preset_values(c.preset, model) if model else {}),
                        **overrides}) for c in grid]
   return list(dict.fromkeys(cfgs))
 
 
-def _model_bound(grid, base: TrainConfig, model: str) -> dict:
+def _own_column(grid, model: str | None) -> list[TrainConfig]:
+  """A model the sweep trains gets its own runs (its rates, seeds and sizes), not every model's
+  made its (table2_cpu --config.model=mamba trained 540 runs at the five models' rates and seeds
+  instead of its 180); any other model (a plugin) gets every model's, at the base's sizes."""
+  own = [c for c in grid if c.model == model]
+  return own or grid
+
+
+def _model_bound(grid, base: TrainConfig) -> dict:
   """The fields the grid sets per model (one value per model, not the same for all: the
-  languages sweep's 32 units for rnn and lstm), at `model`'s value there, or the base's where
-  the grid has no such model: a --config.model override takes its own sizes, not those of
-  each model it replaces (a plugin layer on `languages` trained at 4 and at 32 units)."""
+  languages sweep's 32 units for rnn and lstm), at the base's value: a model the sweep does not
+  train takes its own sizes, not those of each model it replaces (a plugin layer on
+  `languages` trained at 4 and at 32 units)."""
   per_model = {}
   for c in grid:
     per_model.setdefault(c.model, []).append(c)
@@ -461,8 +469,7 @@ def _model_bound(grid, base: TrainConfig, model: str) -> dict:
       continue
     values = {m: {getattr(c, f.name) for c in cs} for m, cs in per_model.items()}
     if all(len(v) == 1 for v in values.values()) and len({*map(frozenset, values.values())}) > 1:
-      out[f.name] = (next(iter(values[model])) if model in values
-                     else getattr(base, f.name))
+      out[f.name] = getattr(base, f.name)
   return out
 
 
@@ -474,7 +481,9 @@ def _grid_before(name: str, base_values: dict, overrides: dict) -> list[TrainCon
 
 def collapsed(name: str, base_values: dict, overrides: dict | None) -> dict:
   """{field: the grid's values} for each override that replaces an axis the sweep varies (its
-  runs of those values merge into the override's)."""
+  runs of those values merge into the override's). A model the sweep trains is not one: it
+  selects its own runs (_own_column)."""
   cfgs = _grid_before(name, base_values, overrides) if overrides else []
+  cfgs = _own_column(cfgs, (overrides or {}).get("model"))
   return {f: vals for f in overrides or {}
           if len(vals := sorted({getattr(c, f) for c in cfgs})) > 1}

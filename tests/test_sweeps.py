@@ -59,13 +59,15 @@ def test_the_smoke_rates_are_those_of_the_stored_smoke_p_runs():
 
 
 def test_an_override_of_a_varied_axis_is_reported_as_collapsing_it():
-  """--config.model=rnn on table2_cpu trains every model's runs as rnn's: `collapsed` names
-  the axis and the grid's values (launch.sweep prints it), and an axis the grid does not vary
-  (or no override) is not reported."""
+  """--config.model=lstm (a model table2_cpu does not train, as a plugin) trains every model's
+  runs as lstm's: `collapsed` names the axis and the grid's values (launch.sweep prints it); an
+  axis the grid does not vary, a model the grid trains (it selects its own runs), or no
+  override is not reported."""
   from ssm_bench.config import PRESETS
   base = PRESETS["table2_cpu"]
-  got = sweeps.collapsed("table2_cpu", base, {"model": "rnn", "matmul_precision": "float32"})
+  got = sweeps.collapsed("table2_cpu", base, {"model": "lstm", "matmul_precision": "float32"})
   assert got == {"model": ["aussm", "mamba", "negmamba", "rnn", "simple_aussm"]}, got
+  assert sweeps.collapsed("table2_cpu", base, {"model": "rnn"}) == {}
   assert sweeps.collapsed("table2_cpu", base, {}) == {}
   assert sweeps.collapsed("smoke", PRESETS["cpu"], {"task": "C2"}) == {}, "smoke trains C2 only"
 
@@ -85,3 +87,18 @@ def test_a_model_override_takes_its_own_sizes_not_those_of_each_model_it_replace
     assert len(cfgs) == len(plain) // len(sweeps.LANGUAGE_MODELS), (model, len(cfgs))
   wider = sweeps.expand("languages", base, {"model": "gru", "d_state": 16})
   assert {c.d_state for c in wider} == {16}, "an explicit override must still win"
+
+
+@pytest.mark.parametrize("sweep", ["table2_cpu", "languages", "table2_baselines"])
+def test_a_model_the_sweep_trains_gets_its_own_runs_when_overridden(sweep):
+  """--config.model=M where the sweep trains M: exactly M's runs of the full sweep (its rates,
+  seeds and sizes), not every model's runs made M's (table2_cpu mamba: 540 runs at the five
+  models' rates and seeds instead of its 180)."""
+  from ssm_bench.config import PRESETS
+  base = PRESETS[sweeps.SWEEPS[sweep].preset]
+  full = sweeps.expand(sweep, base)
+  for model in sorted({c.model for c in full}):
+    want = [c for c in full if c.model == model]
+    got = sweeps.expand(sweep, base, {"model": model})
+    assert got == want, (f"{sweep} --config.model={model}: {len(got)} runs, want its own "
+                         f"{len(want)} (lr x seed {sorted({(c.lr, c.seed) for c in got})[:6]})")
