@@ -107,11 +107,16 @@ def test_dry_run_prints_counts():
 
 
 def test_a_dry_run_says_when_an_override_merges_the_runs_of_a_varied_axis():
-  out = run_sweep("--sweep=tiny", "--config.model=mamba", "--dry_run")
+  """A model the sweep does not train takes every model's runs, with a note; one it trains
+  selects its own runs, with none."""
+  out = run_sweep("--sweep=tiny", "--config.model=rnn", "--dry_run")
   assert out.returncode == 0, out.stderr
-  assert ("--config.model=mamba replaces the tiny sweep's 2 values of model (mamba, negmamba)"
+  assert ("--config.model=rnn replaces the tiny sweep's 2 values of model (mamba, negmamba)"
           in out.stderr), f"no note of the merged model axis in: {out.stderr!r}"
   assert out.stdout.strip().splitlines()[-1] == "tiny: 2 runs in 1 compiled group"
+  own = run_sweep("--sweep=tiny", "--config.model=mamba", "--dry_run")
+  assert own.returncode == 0 and "replaces" not in own.stderr, own.stderr
+  assert own.stdout.strip().splitlines()[-1] == "tiny: 2 runs in 1 compiled group"
 
 
 @pytest.mark.parametrize("args,needle", [
