@@ -262,7 +262,8 @@ def verdict_settled(cfg: TrainConfig, finished) -> bool:
   if not more_seeds_stage(cfg):
     return False
   cell = _cell_runs(cfg, finished, TABLE2_CPU_MORE_SEEDS)
-  return _successes(cell) != 1 and _agrees_or_enough(cfg, cell, _successes(cell))
+  successes = _successes(cell)
+  return successes != 1 and _agrees_or_enough(cfg, cell, successes)
 
 
 BASELINES = ("lstm", "gru", "deltanet", "deltaproduct", "transformer")
