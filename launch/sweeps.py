@@ -9,15 +9,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+from launch import sweep_stages as stages
 from ssm_bench import config
-from ssm_bench import language_table
 from ssm_bench import registry
 from ssm_bench import tracking_profile
 from ssm_bench import train
 from ssm_bench.config import SCHEDULES, TrainConfig
-from ssm_bench.neighbours import NEAR_SOLUTION, illusion_solved
+from ssm_bench.neighbours import NEAR_SOLUTION
 from ssm_bench.paper import TABLE2_DEPTHS, TABLE2_GROUPS, TABLE2_MODELS
-from ssm_bench.tables import EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, stack_prediction
 from tasks import registry as task_registry
 
 D_STATES = (32, 64, 128)
@@ -87,20 +86,13 @@ ILLUSION_DEPTHS_CPU = (1, 2, 3)
 ILLUSION_CPU_MODEL = {"rnn": dict(d_state=64)}
 
 
-def shallower_solved(cfg: TrainConfig, finished) -> bool:
-  """Minimal-depth search (illusion): a depth is not trained once a shallower stack of the same
-  run (every other field equal) solved its length; `finished` is [(config, summary)]. Paper 002
-  reports the minimal depth, and its Fig. 3 takes a solved length to stay solved with depth."""
-  return any(c.depth < cfg.depth and c.replace(depth=cfg.depth) == cfg and illusion_solved(s)
-             for c, s in finished)
-
-
 def illusion(base: TrainConfig) -> list[TrainConfig]:
   """Paper 002, Fig. 3: A5, A4xC5, C60 x mamba, s4d, rnn, ids4 x depth 1..4, each trained at a
   fixed length (no curriculum) and evaluated there; the table gives the minimal depth whose
   held-out sequence accuracy at that length exceeds 90%. Lengths 2, 4, .., 20 on the paper
   preset; on the cpu preset lengths 2, 4, 8 and depth 1..3 at width 64 / 16 states, 2000
-  steps (results/pilots.md). Deeper stacks of a length some depth solved are skipped (shallower_solved)."""
+  steps (results/pilots.md). Deeper stacks of a length some depth solved are skipped
+  (sweep_stages.shallower_solved)."""
   if base.preset == "cpu":
     base = base.replace(d_model=64, d_state=16, lr=3e-3, steps=2000)
     lengths, depths = ILLUSION_LENGTHS_CPU, ILLUSION_DEPTHS_CPU
@@ -197,73 +189,18 @@ TABLE2_CPU = {"mamba": dict(lr=(3e-3, 3e-2), seed=(0,)),
               "rnn": dict(lr=(3e-3,), seed=(0, 1, 2, 3))}
 
 
-# The second stage of table2_cpu and table2_baselines: a cell whose verdict could rest on luck
-# trains its learning rates again over these seeds, so that a lucky or unlucky seed on some
-# machine does not decide it alone (results/pilots.md, "Table 2 at CPU scale"): exactly one of
-# its runs extrapolates, or its verdict goes against the theory (below it or beyond it) on fewer
-# than MIN_RUNS_AGAINST_THEORY runs (mamba and negmamba train 2 a cell; the other models 4).
-TABLE2_CPU_MORE_SEEDS = (4, 5, 6, 7)
-
-
 def table2_cpu(base: TrainConfig) -> list[TrainConfig]:
   """Every Table 2 cell (9 groups x 5 models x depth 1, 2) at CPU scale: 288 runs, resumable
   across sessions, then TABLE2_CPU_MORE_SEEDS for the cells whose verdict could rest on luck
-  (verdict_settled). Each model takes its preset values (for the table2_cpu preset: wider and
-  longer rnn and simple_aussm) and its grid from TABLE2_CPU."""
+  (sweep_stages.verdict_settled). Each model takes its preset values (for the table2_cpu
+  preset: wider and longer rnn and simple_aussm) and its grid from TABLE2_CPU."""
   out = []
   for g, depth, m in itertools.product(TABLE2_GROUPS, TABLE2_DEPTHS, TABLE2_MODELS):
     cell = base.replace(task=g, depth=depth, model=m,
                         **registry.preset_values(base.preset, m))
     out += _grid(cell, **TABLE2_CPU[m])
-    out += _grid(cell, lr=TABLE2_CPU[m]["lr"], seed=TABLE2_CPU_MORE_SEEDS)
+    out += _grid(cell, lr=TABLE2_CPU[m]["lr"], seed=stages.TABLE2_CPU_MORE_SEEDS)
   return out
-
-
-def more_seeds_stage(cfg: TrainConfig) -> int:
-  return int(cfg.seed in TABLE2_CPU_MORE_SEEDS)
-
-
-def _cell_runs(cfg: TrainConfig, finished, extra_seeds) -> list[dict]:
-  """The summaries of the finished first-stage runs of cfg's cell (same config but lr, schedule
-  and seed; seeds outside extra_seeds)."""
-  return [s for c, s in finished if c.seed not in extra_seeds
-          and c.replace(lr=cfg.lr, schedule=cfg.schedule, seed=cfg.seed) == cfg]
-
-
-def _successes(cell) -> int:
-  return sum(s.get("status") == "done" and s.get("max_len", 0) >= EXTRAPOLATES for s in cell)
-
-
-def _group_expressible(cfg: TrainConfig) -> bool | None:
-  width = registry.state_width(cfg.model, dataclasses.asdict(cfg), cfg.layer_kwargs)
-  return stack_prediction(cfg.model, cfg.depth, cfg.task, cfg.layer_kwargs, width)["expressible"]
-
-
-def _agrees_or_enough(cfg: TrainConfig, cell, successes: int,
-                      expressible=_group_expressible) -> bool:
-  """True unless the cell's first-stage runs (`successes` of them succeeded) go against the
-  theory (none succeeds where `expressible(cfg)` allows the cell, or some do where it rules it
-  out) on fewer than MIN_RUNS_AGAINST_THEORY runs. A cell with no finished first-stage run cannot
-  be judged: its extra runs are wanted (so a --config.seed= override that lands on an extra seed
-  still trains)."""
-  if not cell:
-    return False
-  if len(cell) >= MIN_RUNS_AGAINST_THEORY:
-    return True
-  expected = expressible(cfg)
-  return expected is None or (successes > 0) == expected
-
-
-def verdict_settled(cfg: TrainConfig, finished) -> bool:
-  """table2_cpu's skip rule: a second-stage run is not needed unless, among the finished
-  first-stage runs of its cell (same config but lr, schedule and seed), exactly one extrapolates,
-  or there are fewer than MIN_RUNS_AGAINST_THEORY and none extrapolates where the theory allows
-  the cell, or some do where it rules the cell out."""
-  if not more_seeds_stage(cfg):
-    return False
-  cell = _cell_runs(cfg, finished, TABLE2_CPU_MORE_SEEDS)
-  successes = _successes(cell)
-  return successes != 1 and _agrees_or_enough(cfg, cell, successes)
 
 
 BASELINES = ("lstm", "gru", "deltanet", "deltaproduct", "transformer")
@@ -280,7 +217,7 @@ def table2_baselines(base: TrainConfig) -> list[TrainConfig]:
   for g, depth, m in itertools.product(EXT_GROUPS, TABLE2_DEPTHS, BASELINES):
     cell = base.replace(task=g, depth=depth, model=m, **registry.preset_values(base.preset, m))
     out += _grid(cell, lr=(3e-3, 3e-2), seed=(0, 1))
-    out += _grid(cell, lr=(3e-3, 3e-2), seed=TABLE2_CPU_MORE_SEEDS)
+    out += _grid(cell, lr=(3e-3, 3e-2), seed=stages.TABLE2_CPU_MORE_SEEDS)
   return out
 
 
@@ -295,67 +232,19 @@ def tiny(base: TrainConfig) -> list[TrainConfig]:
 PROFILE_GRID = {"profile_cpu": dict(lr=(3e-3, 3e-2), seed=(0,)),
                 "profile_tiny": dict(lr=(1e-3,), seed=(0,)),
                 "profile": dict(lr=(1e-3, 1e-2), seed=(0, 1))}
-# The profile's second stage at each depth: a cell whose first-stage runs go against the theory
-# on fewer than MIN_RUNS_AGAINST_THEORY runs (profile_cpu trains 2 a cell) trains its rates again
-# over these seeds, 8 runs in all, so that "below theory" (or a claim against a theorem) does not
-# rest on two seeds. Not table2_cpu's "exactly one extrapolates" rule: here the one success is
-# nearly always one learning rate of two, a systematic difference, and the rule would add 6 runs
-# to most solved cells (BUILD_NOTES, "Protocols").
-PROFILE_MORE_SEEDS = {"profile_cpu": (1, 2, 3)}
-
-
 def profile(base: TrainConfig) -> list[TrainConfig]:
   """One model (base.model, e.g. --config.model=lru with --config.plugins=...) over the profile's
   groups and depths, with the layer's own values for the protocol from its registry record.
   Staged by depth, each depth in two stages: a deeper stack is not trained once a shallower one
   of the same group extrapolated (shallower_extrapolated), and PROFILE_MORE_SEEDS train only
-  where a cell's first runs go against the theory on too few runs (profile_skip)."""
+  where a cell's first runs go against the theory on too few runs (profile_skip; both rules and
+  the seeds in launch/sweep_stages.py)."""
   preset = base.preset if base.preset in PROFILE_GRID else config.PROFILE_PRESETS["cpu"]
   base = base.replace(preset=preset, **registry.preset_values(preset, base.model))
   grid = PROFILE_GRID[preset]
   return [c for g, depth in itertools.product(tracking_profile.GROUPS, tracking_profile.DEPTHS)
-          for seeds in (grid["seed"], PROFILE_MORE_SEEDS.get(preset, ()))
+          for seeds in (grid["seed"], stages.PROFILE_MORE_SEEDS.get(preset, ()))
           for c in _grid(base.replace(task=g, depth=depth), lr=grid["lr"], seed=seeds)]
-
-
-def profile_extra_seeds(cfg: TrainConfig) -> tuple:
-  return PROFILE_MORE_SEEDS.get(cfg.preset, ())
-
-
-def profile_stage(cfg: TrainConfig) -> tuple:
-  """(depth, 0 for the first runs of a cell or 1 for its extra seeds)."""
-  return cfg.depth, int(cfg.seed in profile_extra_seeds(cfg))
-
-
-def profile_skip(cfg: TrainConfig, finished) -> bool:
-  """The profile's skip rule: a shallower stack extrapolated, or cfg is an extra seed of a cell
-  whose first runs agree with the theory (or are enough: MIN_RUNS_AGAINST_THEORY)."""
-  if shallower_extrapolated(cfg, finished):
-    return True
-  extra = profile_extra_seeds(cfg)
-  if cfg.seed not in extra:
-    return False
-  cell = _cell_runs(cfg, finished, extra)
-  return _agrees_or_enough(cfg, cell, _successes(cell))
-
-
-def _shallower_succeeded(cfg: TrainConfig, finished, succeeded) -> bool:
-  return any(c.depth < cfg.depth and c.task == cfg.task and succeeded(s)
-             and c.replace(depth=cfg.depth, lr=cfg.lr, schedule=cfg.schedule, seed=cfg.seed) == cfg
-             for c, s in finished)
-
-
-def shallower_extrapolated(cfg: TrainConfig, finished) -> bool:
-  """The profile's skip rule: some finished run of the same group and model (any lr, schedule,
-  seed) at a smaller depth reached max_len >= 100."""
-  return _shallower_succeeded(cfg, finished, lambda s: s.get("status") == "done"
-                              and s.get("max_len", 0) >= EXTRAPOLATES)
-
-
-def shallower_modelled(cfg: TrainConfig, finished) -> bool:
-  """The languages' skip rule: as the profile's, with the language table's success (flip-flop:
-  accuracy after reads above 0.9, which max_len over every position does not see)."""
-  return _shallower_succeeded(cfg, finished, lambda s: language_table.score(s)[1])
 
 
 # The formal-language seed's experiment at CPU scale (paper 003): every named language's
@@ -367,13 +256,6 @@ LANGUAGE_MODELS = ("mamba", "negmamba", "aussm", "rnn", "lstm", "deltanet", "tra
 LANGUAGE_SIZES = {"rnn": dict(d_state=32), "lstm": dict(d_state=32)}
 
 
-# The languages' second stage at each depth: a cell whose verdict could rest on luck (as
-# table2_cpu's: exactly one of its two first runs succeeds, or they go against the theory) trains
-# both rates again at these seeds, MIN_RUNS_AGAINST_THEORY runs in all. Reason: 50 of 154 cells
-# rested on one run of two (BUILD_NOTES, "Protocols").
-LANGUAGE_MORE_SEEDS = (1,)
-
-
 def languages_sweep(base: TrainConfig) -> list[TrainConfig]:
   """Each language (lang-<name>, the next-symbol-set target) x LANGUAGE_MODELS x depth 1, 2 x
   lr {3e-3, 3e-2}, seed 0, then LANGUAGE_MORE_SEEDS where language_settled says a cell's verdict
@@ -381,31 +263,11 @@ def languages_sweep(base: TrainConfig) -> list[TrainConfig]:
   profile: depth 2 trains only where no depth-1 run extrapolated."""
   names = task_registry.language_names()
   return [c for name, m, depth in itertools.product(names, LANGUAGE_MODELS, (1, 2))
-          for seeds in ((0,), LANGUAGE_MORE_SEEDS)
+          for seeds in ((0,), stages.LANGUAGE_MORE_SEEDS)
           for c in _grid(base.replace(task=f"lang-{name}", model=m, depth=depth,
                                       **registry.preset_values(base.preset, m),
                                       **LANGUAGE_SIZES.get(m, {})),
                          lr=(3e-3, 3e-2), seed=seeds)]
-
-
-def language_stage(cfg: TrainConfig) -> tuple:
-  """(depth, 0 for the first runs of a cell or 1 for its extra seeds)."""
-  return cfg.depth, int(cfg.seed in LANGUAGE_MORE_SEEDS)
-
-
-def language_settled(cfg: TrainConfig, finished) -> bool:
-  """The languages' skip rule: a shallower stack modelled the language (shallower_modelled), or
-  cfg is an extra seed of a cell whose first runs neither rest on one success nor go against
-  the language theory's prediction for the model's class on too few runs (verdict_settled's rule
-  with the language table's success)."""
-  if shallower_modelled(cfg, finished):
-    return True
-  if cfg.seed not in LANGUAGE_MORE_SEEDS:
-    return False
-  cell = _cell_runs(cfg, finished, LANGUAGE_MORE_SEEDS)
-  successes = sum(language_table.score(s)[1] for s in cell)
-  return successes != 1 and _agrees_or_enough(
-      cfg, cell, successes, lambda c: language_table.predicted(c.task, c.model, c.layer_kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,16 +282,18 @@ class Sweep:
 
 SWEEPS = {"table2": Sweep(table2, "table2"), "table2_lite": Sweep(table2_lite, "table2_lite"),
           "parity_hybrid": Sweep(parity_hybrid, "cpu"),
-          "illusion": Sweep(illusion, "cpu", stage=lambda c: c.depth, skip=shallower_solved),
+          "illusion": Sweep(illusion, "cpu", stage=lambda c: c.depth,
+                            skip=stages.shallower_solved),
           "offset": Sweep(offset, "cpu"), "near_solution": Sweep(near_solution, "cpu"),
-          "table2_cpu": Sweep(table2_cpu, "table2_cpu", stage=more_seeds_stage,
-                              skip=verdict_settled), "smoke": Sweep(smoke, "cpu"),
+          "table2_cpu": Sweep(table2_cpu, "table2_cpu", stage=stages.more_seeds_stage,
+                              skip=stages.verdict_settled), "smoke": Sweep(smoke, "cpu"),
           "smoke_p": Sweep(smoke_p, "cpu"),
-          "languages": Sweep(languages_sweep, "cpu", stage=language_stage,
-                             skip=language_settled),
-          "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu", stage=more_seeds_stage,
-                                    skip=verdict_settled),
-          "profile": Sweep(profile, "profile_cpu", stage=profile_stage, skip=profile_skip),
+          "languages": Sweep(languages_sweep, "cpu", stage=stages.language_stage,
+                             skip=stages.language_settled),
+          "table2_baselines": Sweep(table2_baselines, "table2_ext_cpu",
+                                    stage=stages.more_seeds_stage, skip=stages.verdict_settled),
+          "profile": Sweep(profile, "profile_cpu", stage=stages.profile_stage,
+                           skip=stages.profile_skip),
           "tiny": Sweep(tiny, "tiny")}
 
 

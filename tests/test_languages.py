@@ -167,7 +167,7 @@ def test_flipflop_rows_score_the_reads_and_depth_2_trains_where_reads_failed():
   """Every flip-flop run reached max_len 1000 over all positions while its reads were at chance
   (sparse: reads are 1% of positions): the table and the sweep's depth staging must use reads."""
   import dataclasses
-  from launch import sweeps
+  from launch import sweep_stages
   from ssm_bench import language_table
   from ssm_bench.config import TrainConfig
   cfg = TrainConfig(task="lang-flipflop_sparse", model="mamba", preset="cpu")
@@ -176,11 +176,11 @@ def test_flipflop_rows_score_the_reads_and_depth_2_trains_where_reads_failed():
   md = language_table.markdown(language_table.language_data([chance]))
   assert "0.59 (0/1)" in md, md
   deeper = cfg.replace(depth=2)
-  assert not sweeps.shallower_modelled(deeper, [(cfg, chance)]), "depth 2 skipped on max_len"
+  assert not sweep_stages.shallower_modelled(deeper, [(cfg, chance)]), "depth 2 skipped on max_len"
   solved = {**chance, "event_acc": {"after_read": 0.97}}
-  assert sweeps.shallower_modelled(deeper, [(cfg, solved)])
+  assert sweep_stages.shallower_modelled(deeper, [(cfg, solved)])
   group = TrainConfig(task="lang-parity", model="mamba", preset="cpu")
-  assert sweeps.shallower_modelled(group.replace(depth=2), [(group, {
+  assert sweep_stages.shallower_modelled(group.replace(depth=2), [(group, {
       "config": dataclasses.asdict(group), "status": "done", "max_len": 1000,
       "seq_acc_curve": {"20": 1.0, "100": 1.0}})])
 

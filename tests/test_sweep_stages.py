@@ -4,6 +4,7 @@ import os
 import pytest
 
 from launch import sweep
+from launch import sweep_stages
 from launch import sweeps
 
 from fake_runs import finish_with, finish_with_seq_acc
@@ -25,15 +26,15 @@ def test_illusion_runs_by_depth_and_skips_depths_a_shallower_stack_solved(tmp_pa
   (short_cfg, short_dir), (long_cfg, long_dir) = by_length[lengths[0]], by_length[lengths[-1]]
   finish_with_seq_acc(short_cfg, short_dir, 0.95)  # depth 1 solves the shortest length
   finish_with_seq_acc(long_cfg, long_dir, 0.5)  # and not the longest
-  kept, runs_dropped, groups_dropped = sweep.prune(staged[1], groups, sweeps.shallower_solved)
+  kept, runs_dropped, groups_dropped = sweep.prune(staged[1], groups, sweep_stages.shallower_solved)
   kept_lengths = sorted(cfgs[0].train_length for cfgs, _ in kept)
   assert lengths[0] not in kept_lengths, "depth 2 trained although depth 1 solved the length"
   assert lengths[-1] in kept_lengths, "depth 2 skipped although depth 1 failed the length"
   assert (runs_dropped, groups_dropped) == (1, 1)
-  assert len(sweep.prune(staged[2], groups, sweeps.shallower_solved)[0]) == len(staged[2]) - 1
+  assert len(sweep.prune(staged[2], groups, sweep_stages.shallower_solved)[0]) == len(staged[2]) - 1
   deep_long = next((c[0], d[0]) for c, d in staged[1] if c[0].train_length == lengths[-1])
   finish_with_seq_acc(*deep_long, 0.95)  # a deeper stack's success says nothing about a shallower one
-  assert sweep.prune(staged[0], groups, sweeps.shallower_solved)[1] == 0
+  assert sweep.prune(staged[0], groups, sweep_stages.shallower_solved)[1] == 0
 
 
 def test_table2_baselines_adds_seeds_where_one_run_of_a_cell_extrapolates(tmp_path):
@@ -46,7 +47,7 @@ def test_table2_baselines_adds_seeds_where_one_run_of_a_cell_extrapolates(tmp_pa
       finish_with(c, d, max_len)
   kept = sweep.prune(second, groups, sweeps.SWEEPS["table2_baselines"].skip)[0]
   assert [(cfgs[0].model, sorted({c.seed for c in cfgs})) for cfgs, _ in kept] == [
-      ("deltaproduct", list(sweeps.TABLE2_CPU_MORE_SEEDS))], kept
+      ("deltaproduct", list(sweep_stages.TABLE2_CPU_MORE_SEEDS))], kept
 
 
 def test_table2_cpu_adds_seeds_to_cells_against_the_theory_on_fewer_than_four_runs(tmp_path):
@@ -57,19 +58,19 @@ def test_table2_cpu_adds_seeds_to_cells_against_the_theory_on_fewer_than_four_ru
                       r"C2-negmamba-L1|C24-rnn-L1|C6-mamba-L1)-")
   first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
   cell = {(cfgs[0].task, cfgs[0].model, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
-  assert len(cell[("C2xC4", "negmamba", 2)][0]) < sweeps.MIN_RUNS_AGAINST_THEORY
-  assert len(cell[("C24", "rnn", 1)][0]) == sweeps.MIN_RUNS_AGAINST_THEORY
+  assert len(cell[("C2xC4", "negmamba", 2)][0]) < sweep_stages.MIN_RUNS_AGAINST_THEORY
+  assert len(cell[("C24", "rnn", 1)][0]) == sweep_stages.MIN_RUNS_AGAINST_THEORY
   # negmamba at depth 2 can express C2xC4, at depth 1 it cannot; mamba never can
   for key, max_lens in ((("C2xC4", "negmamba", 2), (80, 0)), (("C2xC4", "negmamba", 1), (0, 0)),
                         (("C2xC4", "mamba", 2), (0, 0)), (("C2", "negmamba", 1), (1000, 1000)),
                         (("C24", "rnn", 1), (0, 0, 60, 0)), (("C6", "mamba", 1), (120, 200))):
     for c, d, max_len in zip(*cell[key], max_lens):
       finish_with(c, d, max_len)
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
+  kept = sweep.prune(second, groups, sweep_stages.verdict_settled)[0]
   assert sorted({(cfgs[0].task, cfgs[0].model, cfgs[0].depth) for cfgs, _ in kept}) == [
       ("C2xC4", "negmamba", 2), ("C6", "mamba", 1)], (
       "extra seeds went elsewhere than the two cells against the theory on 2 runs")
-  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
+  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweep_stages.TABLE2_CPU_MORE_SEEDS)
 
 
 def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_path):
@@ -78,25 +79,25 @@ def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_
   groups = sweep.plan("table2_cpu", str(tmp_path), only=r"^(C2-rnn-L[12]|C6-rnn-L1)-")
   first, second = sweep.stages(groups, sweeps.SWEEPS["table2_cpu"].stage)
   assert {c.seed for cfgs, _ in first for c in cfgs} == {0, 1, 2, 3}
-  assert {c.seed for cfgs, _ in second for c in cfgs} == set(sweeps.TABLE2_CPU_MORE_SEEDS)
+  assert {c.seed for cfgs, _ in second for c in cfgs} == set(sweep_stages.TABLE2_CPU_MORE_SEEDS)
   cell = {(cfgs[0].task, cfgs[0].depth): (cfgs, dirs) for cfgs, dirs in first}
   for key, max_lens in (((("C2", 1), (1000, 0, 20, 0))), (("C2", 2), (1000, 120, 0, 0)),
                         (("C6", 1), (80, 0, 0, 0))):  # one, two and no runs extrapolate
     for c, d, max_len in zip(*cell[key], max_lens):
       finish_with(c, d, max_len)
-  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweeps.verdict_settled)
+  kept, runs_dropped, groups_dropped = sweep.prune(second, groups, sweep_stages.verdict_settled)
   assert [(cfgs[0].task, cfgs[0].depth, len(cfgs)) for cfgs, _ in kept] == [("C2", 1, 4)], kept
   assert (runs_dropped, groups_dropped) == (8, 2)
   c, d = cell[("C2", 2)][0][1], cell[("C2", 2)][1][1]  # C2 depth 2's second success diverged
   finish_with(c, d, 120, status="diverged")
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
+  kept = sweep.prune(second, groups, sweep_stages.verdict_settled)[0]
   assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "a diverged run counted as a success"
   [(extra, extra_dirs)] = [(cfgs, dirs) for cfgs, dirs in kept if cfgs[0].depth == 1]
   for c, d in zip(extra, extra_dirs):  # the extra seeds' own successes do not change the rule
     finish_with(c, d, 1000)
-  kept = sweep.prune(second, groups, sweeps.verdict_settled)[0]
+  kept = sweep.prune(second, groups, sweep_stages.verdict_settled)[0]
   assert sorted(cfgs[0].depth for cfgs, _ in kept) == [1, 2], "second-stage runs were counted"
-  assert not any(sweeps.verdict_settled(c, []) for cfgs, _ in first for c in cfgs), (
+  assert not any(sweep_stages.verdict_settled(c, []) for cfgs, _ in first for c in cfgs), (
       "a first-stage run was skipped")
 
 
@@ -109,7 +110,7 @@ def test_languages_add_seeds_where_a_cell_rests_on_one_run_or_goes_against_the_t
   groups = sweep.plan("languages", str(tmp_path),
                       only=r"^lang-parity-(mamba|negmamba|aussm|rnn|transformer)-L[12]-")
   staged = sweep.stages(groups, sweeps.SWEEPS["languages"].stage)
-  assert [sorted({sweeps.language_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
+  assert [sorted({sweep_stages.language_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
       [(d, e)] for d in (1, 2) for e in (0, 1)], "stages are not depth by depth, first runs first"
   first = {cfgs[0].model: (cfgs, dirs) for cfgs, dirs in staged[0]}
   for model, max_lens in (("mamba", (1000, 0)), ("aussm", (0, 120)), ("rnn", (80, 0)),
@@ -122,7 +123,7 @@ def test_languages_add_seeds_where_a_cell_rests_on_one_run_or_goes_against_the_t
   kept = sweep.prune(staged[1], groups, skip)[0]
   assert sorted((cfgs[0].model, len(cfgs)) for cfgs, _ in kept) == [
       ("aussm", 2), ("mamba", 2), ("rnn", 2)], kept
-  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweeps.LANGUAGE_MORE_SEEDS)
+  assert {c.seed for cfgs, _ in kept for c in cfgs} == set(sweep_stages.LANGUAGE_MORE_SEEDS)
   extra = {cfgs[0].model: (cfgs, dirs) for cfgs, dirs in kept}
   finish_with(extra["rnn"][0][1], extra["rnn"][1][1], 1000)  # rnn's extra seed models parity
   deeper = {cfgs[0].model for s in staged[2:] for cfgs, _ in sweep.prune(s, groups, skip)[0]}
@@ -137,7 +138,7 @@ def _profile_cells(tmp_path, only, **kw):
   cells = {}
   for stage in staged:
     for cfgs, dirs in stage:
-      extra = cfgs[0].seed in sweeps.PROFILE_MORE_SEEDS["profile_cpu"]
+      extra = cfgs[0].seed in sweep_stages.PROFILE_MORE_SEEDS["profile_cpu"]
       cells[(cfgs[0].task, cfgs[0].depth, extra)] = (cfgs, dirs)
   return groups, staged, cells
 
@@ -148,7 +149,7 @@ def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_pat
   depth 1 learnt, ✗), not for cells that agree with it (C2: one of two extrapolates, ✓; D4 at
   depth 1: none, ✗); a deeper stack is skipped once an extra seed extrapolated."""
   groups, staged, cells = _profile_cells(tmp_path, r"^(C2|C3|D4)-negmamba-L[123]-")
-  assert [sorted({sweeps.profile_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
+  assert [sorted({sweep_stages.profile_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
       [(d, e)] for d in (1, 2, 3) for e in (0, 1)], "stages are not depth by depth, first runs first"
   assert len(cells[("D4", 2, False)][0]) == 2 and len(cells[("D4", 2, True)][0]) == 6
   for key, max_lens in ((("C2", 1), (1000, 20)), (("C3", 1), (120, 0)), (("D4", 1), (0, 0)),
@@ -179,7 +180,7 @@ def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_sta
   extra = [c for cfgs, _ in groups for c in cfgs if c.seed != 0]
   assert len(first) == 2 and len(extra) == 6
   finished = [(c, {"status": "done", "max_len": 0}) for c in first]
-  trained = [not sweeps.profile_skip(c, finished) for c in extra]
+  trained = [not sweep_stages.profile_skip(c, finished) for c in extra]
   assert trained == [wanted] * 6, (
       f"d_state {d_state}: extra seeds trained {trained}, want {wanted} (theory at that width)")
 
@@ -188,7 +189,7 @@ def test_profile_seed_override_trains_even_where_the_theory_agrees(tmp_path):
   """--config.seed=2 (an extra seed) on a cell with no first runs to judge by still trains it."""
   groups, staged, cells = _profile_cells(tmp_path, r"^D4-negmamba-L1-", seed=2)
   assert [c.seed for cfgs, _ in groups for c in cfgs] == [2, 2]
-  kept = [c for s in staged for cfgs, _ in sweep.prune(s, groups, sweeps.profile_skip)[0]
+  kept = [c for s in staged for cfgs, _ in sweep.prune(s, groups, sweep_stages.profile_skip)[0]
           for c in cfgs]
   assert len(kept) == 2, "the overridden seed was skipped"
 
