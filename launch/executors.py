@@ -23,6 +23,10 @@ class TimeUp(Exception):
     self.groups_left = groups_left
 
 
+DEADLINE_ENV = "SSM_BENCH_SWEEP_DEADLINE"  # a --time_limit_s end as a Unix time: a restart
+# (the watchdog's) and each sweep a profile runs read the same end
+
+
 class Deadline:
   """A sweep's time limit: a group is started only if the longest group so far would still end
   before `end` (the first always starts), so a limited session (a lent GPU, a preemptible

@@ -5,6 +5,7 @@
   python -m launch.info --model=negmamba                  # class, theorem, predictions, check
   python -m launch.info --plugins=examples.rotation --model=rotation --json
   python -m launch.info --model=negmamba,aussm            # a hybrid stack, bottom layer first
+  python -m launch.info --model=negmamba --groups=D3,C2xC4,S5   # its predictions for any groups
   python -m launch.info --language=tomita3 --sample=2x12  # a language's theory and a batch
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ _D_STATE = flags.DEFINE_integer("d_state", None, "With --model: predictions for 
                                 "d_state (a householder layer's key width: d_state, or what its "
                                 "record's state_width makes of it); default: wide enough.",
                                 lower_bound=1)
+_GROUPS = flags.DEFINE_list("groups", None, "With --model: the groups its predictions cover, any "
+                            "group names (default: the profile's ten).")
 _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
                                 "and predictions instead of a group (tasks/languages.py).")
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
@@ -70,18 +73,35 @@ def draw(task_name: str, sample: str, seed: int = 0) -> dict:
   return {"inputs": tokens.tolist(), "labels": labels.tolist()}
 
 
-def card(model: str, d_state: int | None = None) -> dict:
-  """The layer's registry record, its class's predictions over the profile's groups at depths
-  1-3 (at state width d_state; None: wide enough), and the declaration and causality checks on
-  random inputs at a random initialisation. A comma list of layers is a hybrid stack
-  (`stack_card`)."""
+def _predicted_groups(names) -> tuple:
+  """The groups a card predicts for: `names`, each checked (one UsageError naming the grammar),
+  or the profile's ten."""
+  from ssm_bench import tracking_profile
+  if names is None:
+    return tracking_profile.GROUPS
+  if not names:
+    raise common.UsageError("--groups: no group given; " + groups.GRAMMAR)
+  for name in names:
+    try:
+      groups.get_group(name)
+    except groups.GroupError as e:
+      raise common.UsageError(f"--groups: {e}") from None
+  return tuple(dict.fromkeys(names))
+
+
+def card(model: str, d_state: int | None = None, group_names=None) -> dict:
+  """The layer's registry record, its class's predictions over the profile's groups (or
+  `group_names`) at depths 1-3 (at state width d_state; None: wide enough), and the declaration
+  and causality checks on random inputs at a random initialisation. A comma list of layers is a
+  hybrid stack (`stack_card`)."""
   from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
+  predicted = _predicted_groups(group_names)
   try:
     plugins.load(common.PLUGINS.value)
     config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run
     layers = registry.parse_layers(model)
     if len(set(layers)) > 1:
-      return stack_card(layers, d_state)
+      return stack_card(layers, d_state, predicted)
     model = layers[0]
     out = registry.card(model)
   except ValueError as e:
@@ -95,15 +115,16 @@ def card(model: str, d_state: int | None = None) -> dict:
           "by_hand": model in analytic.constructions(g),  # weights set by hand track it
           **{f"depth {d}": theory.expressible([cls] * d, g, width)
              for d in tracking_profile.DEPTHS}}
-      for g in tracking_profile.GROUPS}
+      for g in predicted}
   return {**out, **_checks_at_init((model,))}
 
 
-def stack_card(layers: tuple, d_state: int | None = None) -> dict:
+def stack_card(layers: tuple, d_state: int | None = None, predicted=None) -> dict:
   """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
-  can track each of the profile's groups (the classes' subgroup steps in order: the order
-  matters), and the checks at init of the whole network."""
+  can track each of the profile's groups (or `predicted`; the classes' subgroup steps in order:
+  the order matters), and the checks at init of the whole network."""
   from ssm_bench import registry, theory, tracking_profile
+  predicted = predicted or tracking_profile.GROUPS
   name = ",".join(layers)
   classes = registry.theory_classes(name, len(layers))
   width = None if d_state is None else registry.state_width(name, {"d_state": d_state})
@@ -111,8 +132,7 @@ def stack_card(layers: tuple, d_state: int | None = None) -> dict:
           "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
                      for n, c in zip(layers, classes)],
           "predictions_d_state": d_state, "predictions_width": width,
-          "predictions": {g: theory.expressible(classes, g, width)
-                          for g in tracking_profile.GROUPS},
+          "predictions": {g: theory.expressible(classes, g, width) for g in predicted},
           **_checks_at_init(layers)}
 
 
@@ -146,10 +166,11 @@ def _print_card(c: dict):
     width = c["predictions_width"]
     print(f"  predictions at d_state {c['predictions_d_state']}"
           + (f" (state width {width})" if width != c["predictions_d_state"] else "") + ":")
-  print("  " + "group".ljust(7) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3))
+  col = max(7, *(len(g) + 2 for g in c["predictions"]))
+  print("  " + "group".ljust(col) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3))
         + "  by hand")
   for g, p in c["predictions"].items():
-    print("  " + g.ljust(7) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
+    print("  " + g.ljust(col) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
                                                    for d in (1, 2, 3))
           + "  " + ("yes" if p["by_hand"] else "-"))
   _print_checks(c)
@@ -162,9 +183,10 @@ def _print_stack_card(c: dict):
   if c["predictions_d_state"]:
     print(f"  predictions at d_state {c['predictions_d_state']}:")
   mark = {True: "yes", False: "no", None: "? (no theorem for this stack)"}
-  print("  group  the stack tracks it")
+  col = max(7, *(len(g) + 2 for g in c["predictions"]))
+  print("  " + "group".ljust(col) + "the stack tracks it")
   for g, p in c["predictions"].items():
-    print("  " + g.ljust(7) + mark[p])
+    print("  " + g.ljust(col) + mark[p])
   _print_checks(c)
 
 
@@ -220,6 +242,9 @@ def check_flags():
   if _MODEL.value is not None and (_SAMPLE.value or flags.FLAGS["seed"].present):
     raise common.UsageError("--sample and --seed draw from a group's or a language's sampler; "
                             "a layer's card (--model) has none")
+  if _GROUPS.value is not None and _MODEL.value is None:
+    raise common.UsageError("--groups lists the groups of a layer's predictions: it needs --model "
+                            "(--group describes one group)")
   if _D_STATE.value is not None and _MODEL.value is None:
     raise common.UsageError("--d_state sets the state width of a layer's predictions: it needs "
                             "--model")
@@ -235,7 +260,7 @@ def main(argv):
     common.print_json(d) if _JSON.value else _print_language(d)
     return
   if _MODEL.value:
-    c = card(_MODEL.value, _D_STATE.value)
+    c = card(_MODEL.value, _D_STATE.value, _GROUPS.value)
     if _JSON.value:
       common.print_json(c)
     else:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from absl import flags
 
 from launch import common
 from launch import config_flags
+from launch import executors
 from launch import watchdog
 from ssm_bench import config
 from ssm_bench import tracking_profile
@@ -29,8 +31,9 @@ _PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
                             "cpu: CPU sizes (depth 1 of a small layer: 4-65 min on 2 cores, "
                             "deeper stacks more); paper: for a GPU; "
                             "tiny: seconds, for trying it out.")
-_GROUPS = flags.DEFINE_list("groups", list(tracking_profile.GROUPS), "A subset of the profile's "
-                            "groups.")
+_GROUPS = flags.DEFINE_list("groups", list(tracking_profile.GROUPS), "The groups to train: the "
+                            "profile's, and any other group names (each trained at the "
+                            "profile's depths, rates and seeds, reported as one more row).")
 _DEPTHS = flags.DEFINE_list("depths", [str(d) for d in tracking_profile.DEPTHS], "A subset of "
                             "the profile's depths.")
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of run directories (default "
@@ -51,9 +54,12 @@ _TIME_LIMIT = flags.DEFINE_float("time_limit_s", 0, "Local executor: start no gr
 _FIELDS = config_flags.define()
 
 
-def _check(model: str, groups: list, depths: list) -> str:
-  """The sweep's --only regex for these groups and depths; UsageError for a bad choice."""
+def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
+  """The sweeps to run for these groups and depths, as their extra arguments: the profile's
+  own groups in one sweep (--only), each other group in a sweep of its own (--config.task);
+  UsageError for a bad choice."""
   from ssm_bench import plugins, registry
+  from tasks import groups
   try:
     plugins.load(common.PLUGINS.value)
     if not model or "," in model:
@@ -62,15 +68,23 @@ def _check(model: str, groups: list, depths: list) -> str:
     registry.get(model)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
-  bad = [g for g in groups if g not in tracking_profile.GROUPS]
-  if bad or not groups:
-    raise common.UsageError(f"--groups: {', '.join(map(repr, bad)) or 'none given'} not in the "
-                            f"profile; choose from {', '.join(tracking_profile.GROUPS)}")
+  if not group_names:
+    raise common.UsageError("--groups: none given; the profile's are "
+                            + ", ".join(tracking_profile.GROUPS) + ", or any of the " + groups.GRAMMAR)
+  for g in group_names:
+    try:
+      groups.get_group(g)
+    except groups.GroupError as e:
+      raise common.UsageError(f"--groups: {e}; the profile's are "
+                              + ", ".join(tracking_profile.GROUPS)) from None
   valid = [str(d) for d in tracking_profile.DEPTHS]
   if not depths or any(d not in valid for d in depths):
     raise common.UsageError(f"--depths must be among {', '.join(valid)}, got "
                             f"{','.join(depths) or 'none'}")
-  return f"^({'|'.join(groups)})-{model}-L({'|'.join(depths)})-"
+  only = lambda gs: f"--only=^({'|'.join(gs)})-{model}-L({'|'.join(depths)})-"
+  own = [g for g in dict.fromkeys(group_names) if g in tracking_profile.GROUPS]
+  other = [g for g in dict.fromkeys(group_names) if g not in tracking_profile.GROUPS]
+  return [[only(own)]] * bool(own) + [[only([g]), f"--config.task={g}"] for g in other]
 
 
 def write_report(workdir: str, out: str, model: str, protocol: str) -> list[str]:
@@ -95,7 +109,7 @@ def write_report(workdir: str, out: str, model: str, protocol: str) -> list[str]
 def main(argv):
   del argv
   model = _MODEL.value
-  only = _check(model, _GROUPS.value, _DEPTHS.value)
+  sweeps = _check(model, _GROUPS.value, _DEPTHS.value)
   protocol = config.PROFILE_PRESETS[_PRESET.value]
   workdir = _WORKDIR.value or os.path.join("runs", "profile")
   try:
@@ -104,27 +118,34 @@ def main(argv):
     raise common.UsageError(str(e)) from None
   if not _REPORT.value:
     args = ["--sweep=profile", f"--preset={protocol}", f"--config.model={model}",
-            f"--workdir={workdir}", f"--only={only}", f"--executor={_EXECUTOR.value}",
+            f"--workdir={workdir}", f"--executor={_EXECUTOR.value}",
             f"--workers={_WORKERS.value}"]
     args += [f"--config.plugins={common.PLUGINS.value}"] if common.PLUGINS.value else []
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value
     args += [f"--time_limit_s={_TIME_LIMIT.value}"] if _TIME_LIMIT.value else []
-    # dying with this process: a SIGTERM or SIGKILL to it alone must not leave the sweep
-    # training behind (a second profile of the same groups would then race it)
-    child = watchdog.spawn(args)
-    try:
-      rc = child.wait()
-    except KeyboardInterrupt:  # a SIGINT sent to this process alone: stop the sweep as Ctrl-C
-      sys.exit(watchdog.stop(child))  # (the sweep printed the interrupted line)
-    if rc or _DRY.value:
-      sys.exit(rc)
+    if _TIME_LIMIT.value:  # one end for every sweep below (each reads it, as a restart does)
+      os.environ.setdefault(executors.DEADLINE_ENV, str(time.time() + _TIME_LIMIT.value))
+    for i, extra in enumerate(sweeps):  # the profile's groups, then each other group in turn
+      if i and _TIME_LIMIT.value and time.time() >= float(os.environ[executors.DEADLINE_ENV]):
+        break  # the report covers what finished; the same command resumes
+      # dying with this process: a SIGTERM or SIGKILL to it alone must not leave the sweep
+      # training behind (a second profile of the same groups would then race it)
+      child = watchdog.spawn(args + extra)
+      try:
+        rc = child.wait()
+      except KeyboardInterrupt:  # a SIGINT sent to this process alone: stop the sweep as Ctrl-C
+        sys.exit(watchdog.stop(child))  # (the sweep printed the interrupted line)
+      if rc:
+        sys.exit(rc)
+    if _DRY.value:
+      sys.exit(0)
   written = write_report(workdir, _OUT.value or workdir, model, protocol)
   print(f"wrote {', '.join(written)} to {_OUT.value or workdir}")
 
 
 if __name__ == "__main__":
   common.FLAG_HINTS.update(
-      task="--groups=C2,S3 picks the profile's groups; another task: launch.train --task",
+      task="--groups=C2,S3,D3 picks the groups; another task: launch.train --task",
       depth="--depths=1,2 picks the depths")
   common.run_main(main)

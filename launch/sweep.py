@@ -25,7 +25,7 @@ from launch import sweeps
 from launch import watchdog
 from ssm_bench.config import PRESETS
 
-DEADLINE_ENV = "SSM_BENCH_SWEEP_DEADLINE"  # the --time_limit_s end as a Unix time
+DEADLINE_ENV = executors.DEADLINE_ENV
 
 _SWEEP = flags.DEFINE_enum("sweep", "smoke", list(sweeps.SWEEPS), "Which sweep to run.")
 _PRESET = flags.DEFINE_enum("preset", None, list(PRESETS),

@@ -238,11 +238,14 @@ def profile(base: TrainConfig) -> list[TrainConfig]:
   Staged by depth, each depth in two stages: a deeper stack is not trained once a shallower one
   of the same group extrapolated (shallower_extrapolated), and PROFILE_MORE_SEEDS train only
   where a cell's first runs go against the theory on too few runs (profile_skip; both rules and
-  the seeds in launch/sweep_stages.py)."""
+  the seeds in launch/sweep_stages.py). A --config.task outside the profile's groups (a group the
+  researcher adds: `launch.profile --groups=D3`) is the one group trained, so its runs are named
+  and staged as the profile's own and its report shows it as one more row."""
   preset = base.preset if base.preset in PROFILE_GRID else config.PROFILE_PRESETS["cpu"]
   base = base.replace(preset=preset, **registry.preset_values(preset, base.model))
   grid = PROFILE_GRID[preset]
-  return [c for g, depth in itertools.product(tracking_profile.GROUPS, tracking_profile.DEPTHS)
+  groups = tracking_profile.GROUPS if base.task in tracking_profile.GROUPS else (base.task,)
+  return [c for g, depth in itertools.product(groups, tracking_profile.DEPTHS)
           for seeds in (grid["seed"], stages.PROFILE_MORE_SEEDS.get(preset, ()))
           for c in _grid(base.replace(task=g, depth=depth), lr=grid["lr"], seed=seeds)]
 

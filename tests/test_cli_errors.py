@@ -40,6 +40,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--model=mamba", "--sample=2x4"], "has none"),  # was: the sample ignored
     ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language or a layer"),
     ("info", ["--group=S3", "--d_state=4"], "needs --model"),
+    ("info", ["--model=mamba", "--groups=S3,S0"], "--groups: unknown group 'S0'"),
+    ("info", ["--groups=S3"], "it needs --model"),  # was: ignored, C2 described
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),
@@ -55,6 +57,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
+    ("profile", ["--model=mamba", "--groups=C2,S0"], "--groups: unknown group 'S0'"),
     ("tables", ["--runs=/nonexistent"], "not a directory"),
     ("tables", ["--out=/proc/x"], "cannot write"),
     ("tables", ["--paper=/nonexistent.json"], "not a file"),

@@ -87,3 +87,21 @@ def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
   got = {m: (c["predictions"]["S3"], c["predictions"]["A4"]) for m, c in cards.items()}
   assert got == {"negmamba,aussm": (True, False), "aussm,negmamba": (False, True)}, got
   assert sign_first["declaration_at_init"]["ok"] and sign_first["causal_at_init"]["ok"], sign_first
+
+
+def test_a_layer_card_predicts_for_any_groups_asked():
+  """--groups: the card's predictions for groups outside the profile's ten, in the order given,
+  for one layer and for a hybrid stack (the theory answers for any group, not a fixed list)."""
+  out = run_info("--model=negmamba", "--groups=C4,D3,C2xC4", "--json")
+  assert out.returncode == 0, out.stderr[-2000:]
+  p = json.loads(out.stdout)["predictions"]
+  assert list(p) == ["C4", "D3", "C2xC4"], list(p)
+  # C4 -> C4^2 [C4, C4] = C2 -> 1: two signed layers; D3 (order 6) is not a 2-group
+  assert [p[g]["min_depth"] for g in p] == ["2", "never", "2"], p
+  assert (p["C4"]["depth 1"], p["C4"]["depth 2"], p["C4"]["by_hand"]) == (False, True, True), p
+  out = run_info("--model=negmamba,aussm", "--groups=D3,D4,A5")
+  assert out.returncode == 0, out.stderr[-2000:]
+  rows = {l.split()[0]: l.split()[1] for l in out.stdout.splitlines()
+          if l.startswith("  ") and l.split()[0] in ("D3", "D4", "A5")}
+  # D3's top quotient is its sign, then C3 for the rotation layer; A5 is not solvable
+  assert rows == {"D3": "yes", "D4": "yes", "A5": "no"}, out.stdout

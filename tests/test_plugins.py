@@ -295,15 +295,17 @@ def test_module_kwargs_reads_a_modules_field_defaults():
 
 def test_profile_passes_its_time_limit_to_the_sweep_and_reports_what_finished(tmp_path):
   """--time_limit_s with its end already past (as a restart inherits it): the first group (C2)
-  trains, S3 does not start, and the report covers C2."""
+  trains, S3 does not start, nor does the sweep of D3 (a group outside the profile's, trained
+  after them), and the report covers C2."""
   p = launcher.run(["launch.profile", "--model=mamba", "--preset=tiny",
-                    "--groups=C2,S3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
+                    "--groups=C2,S3,D3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
                     "--time_limit_s=600"], cwd=ROOT,
                     env={**ENV, "SSM_BENCH_SWEEP_DEADLINE": "0"}, timeout=600)
   assert p.returncode == 0, p.stderr[-2000:]
   assert "stopped at the time limit" in p.stdout, p.stdout[-1000:]
   report = open(tmp_path / "profile_profile_tiny_mamba.md").read()
   assert "| C2 | 2 |" in report and "| S3 |" not in report, report
+  assert "| D3 |" not in report and not list(tmp_path.glob("D3-*")), "D3 trained past the limit"
 
 
 def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
@@ -320,7 +322,8 @@ def test_unknown_class_shows_a_question_mark_in_tables(tmp_path):
 def test_example_layer_through_every_entry_point(tmp_path):
   """examples/rotation.py, nothing in the package edited: train, a sweep under the watchdog
   (the re-exec) with worker processes, tables, TensorBoard and the profile report, all from --plugins (Ray workers:
-  test_sweep.py's Ray test runs the same layer)."""
+  test_sweep.py's Ray test runs the same layer). The profile takes a group outside its ten
+  (D3) and reports it beside them with the class's prediction."""
   work = tmp_path / "runs"
   p = run("launch.train", "--plugins=examples.rotation", "--model=rotation", "--task=C3",
           "--preset=tiny", f"--workdir={work}/one")
@@ -328,13 +331,17 @@ def test_example_layer_through_every_entry_point(tmp_path):
   assert json.load(open(work / "one" / "config.json"))["plugins"] == "examples.rotation"
   assert any(n.startswith("events.out.tfevents") for n in os.listdir(work / "one"))
   p = run("launch.profile", "--plugins=examples.rotation", "--model=rotation", "--preset=tiny",
-          "--groups=C2,S3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet",
+          "--groups=C2,S3,D3", "--depths=1", f"--workdir={work}", f"--out={tmp_path}", "--quiet",
           "--workers=2")  # each group in a worker process: the plugin must load there too
   assert p.returncode == 0, p.stderr[-2000:]
   # the sweep checked the plugin's layer (jax started) before its watchdog spawned the child
   assert "os.fork()" not in p.stderr, f"jax's fork warning reached the user:\n{p.stderr[-2000:]}"
   report = open(tmp_path / "profile_profile_tiny_rotation.md").read()
   assert "unit_modulus_diagonal" in report and "| S3 | 6 |" in report, report
+  d3 = [l for l in report.splitlines() if l.startswith("| D3 | 6 |")]
+  assert len(d3) == 1 and d3[0].rstrip(" |").endswith("| 2"), (  # min depth: derived length 2
+      f"D3 not reported as one more group with its prediction:\n{report}")
+  assert "note:" not in p.stderr, f"the extra group's sweep said it merged:\n{p.stderr[-2000:]}"
   assert os.path.exists(tmp_path / "profile_profile_tiny_rotation.png")
   p = run("launch.tables", f"--runs={work}", f"--out={tmp_path}/tables")
   assert p.returncode == 0, p.stderr[-2000:]
