@@ -167,8 +167,8 @@ def _print_card(c: dict):
     print(f"  predictions at d_state {c['predictions_d_state']}"
           + (f" (state width {width})" if width != c["predictions_d_state"] else "") + ":")
   col = max(7, *(len(g) + 2 for g in c["predictions"]))
-  print("  " + "group".ljust(col) + "min depth".ljust(12) + "  ".join(f"depth {d}" for d in (1, 2, 3))
-        + "  by hand")
+  print("  " + "group".ljust(col) + "min depth".ljust(12)
+        + "  ".join(f"depth {d}" for d in (1, 2, 3)) + "  by hand")
   for g, p in c["predictions"].items():
     print("  " + g.ljust(col) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
                                                    for d in (1, 2, 3))

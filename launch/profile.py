@@ -70,7 +70,8 @@ def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
     raise common.UsageError(str(e)) from None
   if not group_names:
     raise common.UsageError("--groups: none given; the profile's are "
-                            + ", ".join(tracking_profile.GROUPS) + ", or any of the " + groups.GRAMMAR)
+                            + ", ".join(tracking_profile.GROUPS) + ", or any of the "
+                            + groups.GRAMMAR)
   for g in group_names:
     try:
       groups.get_group(g)
