@@ -52,9 +52,20 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   out["constructions"] = analytic.constructions(name)
   out["construction_limits"] = analytic.construction_limits(name)  # built only up to a size
   out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
+  out["min_depth_by_layer"] = min_depth_by_layer(name)
   if sample:
     out.update(draw(name, sample, seed))
   return out
+
+
+def min_depth_by_layer(group: str) -> dict:
+  """{layer: its class's minimal depth for the group ('1', 'never', 'no theorem')} for every
+  registered layer (plugins' included) at its default kwargs, keys wide enough: which layers
+  can track the group at all, and how deep, by the theory alone."""
+  from ssm_bench import registry, theory
+  by_class = {}
+  return {name: by_class.setdefault(cls, theory.min_depth_text(cls, group))
+          for name in registry.names() for cls in [registry.theory_class_of(name)]}
 
 
 def draw(task_name: str, sample: str, seed: int = 0) -> dict:
@@ -289,6 +300,8 @@ def main(argv):
     print(f"    not built: {layer}: {why}")
   if info["diagonal_limit"]:
     print(f"  {info['diagonal_limit']}")
+  print("  minimal depth by the layers' classes (their theorems; `--model=NAME` for one layer's "
+        "card): " + ", ".join(f"{n} {d}" for n, d in info["min_depth_by_layer"].items()))
   _print_sample(info)
 
 

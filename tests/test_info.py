@@ -105,3 +105,17 @@ def test_a_layer_card_predicts_for_any_groups_asked():
           if l.startswith("  ") and l.split()[0] in ("D3", "D4", "A5")}
   # D3's top quotient is its sign, then C3 for the rotation layer; A5 is not solvable
   assert rows == {"D3": "yes", "D4": "yes", "A5": "no"}, out.stdout
+
+
+def test_a_group_says_how_deep_each_layers_class_must_be_to_track_it():
+  """--group: every registered layer's minimal depth by its class's theorem (plugins' too), so
+  "which layers can track D3, and how deep?" is one command."""
+  d3 = json.loads(run_info("--group=D3", "--json").stdout)["min_depth_by_layer"]
+  want = {"mamba": "never", "negmamba": "never", "aussm": "2", "rnn": "1", "deltaproduct": "1",
+          "deltanet": "no theorem"}  # D3 = S3: not a 2-group, derived length 2, 2 reflections
+  assert {k: d3[k] for k in want} == want, d3
+  out = run_info("--group=C4", "--plugins=examples.rotation")
+  assert out.returncode == 0, out.stderr[-2000:]
+  line = out.stdout.splitlines()[-1]
+  for part in ("negmamba 2", "aussm 1", "mamba never", "rotation 1"):  # C4: 2 signed layers
+    assert part in line.split(": ", 1)[1].split(", "), f"{part!r} not in {line!r}"
