@@ -141,6 +141,20 @@ def run_main(main):
   app.run(wrapped, flags_parser=_parse_flags)
 
 
+def group_names(flag: str, names, also: str = "") -> tuple:
+  """`names` in order, once each, every one a group name; else one UsageError for the flag
+  naming the grammar (and `also`, e.g. the profile's own groups)."""
+  from tasks import groups
+  if not names:
+    raise UsageError(f"{flag}: no group given; {groups.GRAMMAR}{also}")
+  for name in names:
+    try:
+      groups.get_group(name)
+    except groups.GroupError as e:
+      raise UsageError(f"{flag}: {e}{also}") from None
+  return tuple(dict.fromkeys(names))
+
+
 def enable_compilation_cache():
   """Persist compiled programs across processes: a relaunched sweep or a resumed run skips
   recompiling its shape groups. SSM_BENCH_CACHE=off turns it off; any other value is the path.

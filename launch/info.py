@@ -63,9 +63,9 @@ def min_depth_by_layer(group: str) -> dict:
   registered layer (plugins' included) at its default kwargs, keys wide enough: which layers
   can track the group at all, and how deep, by the theory alone."""
   from ssm_bench import registry, theory
-  by_class = {}
-  return {name: by_class.setdefault(cls, theory.min_depth_text(cls, group))
-          for name in registry.names() for cls in [registry.theory_class_of(name)]}
+  classes = {name: registry.theory_class_of(name) for name in registry.names()}
+  depth = {cls: theory.min_depth_text(cls, group) for cls in set(classes.values())}  # once each
+  return {name: depth[cls] for name, cls in classes.items()}
 
 
 def draw(task_name: str, sample: str, seed: int = 0) -> dict:
@@ -84,29 +84,14 @@ def draw(task_name: str, sample: str, seed: int = 0) -> dict:
   return {"inputs": tokens.tolist(), "labels": labels.tolist()}
 
 
-def _predicted_groups(names) -> tuple:
-  """The groups a card predicts for: `names`, each checked (one UsageError naming the grammar),
-  or the profile's ten."""
-  from ssm_bench import tracking_profile
-  if names is None:
-    return tracking_profile.GROUPS
-  if not names:
-    raise common.UsageError("--groups: no group given; " + groups.GRAMMAR)
-  for name in names:
-    try:
-      groups.get_group(name)
-    except groups.GroupError as e:
-      raise common.UsageError(f"--groups: {e}") from None
-  return tuple(dict.fromkeys(names))
-
-
 def card(model: str, d_state: int | None = None, group_names=None) -> dict:
   """The layer's registry record, its class's predictions over the profile's groups (or
   `group_names`) at depths 1-3 (at state width d_state; None: wide enough), and the declaration
   and causality checks on random inputs at a random initialisation. A comma list of layers is a
   hybrid stack (`stack_card`)."""
   from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
-  predicted = _predicted_groups(group_names)
+  predicted = (tracking_profile.GROUPS if group_names is None
+               else common.group_names("--groups", group_names))
   try:
     plugins.load(common.PLUGINS.value)
     config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run

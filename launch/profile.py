@@ -60,7 +60,6 @@ def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
   own groups in one sweep (--only), each other group in a sweep of its own (--config.task);
   UsageError for a bad choice."""
   from ssm_bench import plugins, registry
-  from tasks import groups
   try:
     plugins.load(common.PLUGINS.value)
     if not model or "," in model:
@@ -69,23 +68,15 @@ def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
     registry.get(model)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
-  if not group_names:
-    raise common.UsageError("--groups: none given; the profile's are "
-                            + ", ".join(tracking_profile.GROUPS) + ", or any of the "
-                            + groups.GRAMMAR)
-  for g in group_names:
-    try:
-      groups.get_group(g)
-    except groups.GroupError as e:
-      raise common.UsageError(f"--groups: {e}; the profile's are "
-                              + ", ".join(tracking_profile.GROUPS)) from None
+  group_names = common.group_names(
+      "--groups", group_names, "; the profile's are " + ", ".join(tracking_profile.GROUPS))
   valid = [str(d) for d in tracking_profile.DEPTHS]
   if not depths or any(d not in valid for d in depths):
     raise common.UsageError(f"--depths must be among {', '.join(valid)}, got "
                             f"{','.join(depths) or 'none'}")
   only = lambda gs: f"--only=^({'|'.join(gs)})-{model}-L({'|'.join(depths)})-"
-  own = [g for g in dict.fromkeys(group_names) if g in tracking_profile.GROUPS]
-  other = [g for g in dict.fromkeys(group_names) if g not in tracking_profile.GROUPS]
+  own = [g for g in group_names if g in tracking_profile.GROUPS]
+  other = [g for g in group_names if g not in tracking_profile.GROUPS]
   return [[only(own)]] * bool(own) + [[only([g]), f"--config.task={g}"] for g in other]
 
 
