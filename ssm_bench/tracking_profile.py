@@ -126,8 +126,71 @@ def _cell(e: dict) -> str:
   return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
 
 
+def _min_depth_cell(p: dict, g: str) -> str:
+  """One profile's entry in the overview: the smallest depth at which a run extrapolated (`✘`:
+  no trained depth did; `·`: the group was not trained) / the theory's minimal depth for its
+  class, then `below` or `beats` where the two disagree on a trained depth."""
+  cells = p["cells"].get(g)
+  if not cells or not any(e["runs"] for e in cells.values()):
+    return "·"
+  solved = next((d for d in p["depths"] if cells[d]["successes"]), None)
+  theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
+  text = f"{CROSS if solved is None else solved} / {OVERVIEW_THEORY.get(theory_depth, theory_depth)}"
+  allowed = int(theory_depth) if theory_depth.isdigit() else None
+  if solved is not None and theory_depth != "no theorem" and (allowed is None or solved < allowed):
+    word, evidence = "beats", [cells[solved]]
+  elif allowed is not None and (solved is None or solved > allowed):
+    # the depths the theory allows where no run extrapolated, up to the first that did
+    word = "below"
+    evidence = [cells[d] for d in p["depths"] if allowed <= d and (solved is None or d < solved)
+                and cells[d]["runs"]]
+  else:
+    return text
+  if not evidence:  # the theory's depth was not trained (a profile of depth 1 only)
+    return text
+  settled = any(not tentative(e) for e in evidence)
+  return text + (f" **{word}**" if settled else f" *{word}?*")
+
+
+OVERVIEW_THEORY = {"no theorem": "?"}
+
+
+def overview(data: dict) -> str:
+  """Every profile side by side, a column each: per group, where a run first extrapolated beside
+  where the theory says the layer's class first can (`_min_depth_cell`)."""
+  profiles = list(data.values())
+  names = [g for g in GROUPS if any(g in p["groups"] for p in profiles)]
+  names += sorted({g for p in profiles for g in p["groups"]} - set(GROUPS))
+  several = len({p["protocol"] for p in profiles}) > 1
+  heads = []
+  for p in profiles:
+    notes = ([p["protocol"]] if several else []) + (
+        [] if tuple(p["depths"]) == DEPTHS else
+        ["depth" + ("s " if len(p["depths"]) > 1 else " ") + ", ".join(map(str, p["depths"]))])
+    heads.append(p["model"] + (f" {p['layer_kwargs']}" if p["layer_kwargs"] else "")
+                 + (f" ({'; '.join(notes)})" if notes else ""))
+  out = ["## All profiles: the smallest depth that extrapolated / the theory's", "",
+         OVERVIEW_INTRO, "",
+         "| group | order | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
+  for g in names:
+    row = [_min_depth_cell(p, g) for p in profiles]
+    out.append(f"| {g} | {groups_lib.get_group(g).order} | " + " | ".join(row) + " |")
+  return "\n".join(out + [""])
+
+
+OVERVIEW_INTRO = (
+    "A cell is the smallest depth at which a run reached 100 (`✘`: no trained depth did; `·`: "
+    "not trained) / the smallest depth the theory allows for the layer's declared class "
+    "(`never`: none of the depths it decides; `?`: no theorem); a column trained at other "
+    "depths than 1-3 names them. **below**: no run extrapolated at the theory's depth (nor at "
+    "the trained depths after it, up to the first that did); **beats**: a run extrapolated at "
+    "a depth the theory rules out; in italics with `?` where that rests on fewer than "
+    f"{MIN_RUNS_AGAINST_THEORY} runs a cell. Each layer's own table below has the lengths and "
+    "counts.")
+
+
 def markdown(data: dict) -> str:
-  out = []
+  out = [overview(data)] if len(data) > 1 else []
   for p in data.values():
     kw = f", layer_kwargs {p['layer_kwargs']}" if p["layer_kwargs"] else ""
     out += [f"## {p['model']}{kw} (protocol {p['protocol']}, {p['runs']} runs)", "",

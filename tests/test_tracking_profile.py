@@ -105,3 +105,26 @@ def test_the_report_names_the_groups_the_layer_holds_by_hand():
   assert len(held) == 1 and held[0].endswith(": C2, D4."), (
       f"expected negmamba's constructions for C2 and D4 only: {held}")
   assert "hand-built `mamba`" not in report, "mamba has no construction, yet one is named"
+
+
+def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theorys():
+  """profile.md opens with every profile side by side: per group, the smallest depth at which a
+  run reached 100 / the theory's minimal depth, flagged where they disagree on a trained depth;
+  a deeper stack failing after a shallower one succeeded is no disagreement."""
+  enough = tables.MIN_RUNS_AGAINST_THEORY
+  runs = [_summary("C2", 1, 0, 1000, "negmamba"),
+          _summary("C3", 1, 0, 200, "negmamba"),  # a rotation: never, so beats (one run)
+          *[_summary("D4", d, s, 0, "negmamba") for d in (1, 2) for s in range(enough)],
+          _summary("D4", 1, 0, 0, "aussm"), _summary("D4", 2, 0, 140, "aussm"),
+          *[_summary("D4", 3, s, 0, "aussm") for s in range(enough)],
+          _summary("A5", 1, 0, 0, "aussm")]
+  report = tracking_profile.markdown(tracking_profile.profile_data(runs))
+  assert report.startswith("## All profiles"), report[:300]
+  rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
+          .splitlines() if line.startswith("| ") and not line.startswith("| group")}
+  assert rows["C2"] == ["·", "1 / 1 |"], rows["C2"]  # columns: aussm, negmamba
+  assert rows["C3"] == ["·", "1 / never *beats?* |"], rows["C3"]
+  assert rows["D4"] == ["2 / 2", "✘ / 2 **below** |"], rows["D4"]
+  assert rows["A5"] == ["✘ / never", "· |"], rows["A5"]
+  one = tracking_profile.markdown(tracking_profile.profile_data(runs[:2]))
+  assert "All profiles" not in one, "a single profile got an overview of itself"
