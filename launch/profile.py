@@ -47,6 +47,10 @@ _WORKERS = flags.DEFINE_integer("workers", 1, "Local executor on a CPU: groups t
 _DRY = flags.DEFINE_bool("dry_run", False, "List the runs; train nothing, write no report.")
 _REPORT = flags.DEFINE_bool("report_only", False, "Write the report from the finished runs; "
                             "train nothing.")
+_COMPARE = flags.DEFINE_string("compare_with", None, "A directory of run directories (e.g. "
+                                "results/runs, the committed profiles): the report opens with "
+                                "this layer's profile beside every other layer's profile there "
+                                "at the same protocol.")
 _QUIET = flags.DEFINE_bool("quiet", False, "No progress bar.")
 _TIME_LIMIT = flags.DEFINE_float("time_limit_s", 0, "Local executor: start no group the longest "
                                  "so far would carry past this many seconds (the report covers "
@@ -80,22 +84,37 @@ def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
   return [[only(own)]] * bool(own) + [[only([g]), f"--config.task={g}"] for g in other]
 
 
-def write_report(workdir: str, out: str, model: str, protocol: str) -> list[str]:
-  """The profiles of `model` under the preset `protocol` from the runs in workdir, one section
-  each (the preset's values, and each set of overrides such as another d_state, apart):
-  <out>/profile_*.md/png."""
-  from ssm_bench import figures, tables
+def _profiles(workdir: str) -> dict:
+  from ssm_bench import tables
   rs = tables.load(workdir)
   tables.load_plugins(rs.good + rs.diverged)
-  data = {k: v for k, v in tracking_profile.profile_data(rs.good + rs.diverged).items()
+  return tracking_profile.profile_data(rs.good + rs.diverged)
+
+
+def write_report(workdir: str, out: str, model: str, protocol: str,
+                 compare_with: str | None = None) -> list[str]:
+  """The profiles of `model` under the preset `protocol` from the runs in workdir, one section
+  each (the preset's values, and each set of overrides such as another d_state, apart), opened
+  by an overview beside the other layers' profiles of the same protocols in `compare_with`:
+  <out>/profile_*.md/png."""
+  from ssm_bench import figures
+  data = {k: v for k, v in _profiles(workdir).items()
           if k[0] == model and k[2].partition(" + ")[0] == protocol}
   if not data:
     raise common.UsageError(f"no finished {protocol} runs of {model} in {workdir}")
+  compare = {}
+  if compare_with:
+    mine = {k[2] for k in data}
+    compare = {k: v for k, v in _profiles(compare_with).items()
+               if k[0] != model and k[2] in mine}
+    if not compare:
+      print(f"note: --compare_with: no other layer's {' or '.join(sorted(mine))} profile in "
+            f"{compare_with}", file=sys.stderr)
   os.makedirs(out, exist_ok=True)
   name = f"profile_{protocol}_{model}.md"
   with open(os.path.join(out, name), "w") as f:
     f.write(f"# State-tracking profile of {model}\n\n{tracking_profile.INTRO}\n\n"
-            + tracking_profile.markdown(data))
+            + tracking_profile.markdown(data, compare))
   return [name] + figures.write_profiles(data, out)
 
 
@@ -105,6 +124,9 @@ def main(argv):
   sweeps = _check(model, _GROUPS.value, _DEPTHS.value)
   protocol = config.PROFILE_PRESETS[_PRESET.value]
   workdir = _WORKDIR.value or os.path.join("runs", "profile")
+  if _COMPARE.value and not os.path.isdir(_COMPARE.value):
+    raise common.UsageError(f"--compare_with: no directory {_COMPARE.value} (a directory of "
+                            "run directories, e.g. results/runs)")
   try:
     given = config_flags.overrides(_FIELDS)
   except ValueError as e:
@@ -133,7 +155,7 @@ def main(argv):
         sys.exit(rc)
     if _DRY.value:
       sys.exit(0)
-  written = write_report(workdir, _OUT.value or workdir, model, protocol)
+  written = write_report(workdir, _OUT.value or workdir, model, protocol, _COMPARE.value)
   print(f"wrote {', '.join(written)} to {_OUT.value or workdir}")
 
 

@@ -189,8 +189,11 @@ OVERVIEW_INTRO = (
     "counts.")
 
 
-def markdown(data: dict) -> str:
-  out = [overview(data)] if len(data) > 1 else []
+def markdown(data: dict, compare: dict | None = None) -> str:
+  """A section per profile of `data`, after the overview of those and `compare`'s (other
+  layers' profiles, shown beside them only) where there are two or more."""
+  both = {**data, **(compare or {})}
+  out = [overview(both)] if len(both) > 1 else []
   for p in data.values():
     kw = f", layer_kwargs {p['layer_kwargs']}" if p["layer_kwargs"] else ""
     out += [f"## {p['model']}{kw} (protocol {p['protocol']}, {p['runs']} runs)", "",

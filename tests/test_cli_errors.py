@@ -58,6 +58,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
     ("profile", ["--model=mamba", "--groups=C2,S0"], "--groups: unknown group 'S0'"),
+    ("profile", ["--model=mamba", "--compare_with=/no/such/dir"], "--compare_with: no directory"),
     ("tables", ["--runs=/nonexistent"], "not a directory"),
     ("tables", ["--out=/proc/x"], "cannot write"),
     ("tables", ["--paper=/nonexistent.json"], "not a file"),

@@ -72,8 +72,6 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
   """launch.profile's report covers the preset's runs and, apart, those run with an override."""
   import json
   import os
-  import subprocess
-  import sys
   src = os.path.join(os.path.dirname(__file__), "..", "results", "runs",
                      "C2-mamba-L1-n4-lr0.003-cosine-s0-2c4dee78", "summary.json")
   base = json.load(open(src))
@@ -128,3 +126,27 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
   assert rows["A5"] == ["✘ / never", "· |"], rows["A5"]
   one = tracking_profile.markdown(tracking_profile.profile_data(runs[:2]))
   assert "All profiles" not in one, "a single profile got an overview of itself"
+
+
+def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_path):
+  """launch.profile --compare_with=DIR: the report's overview sets the layer beside the other
+  layers' profiles stored in DIR at the same protocol (and those only); its sections stay its
+  own."""
+  import json
+  import os
+  src = os.path.join(os.path.dirname(__file__), "..", "results", "runs",
+                     "C2-mamba-L1-n4-lr0.003-cosine-s0-2c4dee78", "summary.json")
+  base = json.load(open(src))
+  for where, name, model, preset in (("runs", "mine", "mamba", "profile_cpu"),
+                                     ("stored", "neg", "negmamba", "profile_cpu"),
+                                     ("stored", "tiny", "aussm", "profile_tiny")):
+    s = {**base, "run": name, "config": {**base["config"], "model": model, "preset": preset}}
+    os.makedirs(tmp_path / where / name)
+    json.dump(s, open(tmp_path / where / name / "summary.json", "w"))
+  p = launcher.run(["launch.profile", "--model=mamba", "--report_only",
+                    f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path}",
+                    f"--compare_with={tmp_path / 'stored'}"], timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
+  assert "| group | order | mamba (depth 1) | negmamba (depth 1) |\n" in report, report
+  assert "## negmamba" not in report and "## mamba (protocol profile_cpu" in report, report
