@@ -1,0 +1,92 @@
+"""Run directories (rundir.py): a directory holds one run's config, a run another process trains
+is refused and left untouched, and stored runs keep their names."""
+import json
+import os
+
+import pytest
+
+from ssm_bench import runs
+from ssm_bench.config import TrainConfig
+from test_runs import TINY
+
+pytestmark = pytest.mark.heavy  # trains tiny runs: scheduled first (conftest.py)
+
+
+def test_directory_with_a_different_run_is_refused(tmp_path):
+  d = str(tmp_path / "run")
+  runs.train_group([TINY], [d])
+  with pytest.raises(runs.RunError, match=r"different run \(seed 0 there, 5 here\)"):
+    runs.train_group([TINY.replace(seed=5)], [d])  # the field that differs, named
+
+
+def test_a_run_another_process_is_training_is_refused_then_trained_once_free(tmp_path,
+                                                                             monkeypatch):
+  """Two launches of one sweep both trained its runs, interleaving their metrics lines (80 for
+  40 steps): a run directory is held while it trains. Held here through another open file (as
+  another process would hold it), train_group refuses the run and writes nothing; freed, it
+  trains it."""
+  from ssm_bench import rundir
+  monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
+  d = str(tmp_path / "run")
+  with rundir.training_lock([d]):
+    with pytest.raises(rundir.RunBusy, match="being trained by another process"):
+      runs.train_group([TINY], [d])
+    assert os.listdir(d) == [], f"a refused launch wrote into the run: {os.listdir(d)}"
+  summary = runs.train_group([TINY], [d])[0]
+  assert summary["status"] == "done"
+  steps = [row["step"] for row in runs.rundir.read_metrics(d)]
+  assert steps == sorted(set(steps)), f"metrics lines repeated: {steps}"
+
+
+def test_a_refused_group_leaves_no_empty_run_directory_behind(tmp_path, monkeypatch):
+  """A group refused at its second run (another process trains it) had already made its first
+  run's directory: left empty, it looked like a run that never started. The directories a
+  refused launch made are removed; one that waits on a removed directory makes it again."""
+  from ssm_bench import rundir
+  monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
+  first, held = str(tmp_path / "first"), str(tmp_path / "held")
+  with rundir.training_lock([held]):
+    with pytest.raises(rundir.RunBusy, match="being trained by another process"):
+      runs.train_group([TINY, TINY.replace(seed=1)], [first, held])
+    assert not os.path.exists(first), "a refused launch left the run directory it made"
+    assert os.listdir(held) == [], "a refused launch wrote into the held run"
+  assert os.path.isdir(held), "the held run's directory (made by its holder) was removed"
+  import fcntl
+  flock, calls = fcntl.flock, []
+
+  def removed_while_waiting(fd, operation):  # the first lock is won on a directory removed
+    calls.append(fd)
+    if len(calls) == 1:
+      os.rmdir(first)
+    return flock(fd, operation)
+
+  os.makedirs(first)
+  monkeypatch.setattr(fcntl, "flock", removed_while_waiting)
+  with rundir.training_lock([first]):
+    assert os.path.isdir(first), "the lock held a removed directory instead of making it again"
+  assert len(calls) == 2, f"{len(calls)} lock attempts; expected one retry"
+
+
+def test_a_file_system_without_locks_still_trains(tmp_path, monkeypatch):
+  """flock fails with ENOLCK on some network and FUSE mounts: the run trains unguarded, as
+  before the lock, rather than failing."""
+  import errno
+  import fcntl
+
+  def no_locks(fd, operation):
+    raise OSError(errno.ENOLCK, "No locks available")
+
+  monkeypatch.setattr(fcntl, "flock", no_locks)
+  assert runs.train_group([TINY], [str(tmp_path / "run")])[0]["status"] == "done"
+
+
+def test_committed_runs_are_named_by_their_configs():
+  """A field added with a default must not rename stored runs (nor make them 'different')."""
+  from ssm_bench import rundir
+  root = os.path.join(os.path.dirname(__file__), "..", "results", "runs")
+  names = sorted(os.listdir(root))[:40]
+  assert names, "no committed runs"
+  for name in names:
+    stored = json.load(open(os.path.join(root, name, "config.json")))
+    assert runs.run_name(TrainConfig(**stored)) == name
+    assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))
