@@ -249,3 +249,28 @@ def test_table_theory_reads_the_cells_key_width(d_state, mark):
                        "acc_curve": {str(L): 0.1 for L in range(20, 1001, 20)}}], [])
   md = tables.markdown_extended(tables.extended_data(tables.table2_data(rs)))
   assert f"| A5 | ✘ (0/1) / {mark} |" in md, f"d_state {d_state}, want {mark}:\n{md}"
+
+
+def test_the_committed_tables_are_what_the_stored_runs_give(tmp_path):
+  """Every table committed under results/ is launch.tables' output for results/runs, as it is
+  now: a table edited by hand, a run committed without its tables regenerated, or a change to
+  the tables' code left unapplied to the stored ones fails here (figures are left out: their
+  bytes follow the matplotlib version)."""
+  root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+  out = launcher.run(["launch.tables", "--runs=results/runs", f"--out={tmp_path}",
+                      "--nofigures"], cwd=root, timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  made = sorted(os.listdir(tmp_path))
+  assert "table2.md" in made and "profile.md" in made, made
+  stale = []
+  for name in made:
+    committed = os.path.join(root, "results", name)
+    new = open(tmp_path / name).read()
+    old = open(committed).read() if os.path.exists(committed) else None
+    if new != old:
+      first = next((i for i, (a, b) in enumerate(zip((old or "").splitlines(),
+                                                       new.splitlines())) if a != b), None)
+      stale.append(f"{name} (first differing line {first})" if old is not None
+                   else f"{name} (not committed)")
+  assert not stale, ("committed tables differ from `python -m launch.tables "
+                     f"--runs=results/runs --out=results`: {stale}")
