@@ -135,7 +135,8 @@ def _min_depth_cell(p: dict, g: str) -> str:
     return "·"
   solved = next((d for d in p["depths"] if cells[d]["successes"]), None)
   theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
-  text = f"{CROSS if solved is None else solved} / {OVERVIEW_THEORY.get(theory_depth, theory_depth)}"
+  shown = "?" if theory_depth == "no theorem" else theory_depth
+  text = f"{CROSS if solved is None else solved} / {shown}"
   allowed = int(theory_depth) if theory_depth.isdigit() else None
   if solved is not None and theory_depth != "no theorem" and (allowed is None or solved < allowed):
     word, evidence = "beats", [cells[solved]]
@@ -150,9 +151,6 @@ def _min_depth_cell(p: dict, g: str) -> str:
     return text
   settled = any(not tentative(e) for e in evidence)
   return text + (f" **{word}**" if settled else f" *{word}?*")
-
-
-OVERVIEW_THEORY = {"no theorem": "?"}
 
 
 def overview(data: dict) -> str:
