@@ -5,6 +5,7 @@ then write a Markdown report and a heatmap beside the theory's prediction for it
   python -m launch.profile --plugins=examples.rotation --model=rotation
   python -m launch.profile --model=aussm --preset=paper --executor=ray   # the GPU protocol
   python -m launch.profile --model=negmamba --groups=C2xC2,C4          # any groups, others too
+  python -m launch.profile --model=my_layer --compare_with=results/runs # beside the built-ins
 
 Training is the `profile` sweep (launch/sweeps.py): resumable, one compiled program per group
 and depth, staged by depth (a deeper stack is skipped once a shallower one extrapolated; at CPU
