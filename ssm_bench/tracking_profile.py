@@ -73,6 +73,7 @@ def _one(key, runs) -> dict:
       pred = theory.prediction([cls] * depth, g, cell_width(cell) or width)
       entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
+               "diverged": sum(s["status"] == "diverged" for s in cell),
                "theory": pred["expressible"], "solved_at": None}
       if not lens and solved_at is not None:
         entry["solved_at"] = solved_at
@@ -123,16 +124,18 @@ def _cell(e: dict) -> str:
   flag = verdict(e)
   if flag:
     flag = f"*{flag}, tentative*" if tentative(e) else f"**{flag}**"
-  return f"{shown} ({e['successes']}/{e['runs']}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
+  counts = f"{e['successes']}/{e['runs']}" + (f", {e['diverged']} diverged" if e["diverged"] else "")
+  return f"{shown} ({counts}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
 
 
-def _min_depth_cell(p: dict, g: str) -> str:
-  """One profile's entry in the overview: the smallest depth at which a run extrapolated (`✘`:
-  no trained depth did; `·`: the group was not trained) / the theory's minimal depth for its
-  class, then `below` or `beats` where the two disagree on a trained depth."""
+def min_depth_entry(p: dict, g: str) -> tuple[str, str | None, bool] | None:
+  """One profile's entry in the overview, None where the group was not trained: (`m / t`, the
+  smallest depth at which a run extrapolated (`✘`: no trained depth did) / the theory's minimal
+  depth for its class (`?`: no theorem); 'below' or 'beats' where the two disagree on a trained
+  depth, else None; whether that rests on enough runs)."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
-    return "·"
+    return None
   solved = next((d for d in p["depths"] if cells[d]["successes"]), None)
   theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
   shown = "?" if theory_depth == "no theorem" else theory_depth
@@ -146,31 +149,52 @@ def _min_depth_cell(p: dict, g: str) -> str:
     evidence = [cells[d] for d in p["depths"] if allowed <= d and (solved is None or d < solved)
                 and cells[d]["runs"]]
   else:
-    return text
+    return text, None, True
   if not evidence:  # the theory's depth was not trained (a profile of depth 1 only)
-    return text
-  settled = any(not tentative(e) for e in evidence)
-  return text + (f" **{word}**" if settled else f" *{word}?*")
+    return text, None, True
+  return text, word, any(not tentative(e) for e in evidence)
+
+
+def _min_depth_cell(p: dict, g: str) -> str:
+  entry = min_depth_entry(p, g)
+  if entry is None:
+    return "·"
+  text, word, settled = entry
+  return text + ("" if word is None else f" **{word}**" if settled else f" *{word}?*")
+
+
+def overview_groups(profiles) -> list[str]:
+  """The overview's rows: the profile's groups in their order, then any others by name."""
+  names = [g for g in GROUPS if any(g in p["groups"] for p in profiles)]
+  return names + sorted({g for p in profiles for g in p["groups"]} - set(GROUPS))
+
+
+def diverged_runs(p: dict) -> int:
+  return sum(e["diverged"] for cells in p["cells"].values() for e in cells.values())
+
+
+def overview_heading(p: dict, several_protocols: bool) -> str:
+  """A profile's column: its model (and kwargs), its protocol where the overview has several,
+  its depths where they are not 1-3, and how many of its runs diverged, if any."""
+  diverged = diverged_runs(p)
+  notes = ([p["protocol"]] if several_protocols else []) + (
+      [] if tuple(p["depths"]) == DEPTHS else
+      ["depth" + ("s " if len(p["depths"]) > 1 else " ") + ", ".join(map(str, p["depths"]))]) + (
+      [f"{diverged} of {p['runs']} runs diverged"] if diverged else [])
+  return (p["model"] + (f" {p['layer_kwargs']}" if p["layer_kwargs"] else "")
+          + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def overview(data: dict) -> str:
   """Every profile side by side, a column each: per group, where a run first extrapolated beside
-  where the theory says the layer's class first can (`_min_depth_cell`)."""
+  where the theory says the layer's class first can (`min_depth_entry`)."""
   profiles = list(data.values())
-  names = [g for g in GROUPS if any(g in p["groups"] for p in profiles)]
-  names += sorted({g for p in profiles for g in p["groups"]} - set(GROUPS))
   several = len({p["protocol"] for p in profiles}) > 1
-  heads = []
-  for p in profiles:
-    notes = ([p["protocol"]] if several else []) + (
-        [] if tuple(p["depths"]) == DEPTHS else
-        ["depth" + ("s " if len(p["depths"]) > 1 else " ") + ", ".join(map(str, p["depths"]))])
-    heads.append(p["model"] + (f" {p['layer_kwargs']}" if p["layer_kwargs"] else "")
-                 + (f" ({'; '.join(notes)})" if notes else ""))
+  heads = [overview_heading(p, several) for p in profiles]
   out = ["## All profiles: the smallest depth that extrapolated / the theory's", "",
          OVERVIEW_INTRO, "",
          "| group | order | " + " | ".join(heads) + " |", "|---|---|" + "---|" * len(heads)]
-  for g in names:
+  for g in overview_groups(profiles):
     row = [_min_depth_cell(p, g) for p in profiles]
     out.append(f"| {g} | {groups_lib.get_group(g).order} | " + " | ".join(row) + " |")
   return "\n".join(out + [""])
@@ -218,6 +242,10 @@ def markdown(data: dict, compare: dict | None = None) -> str:
                  f"{e['successes']}/{e['runs']} runs reach {EXTRAPOLATES}; theory "
                  f"{MARK[e['theory']]})" + (f"; tentative: fewer than {MIN_RUNS_AGAINST_THEORY} "
                                             "runs" if tentative(e) else ""))
+    diverged = diverged_runs(p)
+    if diverged:
+      out.append(f"- **Diverged**: {diverged} of {p['runs']} runs (a non-finite training loss: "
+                 "each counts as a run that did not extrapolate).")
     dec = p["declaration"]
     if dec["violations"]:
       out.append(f"- **Declaration violated** in {len(dec['violations'])} of {dec['checked']} "
@@ -238,7 +266,8 @@ def markdown(data: dict, compare: dict | None = None) -> str:
 
 INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100), (runs that reach "
          "100 / runs), then the theory's verdict for the declared transition class (✓ "
-         "expressible at that depth, ✗ not, ? no theorem). `= dK`: not trained, a shallower "
+         "expressible at that depth, ✗ not, ? no theorem); `k diverged`: runs whose training "
+         "loss went non-finite, counted as runs that did not extrapolate. `= dK`: not trained, a shallower "
          "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
          "theorem rules out; `below theory`: expressible, but no run learned it. Either is "
          f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "

@@ -150,3 +150,17 @@ def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_
   report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
   assert "| group | order | mamba (depth 1) | negmamba (depth 1) |\n" in report, report
   assert "## negmamba" not in report and "## mamba (protocol profile_cpu" in report, report
+
+
+def test_diverged_runs_are_counted_in_their_cells_and_in_the_section():
+  """A layer whose runs diverge reads "below theory" like one that trained and missed: the cell
+  and the section say how many of its runs diverged (ids4 at profile_cpu: most of them)."""
+  runs = [_summary("C2", 1, s, 0, "ids4") for s in range(4)] + [_summary("C3", 1, 0, 1000, "ids4")]
+  for s in runs[:3]:
+    s["status"] = "diverged"
+  rows, report = _rows(runs)
+  assert "✘ (0/4, 3 diverged) ✓ **below theory**" in rows["C2"], rows["C2"]
+  assert "diverged" not in rows["C3"], rows["C3"]
+  assert "- **Diverged**: 3 of 5 runs" in report, report
+  both = tracking_profile.markdown(tracking_profile.profile_data(runs + [_summary("C2", 1, 0, 0)]))
+  assert "| group | order | ids4 (depth 1; 3 of 5 runs diverged) | mamba (depth 1) |" in both, both
