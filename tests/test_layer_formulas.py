@@ -93,8 +93,10 @@ def rnn(p, v):
   return dense(p["readout"], h) + p["D"] * v
 
 
-def ids4(p, v):
+def ids4(p, v, row_norm=False):
   A = dense(p["A"], v).reshape(B_, T, N, N)
+  if row_norm:  # A_t / max(1, its largest row sum of absolute values)
+    A = A / np.maximum(1.0, np.abs(A).sum(-1).max(-1))[..., None, None]
   b = dense(p["B"], v)
   h = run(np.full((B_, N), 1 / np.sqrt(N)), T, lambda h, t: np.einsum("bij,bj->bi", A[:, t], h) + b[:, t])
   return dense(p["readout"], h) + p["D"] * v
@@ -128,6 +130,27 @@ def test_layer_matches_its_formula(name, conv_kernel):
   want = FORMULAS[name](p64, np.asarray(v, np.float64))
   np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5,
                              err_msg=f"{name} does not compute its SPEC formula")
+
+
+def test_ids4_with_row_norm_matches_its_formula_and_keeps_every_transition_bounded():
+  """`row_norm` (an IDS4 kwarg, off by default) divides A(v_t) by max(1, ||A(v_t)||_inf); the
+  inputs here are scaled so that most transitions start above 1, or the check would be void."""
+  cfg = ModelConfig(layers=("ids4",), d_model=D, d_state=N, scan_method="sequential")
+  spec = registry.get("ids4")
+  layer = spec.builder(cfg, **{**spec.kwargs, "row_norm": True})
+  v = 3.0 * jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
+  params = jax.jit(layer.init)(jax.random.PRNGKey(0), v)
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
+  params = jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  got, sown = jax.jit(lambda p, v: layer.apply(p, v, mutable="intermediates"))(params, v)
+  p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
+  raw = np.abs(dense(p64["A"], np.asarray(v, np.float64)).reshape(B_, T, N, N)).sum(-1).max(-1)
+  assert (raw > 1).mean() > 0.5, f"too few transitions above norm 1 to test the bound: {raw}"
+  np.testing.assert_allclose(np.asarray(got, np.float64), ids4(p64, np.asarray(v, np.float64), True),
+                             rtol=2e-4, atol=2e-5, err_msg="ids4 row_norm does not compute its formula")
+  A = np.asarray(sown["intermediates"]["transition"][0])
+  assert np.abs(A).sum(-1).max() <= 1 + 1e-6, "a sown transition's infinity norm exceeds 1"
 
 
 def sigmoid(x):

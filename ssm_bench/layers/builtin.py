@@ -57,7 +57,7 @@ register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family=s4d.FA
 register_layer("rnn", rnn.RNN, theory_class="nonlinear_or_dense", uses_scan_method=False,
                presets={"table2_cpu": _WIDE, "profile_cpu": _WIDE},
                description="tanh RNN: h_t = tanh(W h_{t-1} + U v_t + c)", source=BUILTIN_SOURCE)
-register_layer("ids4", rnn.IDS4, theory_class="nonlinear_or_dense",
+register_layer("ids4", rnn.IDS4, theory_class="nonlinear_or_dense", kwargs=module_kwargs(rnn.IDS4),
                description="IDS4 (Merrill et al. 2024, Sec. 5): dense input-dependent A(v_t)",
                source=BUILTIN_SOURCE)
 

@@ -2,7 +2,7 @@
 
 rnn: h_t = tanh(W h_{t-1} + U v_t + c), hidden size d_state, always a sequential scan.
 ids4 (Merrill et al. 2024, Sec. 5): h_t = A(v_t) h_{t-1} + B v_t with a dense input-dependent
-A, through the matrix form of the scan core.
+A, through the matrix form of the scan core; `row_norm` bounds A(v_t)'s infinity norm by 1.
 """
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ class RNN(nn.Module):
 
 class IDS4(nn.Module):
   cfg: ModelConfig
+  # A_t / max(1, ||A_t||_inf) (its largest row of absolute values): ||h_t||_inf then grows at
+  # most by ||b_t||_inf a step instead of by a factor, and a permutation (norm 1) passes
+  # unchanged, so the layer still holds any group's regular representation (BUILD_NOTES).
+  row_norm: bool = False
 
   @nn.compact
   def __call__(self, v):
@@ -43,6 +47,8 @@ class IDS4(nn.Module):
     eye = jnp.eye(n, dtype=jnp.float32).ravel()
     A = nn.Dense(n * n, name="A", kernel_init=nn.initializers.normal(0.1 / n),
                  bias_init=lambda *_: 0.9 * eye)(v).reshape(v.shape[:2] + (n, n))
+    if self.row_norm:
+      A = A / jnp.maximum(1.0, jnp.abs(A).sum(-1).max(-1))[..., None, None]
     self.sow("intermediates", "transition", A)
     b = nn.Dense(n, name="B")(v)
     h0 = common.batch_h0(common.initial_state(self, cfg.initial_state, (n,)), v.shape[0])
