@@ -145,6 +145,7 @@ def main(argv):
       written += figures.write_examples(data["rs"], _OUT.value)
       written += figures.write_illusion(data["illusion"], _OUT.value)
       written += figures.write_profiles(data["profile"], _OUT.value)
+      written += figures.write_profile_overview(data["profile"], _OUT.value)
   except OSError as e:
     raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "

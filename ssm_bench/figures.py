@@ -162,3 +162,51 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
     name = f"profile_{_file_label(p['protocol'])}_{p['model']}" + (f"_{digest}" if kw else "")
     written.append(_save(fig, plt, out_dir, name + ".png"))
   return written
+
+
+# The overview's cell kinds, as (colour, legend): not trained, the measured minimal depth is the
+# theory's, neither tracks the group, no theorem, below, beats (lighter where tentative).
+_OVERVIEW_KINDS = {"untrained": ("white", None), "tracked": ("#74c476", "tracked, as predicted"),
+                   "untracked": ("#d9d9d9", "not tracked, as predicted"),
+                   "no theorem": ("#fff7bc", "no theorem"), "below": ("#fb6a4a", "below theory"),
+                   "below?": ("#fcbba1", "below theory, tentative"),
+                   "beats": ("#807dba", "beats theory"),
+                   "beats?": ("#bcbddc", "beats theory, tentative")}
+
+
+def write_profile_overview(data: dict, out_dir: str) -> list[str]:
+  """profile_overview.png: profile.md's overview as a grid, groups x profiles, each cell `m / t`
+  (tracking_profile.min_depth_entry) coloured by how measurement and theory compare."""
+  from ssm_bench import tracking_profile as tp
+  plt = _pyplot()
+  if plt is None or len(data) < 2:
+    return []
+  import numpy as np
+  from matplotlib.colors import ListedColormap
+  from matplotlib.patches import Patch
+  profiles, kinds = list(data.values()), list(_OVERVIEW_KINDS)
+  groups = tp.overview_groups(profiles)
+  several = len({p["protocol"] for p in profiles}) > 1
+  codes = np.zeros((len(groups), len(profiles)))
+  fig, ax = plt.subplots(figsize=(1.05 * len(profiles) + 1.6, 0.36 * len(groups) + 2.2))
+  for i, g in enumerate(groups):
+    for j, p in enumerate(profiles):
+      entry = tp.min_depth_entry(p, g)
+      if entry is None:
+        continue
+      text, word, settled = entry
+      kind = (word + ("" if settled else "?")) if word else (
+          "no theorem" if text.endswith("/ ?") else
+          "untracked" if text.startswith(tp.CROSS) else "tracked")
+      codes[i, j] = kinds.index(kind)
+      ax.text(j, i, text, ha="center", va="center", fontsize=7)
+  colours = [_OVERVIEW_KINDS[k][0] for k in kinds]
+  ax.imshow(codes, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(kinds) - 0.5, aspect="auto")
+  ax.set_xticks(range(len(profiles)), [tp.overview_heading(p, several) for p in profiles],
+                rotation=40, ha="right", fontsize=7)
+  ax.set_yticks(range(len(groups)), groups, fontsize=8)
+  ax.set_title("State-tracking profiles: the smallest depth that extrapolated / the theory's "
+               f"(tentative: fewer than {tp.MIN_RUNS_AGAINST_THEORY} runs)", fontsize=8)
+  ax.legend(handles=[Patch(color=c, label=l) for c, l in _OVERVIEW_KINDS.values() if l],
+            fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
+  return [_save(fig, plt, out_dir, "profile_overview.png")]

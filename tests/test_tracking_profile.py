@@ -164,3 +164,15 @@ def test_diverged_runs_are_counted_in_their_cells_and_in_the_section():
   assert "- **Diverged**: 3 of 5 runs" in report, report
   both = tracking_profile.markdown(tracking_profile.profile_data(runs + [_summary("C2", 1, 0, 0)]))
   assert "| group | order | ids4 (depth 1; 3 of 5 runs diverged) | mamba (depth 1) |" in both, both
+
+
+def test_the_overview_figure_is_drawn_for_two_profiles_or_more(tmp_path):
+  """launch.tables draws profile.md's overview as profile_overview.png (matplotlib is a test
+  dependency); a single profile gets none, as it gets no overview table."""
+  from ssm_bench import figures
+  runs = [_summary("C2", 1, 0, 1000, "negmamba"), _summary("D4", 2, 0, 0, "negmamba"),
+          _summary("C2", 1, 0, 0, "mamba")]
+  assert figures.write_profile_overview(tracking_profile.profile_data(runs), str(tmp_path)) \
+      == ["profile_overview.png"]
+  assert (tmp_path / "profile_overview.png").stat().st_size > 1000
+  assert figures.write_profile_overview(tracking_profile.profile_data(runs[2:]), str(tmp_path / "x")) == []
