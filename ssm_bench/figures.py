@@ -194,12 +194,9 @@ def write_profile_overview(data: dict, out_dir: str) -> list[str]:
       entry = tp.min_depth_entry(p, g)
       if entry is None:
         continue
-      text, word, settled = entry
-      kind = (word + ("" if settled else "?")) if word else (
-          "no theorem" if text.endswith("/ ?") else
-          "untracked" if text.startswith(tp.CROSS) else "tracked")
-      codes[i, j] = kinds.index(kind)
-      ax.text(j, i, text, ha="center", va="center", fontsize=7)
+      tentative = entry["kind"] in ("below", "beats") and not entry["settled"]
+      codes[i, j] = kinds.index(entry["kind"] + "?" * tentative)
+      ax.text(j, i, entry["text"], ha="center", va="center", fontsize=7)
   colours = [_OVERVIEW_KINDS[k][0] for k in kinds]
   ax.imshow(codes, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(kinds) - 0.5, aspect="auto")
   ax.set_xticks(range(len(profiles)), [tp.overview_heading(p, several) for p in profiles],

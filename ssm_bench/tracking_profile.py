@@ -128,39 +128,41 @@ def _cell(e: dict) -> str:
   return f"{shown} ({counts}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
 
 
-def min_depth_entry(p: dict, g: str) -> tuple[str, str | None, bool] | None:
-  """One profile's entry in the overview, None where the group was not trained: (`m / t`, the
+def min_depth_entry(p: dict, g: str) -> dict | None:
+  """One profile's entry in the overview, None where the group was not trained: `text`, the
   smallest depth at which a run extrapolated (`✘`: no trained depth did) / the theory's minimal
-  depth for its class (`?`: no theorem); 'below' or 'beats' where the two disagree on a trained
-  depth, else None; whether that rests on enough runs)."""
+  depth for its class (`?`: no theorem); `kind`: 'tracked' or 'untracked' where the two agree,
+  'no theorem', or 'below' / 'beats' where they disagree on a trained depth; `settled`: whether
+  a disagreement rests on enough runs."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
     return None
   solved = next((d for d in p["depths"] if cells[d]["successes"]), None)
   theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
-  shown = "?" if theory_depth == "no theorem" else theory_depth
-  text = f"{CROSS if solved is None else solved} / {shown}"
+  known = theory_depth != "no theorem"
+  text = f"{CROSS if solved is None else solved} / {theory_depth if known else '?'}"
   allowed = int(theory_depth) if theory_depth.isdigit() else None
-  if solved is not None and theory_depth != "no theorem" and (allowed is None or solved < allowed):
-    word, evidence = "beats", [cells[solved]]
+  evidence = []
+  if solved is not None and known and (allowed is None or solved < allowed):
+    kind, evidence = "beats", [cells[solved]]
   elif allowed is not None and (solved is None or solved > allowed):
-    # the depths the theory allows where no run extrapolated, up to the first that did
-    word = "below"
+    # the depths the theory allows where no run extrapolated, up to the first that did; none
+    # where the theory's depth was not trained (a profile of depth 1 only)
+    kind = "below"
     evidence = [cells[d] for d in p["depths"] if allowed <= d and (solved is None or d < solved)
                 and cells[d]["runs"]]
-  else:
-    return text, None, True
-  if not evidence:  # the theory's depth was not trained (a profile of depth 1 only)
-    return text, None, True
-  return text, word, any(not tentative(e) for e in evidence)
+  if not evidence:
+    kind = "no theorem" if not known else "untracked" if solved is None else "tracked"
+  return {"text": text, "kind": kind, "settled": any(not tentative(e) for e in evidence)}
 
 
 def _min_depth_cell(p: dict, g: str) -> str:
-  entry = min_depth_entry(p, g)
-  if entry is None:
+  e = min_depth_entry(p, g)
+  if e is None:
     return "·"
-  text, word, settled = entry
-  return text + ("" if word is None else f" **{word}**" if settled else f" *{word}?*")
+  if e["kind"] not in ("below", "beats"):
+    return e["text"]
+  return e["text"] + (f" **{e['kind']}**" if e["settled"] else f" *{e['kind']}?*")
 
 
 def overview_groups(profiles) -> list[str]:
