@@ -321,10 +321,29 @@ def latex_table2(data: dict) -> str:
 
 
 def problems_markdown(rs: RunSet) -> str:
+  """The runs done; the diverged ones, which every table counts in its cells as runs that did
+  not extrapolate, per model and protocol (their names where a group has at most 3); then each
+  run no cell uses (failed, incomplete, corrupt, reading ahead), with why."""
   if not rs.problems:
     return f"All {len(rs.good)} runs finished (status done)."
-  lines = [f"{len(rs.good)} runs done; {len(rs.problems)} not used in the cells:"]
-  lines += [f"- `{name}`: {why}" for name, why in rs.problems]
+  diverged = {s["run"] for s in rs.diverged}
+  unused = [(name, why) for name, why in rs.problems if name not in diverged]
+  head = f"{len(rs.good)} runs done"
+  if diverged:
+    head += (f", {len(diverged)} diverged (a non-finite training loss: each counts in its cell "
+             "as a run that did not extrapolate)")
+  lines = [head + (f"; {len(unused)} not used in the cells:" if unused else ".")]
+  by_kind = {}
+  for s in rs.diverged:
+    c = s["config"]
+    kwargs = f" {c['layer_kwargs']}" if c.get("layer_kwargs") else ""
+    by_kind.setdefault(f"{c['model']}{kwargs} ({c.get('preset') or 'no preset'})", []).append(s)
+  for kind, ss in sorted(by_kind.items()):
+    steps = sorted(s.get("diverged_at") or 0 for s in ss)
+    at = f"at step {steps[0]}" if steps[0] == steps[-1] else f"at steps {steps[0]}-{steps[-1]}"
+    names = ": " + ", ".join(f"`{s['run']}`" for s in ss) if len(ss) <= 3 else ""
+    lines.append(f"- diverged, {kind}: {len(ss)} run{'s' * (len(ss) != 1)} {at}{names}")
+  lines += [f"- `{name}`: {why}" for name, why in unused]
   return "\n".join(lines)
 
 

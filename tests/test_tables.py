@@ -65,6 +65,26 @@ def test_bad_runs_are_counted_and_listed(tmp_path):
   assert "corrupt-run" in text and "incomplete-run" in text and "diverged" in text
 
 
+def test_diverged_runs_are_summed_per_model_not_listed_as_unused(tmp_path):
+  """Diverged runs count in their cells (as runs that did not extrapolate): the list under Table
+  2 sums them per model and protocol, names them where there are few, and keeps "not used in
+  the cells" for the runs no cell reads (152 diverged ids4 profile runs were listed one by one
+  as unused)."""
+  write_runs(str(tmp_path))  # one diverged aussm run, one corrupt, one incomplete
+  for seed in range(4):
+    s = fake_summary("C2", "ids4", 1, 0, status="diverged", seed=seed)
+    s["diverged_at"] = 100 + seed
+    os.makedirs(tmp_path / s["run"])
+    json.dump(s, open(tmp_path / s["run"] / "summary.json", "w"))
+  text = tables.problems_markdown(tables.load(str(tmp_path)))
+  lines = text.splitlines()
+  assert lines[0] == ("5 runs done, 5 diverged (a non-finite training loss: each counts in its "
+                      "cell as a run that did not extrapolate); 2 not used in the cells:"), text
+  assert "- diverged, ids4 (no preset): 4 runs at steps 100-103" in lines, text
+  assert any(l.startswith("- diverged, aussm (no preset): 1 run at step 42: `S3-aussm") for l in lines), text
+  assert not any("ids4" in l and "`" in l for l in lines), f"diverged runs listed one by one: {text}"
+
+
 def test_compare_marks_disagreements_with_paper_and_theory(tmp_path):
   write_runs(str(tmp_path))
   paper = {"columns": ["mamba", "negmamba", "simple_aussm", "aussm", "rnn"],
