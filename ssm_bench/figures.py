@@ -144,7 +144,8 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
         if e["runs"]:
           values[i, j] = e["max_len"]
         text = tp.untrained_cell(e["solved_at"]) if not e["runs"] else \
-            f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}"
+            f"{e['max_len']} {tp.MARK[e['theory']]}\n{e['successes']}/{e['runs']}" + (
+                f", {e['diverged']} div." if e["diverged"] else "")
         dark = bool(e["runs"]) and e["max_len"] > 600  # past the Greens map's middle
         ax.text(j, i, text, ha="center", va="center", fontsize=7,
                 color="white" if dark else "black")
@@ -157,7 +158,8 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
     ax.set_yticks(range(len(gs)), gs)
     kw = f" {p['layer_kwargs']}" if p["layer_kwargs"] else ""
     ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; "
-                 "red: disagree (dashed: tentative)", fontsize=8)
+                 "red: disagree (dashed: tentative)"
+                 + ("; div.: runs that diverged" if tp.diverged_runs(p) else ""), fontsize=8)
     digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
     name = f"profile_{_file_label(p['protocol'])}_{p['model']}" + (f"_{digest}" if kw else "")
     written.append(_save(fig, plt, out_dir, name + ".png"))
