@@ -124,7 +124,8 @@ def _cell(e: dict) -> str:
   flag = verdict(e)
   if flag:
     flag = f"*{flag}, tentative*" if tentative(e) else f"**{flag}**"
-  counts = f"{e['successes']}/{e['runs']}" + (f", {e['diverged']} diverged" if e["diverged"] else "")
+  counts = f"{e['successes']}/{e['runs']}" + (
+      f", {e['diverged']} diverged" if e["diverged"] else "")
   return f"{shown} ({counts}) {MARK[e['theory']]}" + (f" {flag}" if flag else "")
 
 
@@ -269,8 +270,8 @@ def markdown(data: dict, compare: dict | None = None) -> str:
 INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100), (runs that reach "
          "100 / runs), then the theory's verdict for the declared transition class (✓ "
          "expressible at that depth, ✗ not, ? no theorem); `k diverged`: runs whose training "
-         "loss went non-finite, counted as runs that did not extrapolate. `= dK`: not trained, a shallower "
-         "stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
+         "loss went non-finite, counted as runs that did not extrapolate. `= dK`: not trained, "
+         "a shallower stack (depth K) already extrapolated. `beats theory`: a measurement the class's "
          "theorem rules out; `below theory`: expressible, but no run learned it. Either is "
          f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "
          "the second stage of `launch.profile` (resumable: the same command) trains seeds 1-3 "

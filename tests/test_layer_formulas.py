@@ -109,6 +109,14 @@ FORMULAS = {"mamba": lambda p, v: mamba(p, v, False), "negmamba": lambda p, v: m
 BUILTINS = [s.name for s in registry.specs() if s.builtin]
 
 
+def perturbed(params):
+  """Every parameter moved off its initial value, so that no term hides behind a 0 or a 1."""
+  leaves, tree = jax.tree.flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
+  return jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape)
+                                   for x, k in zip(leaves, keys)])
+
+
 def test_every_layer_has_a_formula():
   assert set(FORMULAS) == set(BUILTINS)
 
@@ -122,9 +130,7 @@ def test_layer_matches_its_formula(name, conv_kernel):
   layer = spec.builder(cfg, **spec.kwargs)  # the record's defaults, as the stack builds it
   v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   params = jax.jit(layer.init)(jax.random.PRNGKey(0), v)  # compiled once, not op by op
-  leaves, tree = jax.tree.flatten(params)
-  keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
-  params = jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  params = perturbed(params)
   got = np.asarray(jax.jit(layer.apply)(params, v), np.float64)
   p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
   want = FORMULAS[name](p64, np.asarray(v, np.float64))
@@ -140,15 +146,14 @@ def test_ids4_with_row_norm_matches_its_formula_and_keeps_every_transition_bound
   layer = spec.builder(cfg, **{**spec.kwargs, "row_norm": True})
   v = 3.0 * jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
   params = jax.jit(layer.init)(jax.random.PRNGKey(0), v)
-  leaves, tree = jax.tree.flatten(params)
-  keys = jax.random.split(jax.random.PRNGKey(2), len(leaves))
-  params = jax.tree.unflatten(tree, [x + 0.3 * jax.random.normal(k, x.shape) for x, k in zip(leaves, keys)])
+  params = perturbed(params)
   got, sown = jax.jit(lambda p, v: layer.apply(p, v, mutable="intermediates"))(params, v)
   p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
   raw = np.abs(dense(p64["A"], np.asarray(v, np.float64)).reshape(B_, T, N, N)).sum(-1).max(-1)
   assert (raw > 1).mean() > 0.5, f"too few transitions above norm 1 to test the bound: {raw}"
-  np.testing.assert_allclose(np.asarray(got, np.float64), ids4(p64, np.asarray(v, np.float64), True),
-                             rtol=2e-4, atol=2e-5, err_msg="ids4 row_norm does not compute its formula")
+  want = ids4(p64, np.asarray(v, np.float64), row_norm=True)
+  np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=2e-4, atol=2e-5,
+                             err_msg="ids4 row_norm does not compute its formula")
   A = np.asarray(sown["intermediates"]["transition"][0])
   assert np.abs(A).sum(-1).max() <= 1 + 1e-6, "a sown transition's infinity norm exceeds 1"
 

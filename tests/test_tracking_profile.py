@@ -175,4 +175,5 @@ def test_the_overview_figure_is_drawn_for_two_profiles_or_more(tmp_path):
   assert figures.write_profile_overview(tracking_profile.profile_data(runs), str(tmp_path)) \
       == ["profile_overview.png"]
   assert (tmp_path / "profile_overview.png").stat().st_size > 1000
-  assert figures.write_profile_overview(tracking_profile.profile_data(runs[2:]), str(tmp_path / "x")) == []
+  one = tracking_profile.profile_data(runs[2:])
+  assert figures.write_profile_overview(one, str(tmp_path / "x")) == []
