@@ -116,7 +116,9 @@ def write_report(workdir: str, out: str, model: str, protocol: str,
   with open(os.path.join(out, name), "w") as f:
     f.write(f"# State-tracking profile of {model}\n\n{tracking_profile.INTRO}\n\n"
             + tracking_profile.markdown(data, compare))
-  return [name] + figures.write_profiles(data, out)
+  overview = figures.write_profile_overview(
+      {**data, **compare}, out, f"profile_{protocol}_{model}_overview.png") if compare else []
+  return [name] + figures.write_profiles(data, out) + overview
 
 
 def main(argv):

@@ -166,18 +166,22 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
   return written
 
 
-# The overview's cell kinds, as (colour, legend): not trained, the measured minimal depth is the
-# theory's, neither tracks the group, no theorem, below, beats (lighter where tentative).
+# The overview's cell kinds (tracking_profile.min_depth_entry), as (colour, legend): not trained,
+# the measured minimal depth is the theory's, neither tracks the group, no theorem, the theory's
+# depth not trained, below, beats (lighter where tentative).
 _OVERVIEW_KINDS = {"untrained": ("white", None), "tracked": ("#74c476", "tracked, as predicted"),
                    "untracked": ("#d9d9d9", "not tracked, as predicted"),
-                   "no theorem": ("#fff7bc", "no theorem"), "below": ("#fb6a4a", "below theory"),
+                   "no theorem": ("#fff7bc", "no theorem"),
+                   "too shallow": ("#deebf7", "the theory's depth not trained"),
+                   "below": ("#fb6a4a", "below theory"),
                    "below?": ("#fcbba1", "below theory, tentative"),
                    "beats": ("#807dba", "beats theory"),
                    "beats?": ("#bcbddc", "beats theory, tentative")}
 
 
-def write_profile_overview(data: dict, out_dir: str) -> list[str]:
-  """profile_overview.png: profile.md's overview as a grid, groups x profiles, each cell `m / t`
+def write_profile_overview(data: dict, out_dir: str,
+                           name: str = "profile_overview.png") -> list[str]:
+  """profile.md's overview as a grid, groups x profiles, each cell `m / t`
   (tracking_profile.min_depth_entry) coloured by how measurement and theory compare."""
   from ssm_bench import tracking_profile as tp
   plt = _pyplot()
@@ -208,4 +212,4 @@ def write_profile_overview(data: dict, out_dir: str) -> list[str]:
                f"(tentative: fewer than {tp.MIN_RUNS_AGAINST_THEORY} runs)", fontsize=8)
   ax.legend(handles=[Patch(color=c, label=l) for c, l in _OVERVIEW_KINDS.values() if l],
             fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
-  return [_save(fig, plt, out_dir, "profile_overview.png")]
+  return [_save(fig, plt, out_dir, name)]

@@ -133,8 +133,9 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   """One profile's entry in the overview, None where the group was not trained: `text`, the
   smallest depth at which a run extrapolated (`✘`: no trained depth did) / the theory's minimal
   depth for its class (`?`: no theorem); `kind`: 'tracked' or 'untracked' where the two agree,
-  'no theorem', or 'below' / 'beats' where they disagree on a trained depth; `settled`: whether
-  a disagreement rests on enough runs."""
+  'no theorem', 'too shallow' (no run extrapolated, and the theory's depth was not trained),
+  or 'below' / 'beats' where they disagree on a trained depth; `settled`: whether a
+  disagreement rests on enough runs."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
     return None
@@ -153,7 +154,8 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
     evidence = [cells[d] for d in p["depths"] if allowed <= d and (solved is None or d < solved)
                 and cells[d]["runs"]]
   if not evidence:
-    kind = "no theorem" if not known else "untracked" if solved is None else "tracked"
+    kind = ("no theorem" if not known else "tracked" if solved is not None else
+            "too shallow" if allowed is not None else "untracked")
   return {"text": text, "kind": kind, "settled": any(not tentative(e) for e in evidence)}
 
 

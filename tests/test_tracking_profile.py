@@ -150,6 +150,8 @@ def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_
   report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
   assert "| group | order | mamba (depth 1) | negmamba (depth 1) |\n" in report, report
   assert "## negmamba" not in report and "## mamba (protocol profile_cpu" in report, report
+  assert "profile_profile_cpu_mamba_overview.png" in p.stdout, p.stdout  # drawn beside them too
+  assert os.path.exists(tmp_path / "profile_profile_cpu_mamba_overview.png")
 
 
 def test_diverged_runs_are_counted_in_their_cells_and_in_the_section():
@@ -175,5 +177,12 @@ def test_the_overview_figure_is_drawn_for_two_profiles_or_more(tmp_path):
   assert figures.write_profile_overview(tracking_profile.profile_data(runs), str(tmp_path)) \
       == ["profile_overview.png"]
   assert (tmp_path / "profile_overview.png").stat().st_size > 1000
+  kinds = {g: tracking_profile.min_depth_entry(p, g)["kind"]
+           for p in tracking_profile.profile_data(runs).values() for g in p["groups"]
+           if p["model"] == "negmamba"}
+  assert kinds == {"C2": "tracked", "D4": "below"}, kinds
+  shallow = tracking_profile.profile_data([_summary("D4", 1, 0, 0, "negmamba")])
+  assert tracking_profile.min_depth_entry(next(iter(shallow.values())), "D4")["kind"] == \
+      "too shallow", "a depth-1 profile's D4 (theory: 2) read as agreeing with the theory"
   one = tracking_profile.profile_data(runs[2:])
   assert figures.write_profile_overview(one, str(tmp_path / "x")) == []
