@@ -99,15 +99,16 @@ def write_report(workdir: str, out: str, model: str, protocol: str,
   by an overview beside the other layers' profiles of the same protocols in `compare_with`:
   <out>/profile_*.md/png."""
   from ssm_bench import figures
-  data = {k: v for k, v in _profiles(workdir).items()
+  profiles = _profiles(workdir)  # every layer's, read once
+  data = {k: v for k, v in profiles.items()
           if k[0] == model and k[2].partition(" + ")[0] == protocol}
   if not data:
     raise common.UsageError(f"no finished {protocol} runs of {model} in {workdir}")
   compare = {}
   if compare_with:
     mine = {k[2] for k in data}
-    compare = {k: v for k, v in _profiles(compare_with).items()
-               if k[0] != model and k[2] in mine}
+    there = profiles if os.path.samefile(compare_with, workdir) else _profiles(compare_with)
+    compare = {k: v for k, v in there.items() if k[0] != model and k[2] in mine}
     if not compare:
       print(f"note: --compare_with: no other layer's {' or '.join(sorted(mine))} profile in "
             f"{compare_with}", file=sys.stderr)

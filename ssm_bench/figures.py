@@ -200,8 +200,7 @@ def write_profile_overview(data: dict, out_dir: str,
       entry = tp.min_depth_entry(p, g)
       if entry is None:
         continue
-      tentative = entry["kind"] in ("below", "beats") and not entry["settled"]
-      codes[i, j] = kinds.index(entry["kind"] + "?" * tentative)
+      codes[i, j] = kinds.index(entry["kind"] + "?" * entry["tentative"])
       ax.text(j, i, entry["text"], ha="center", va="center", fontsize=7)
   colours = [_OVERVIEW_KINDS[k][0] for k in kinds]
   ax.imshow(codes, cmap=ListedColormap(colours), vmin=-0.5, vmax=len(kinds) - 0.5, aspect="auto")

@@ -134,8 +134,8 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   smallest depth at which a run extrapolated (`✘`: no trained depth did) / the theory's minimal
   depth for its class (`?`: no theorem); `kind`: 'tracked' or 'untracked' where the two agree,
   'no theorem', 'too shallow' (no run extrapolated, and the theory's depth was not trained),
-  or 'below' / 'beats' where they disagree on a trained depth; `settled`: whether a
-  disagreement rests on enough runs."""
+  or 'below' / 'beats' where they disagree on a trained depth; `tentative`: a disagreement that
+  rests on too few runs."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
     return None
@@ -156,7 +156,8 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   if not evidence:
     kind = ("no theorem" if not known else "tracked" if solved is not None else
             "too shallow" if allowed is not None else "untracked")
-  return {"text": text, "kind": kind, "settled": any(not tentative(e) for e in evidence)}
+  return {"text": text, "kind": kind,
+          "tentative": bool(evidence) and all(tentative(e) for e in evidence)}
 
 
 def _min_depth_cell(p: dict, g: str) -> str:
@@ -165,7 +166,7 @@ def _min_depth_cell(p: dict, g: str) -> str:
     return "·"
   if e["kind"] not in ("below", "beats"):
     return e["text"]
-  return e["text"] + (f" **{e['kind']}**" if e["settled"] else f" *{e['kind']}?*")
+  return e["text"] + (f" *{e['kind']}?*" if e["tentative"] else f" **{e['kind']}**")
 
 
 def overview_groups(profiles) -> list[str]:
