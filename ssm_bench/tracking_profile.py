@@ -278,4 +278,5 @@ INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100),
          "theorem rules out; `below theory`: expressible, but no run learned it. Either is "
          f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "
          "the second stage of `launch.profile` (resumable: the same command) trains seeds 1-3 "
-         "there, 8 runs in all, unless a shallower stack of the group already extrapolated.")
+         "there, 8 runs in all (also where a shallower stack extrapolated after the cell's first "
+         "runs trained).")

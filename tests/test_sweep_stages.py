@@ -170,6 +170,26 @@ def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_pat
       "depth 3 trained though an extra seed at depth 2 extrapolated")
 
 
+def test_profile_settles_a_deeper_cell_that_trained_before_a_shallower_success(tmp_path):
+  """D4 at depths 2 and 3 both trained their first runs (0 of 2 each, below negmamba's theory),
+  then an extra seed at depth 2 extrapolated: depth 3's verdict against the theory would rest on
+  two runs, so its extra seeds still train (aussm's Q8 at depth 3 was such a cell). A depth-3
+  cell with no first runs, as usual, does not."""
+  groups, staged, cells = _profile_cells(tmp_path, r"^(D4|Q8)-negmamba-L[23]-")
+  for key in (("D4", 2, False), ("D4", 3, False)):
+    for c, d in zip(*cells[key]):
+      finish_with(c, d, 0)
+  cfgs, dirs = cells[("D4", 2, True)]
+  finish_with(cfgs[0], dirs[0], 100)
+  for c, d in zip(*cells[("Q8", 2, True)]):  # Q8: depth 2 extrapolated, depth 3 never trained
+    finish_with(c, d, 100)
+  skip = sweeps.SWEEPS["profile"].skip
+  kept = sorted((cfgs[0].task, cfgs[0].depth, len(cfgs)) for s in staged[2:]
+                for cfgs, _ in sweep.prune(s, groups, skip)[0])
+  assert kept == [("D4", 3, 6)], (
+      f"depth 3 kept {kept}: want D4's 6 extra seeds only (its two first runs are below theory)")
+
+
 @pytest.mark.parametrize("d_state,wanted", [(4, True), (2, False)])
 def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_state, wanted):
   """One DeltaProduct layer holds A5 only with keys of width 3 (the icosahedron): at d_state 4
