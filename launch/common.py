@@ -107,6 +107,7 @@ def run_main(main):
 
   def wrapped(argv):
     from absl import logging as absl_logging
+    from ssm_bench.theory import TheoryError
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
     catch_lost_interrupts()
     try:
@@ -114,6 +115,8 @@ def run_main(main):
       sys.stdout.flush()  # here, so that a closed pipe is caught below, not at teardown
       return rc
     except UsageError as e:
+      fail(str(e))
+    except TheoryError as e:  # a plugin's theory class whose rule misbehaved where it was read
       fail(str(e))
     except BrokenPipeError:
       # the reader stopped reading (`| head`): as a shell tool ends, without a traceback, and

@@ -29,6 +29,9 @@ _D_STATE = flags.DEFINE_integer("d_state", None, "With --model: predictions for 
                                 "d_state (a householder layer's key width: d_state, or what its "
                                 "record's state_width makes of it); default: wide enough.",
                                 lower_bound=1)
+_LAYER_KWARGS = flags.DEFINE_string(
+    "layer_kwargs", "", "With --model: the layer's own kwargs as a JSON object (as a run's "
+    "--config.layer_kwargs): its class, predictions and checks at init for them.")
 _GROUPS = flags.DEFINE_list("groups", None, "With --model: the groups its predictions cover, any "
                             "group names (default: the profile's ten).")
 _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
@@ -84,11 +87,12 @@ def draw(task_name: str, sample: str, seed: int = 0) -> dict:
   return {"inputs": tokens.tolist(), "labels": labels.tolist()}
 
 
-def card(model: str, d_state: int | None = None, group_names=None) -> dict:
+def card(model: str, d_state: int | None = None, group_names=None, kwargs: str = "") -> dict:
   """The layer's registry record, its class's predictions over the profile's groups (or
   `group_names`) at depths 1-3 (at state width d_state; None: wide enough), and the declaration
-  and causality checks on random inputs at a random initialisation. A comma list of layers is a
-  hybrid stack (`stack_card`)."""
+  and causality checks on random inputs at a random initialisation, all for the layer's kwargs
+  (its defaults, then the JSON object `kwargs`). A comma list of layers is a hybrid stack
+  (`stack_card`)."""
   from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
   predicted = (tracking_profile.GROUPS if group_names is None
                else common.group_names("--groups", group_names))
@@ -96,49 +100,53 @@ def card(model: str, d_state: int | None = None, group_names=None) -> dict:
     plugins.load(common.PLUGINS.value)
     config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run
     layers = registry.parse_layers(model)
+    kwargs = registry.canonical_kwargs(kwargs)
+    registry.check_classes(layers, kwargs)  # kwargs a layer does not take, a failing class
     if len(set(layers)) > 1:
-      return stack_card(layers, d_state, predicted)
+      return stack_card(layers, d_state, predicted, kwargs)
     model = layers[0]
-    out = registry.card(model)
+    out = registry.card(model, kwargs)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
   out["predictions_d_state"] = d_state
   width = out["predictions_width"] = (None if d_state is None else registry.state_width(
-      model, {"d_state": d_state}))
+      model, {"d_state": d_state}, kwargs))
   out["predictions"] = {
       g: {"min_depth": theory.min_depth_text(cls, g, width),
           "by_hand": model in analytic.constructions(g),  # weights set by hand track it
           **{f"depth {d}": theory.expressible([cls] * d, g, width)
              for d in tracking_profile.DEPTHS}}
       for g in predicted}
-  return {**out, **_checks_at_init((model,))}
+  return {**out, **_checks_at_init((model,), kwargs)}
 
 
-def stack_card(layers: tuple, d_state: int | None = None, predicted=None) -> dict:
+def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
+               kwargs: str = "") -> dict:
   """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
   can track each of the profile's groups (or `predicted`; the classes' subgroup steps in order:
   the order matters), and the checks at init of the whole network."""
   from ssm_bench import registry, theory, tracking_profile
   predicted = predicted or tracking_profile.GROUPS
   name = ",".join(layers)
-  classes = registry.theory_classes(name, len(layers))
-  width = None if d_state is None else registry.state_width(name, {"d_state": d_state})
+  classes = registry.theory_classes(name, len(layers), kwargs)
+  width = None if d_state is None else registry.state_width(name, {"d_state": d_state}, kwargs)
   return {"name": name,
           "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
                      for n, c in zip(layers, classes)],
           "predictions_d_state": d_state, "predictions_width": width,
           "predictions": {g: theory.expressible(classes, g, width) for g in predicted},
-          **_checks_at_init(layers)}
+          **_checks_at_init(layers, kwargs)}
 
 
-def _checks_at_init(layers: tuple) -> dict:
+def _checks_at_init(layers: tuple, kwargs: str = "") -> dict:
   """The declaration and causality checks of a small network of these layers on random
   inputs at a random initialisation; a layer that does not build is one UsageError."""
   import jax
   from ssm_bench import causality, declaration, models
   from ssm_bench.config import ModelConfig
-  mcfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4)
+  mcfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4,
+                     layer_kwargs=kwargs)
   try:
     models.check(mcfg)
   except ValueError as e:
@@ -241,6 +249,9 @@ def check_flags():
   if _GROUPS.value is not None and _MODEL.value is None:
     raise common.UsageError("--groups lists the groups of a layer's predictions: it needs --model "
                             "(--group describes one group)")
+  if _LAYER_KWARGS.value and _MODEL.value is None:
+    raise common.UsageError("--layer_kwargs sets a layer's own kwargs for its card: it needs "
+                            "--model")
   if _D_STATE.value is not None and _MODEL.value is None:
     raise common.UsageError("--d_state sets the state width of a layer's predictions: it needs "
                             "--model")
@@ -256,7 +267,7 @@ def main(argv):
     common.print_json(d) if _JSON.value else _print_language(d)
     return
   if _MODEL.value:
-    c = card(_MODEL.value, _D_STATE.value, _GROUPS.value)
+    c = card(_MODEL.value, _D_STATE.value, _GROUPS.value, _LAYER_KWARGS.value)
     if _JSON.value:
       common.print_json(c)
     else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 
 from ssm_bench import registry
+from ssm_bench import theory
 from ssm_bench.config import ConfigError, canonical_plugins
 
 
@@ -44,7 +45,7 @@ def load(text: str) -> tuple[str, ...]:
         raise PluginError(f"cannot import plugin {module_name!r}: no such module on the path "
                           "(run from the directory that holds it, or install its package)") from None
       raise PluginError(f"plugin {module_name!r} failed on import: {_one_line(e)}") from None
-    except registry.LayerError as e:
+    except (registry.LayerError, theory.TheoryError) as e:
       raise PluginError(f"plugin {module_name!r}: {e}") from None
     except Exception as e:  # the plugin's own code
       raise PluginError(f"plugin {module_name!r} failed on import: {_one_line(e)}") from None
@@ -55,7 +56,7 @@ def load(text: str) -> tuple[str, ...]:
                           + ("" if fn is None else f" ({attr} is not callable)"))
       try:
         fn()
-      except registry.LayerError as e:
+      except (registry.LayerError, theory.TheoryError) as e:
         raise PluginError(f"plugin {entry!r}: {e}") from None
       except Exception as e:
         raise PluginError(f"plugin {entry!r} failed: {_one_line(e)}") from None

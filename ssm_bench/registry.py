@@ -396,14 +396,17 @@ def theory_classes(model: str, depth: int, kwargs: str = "") -> list[str]:
   return [_class_or_unknown(find(n), kwargs, kw) for n, kw in zip(layers, per_layer)]
 
 
-def card(name: str) -> dict[str, Any]:
-  """What the registry says about a layer, as plain data (for info and reports)."""
+def card(name: str, kwargs_text: str = "") -> dict[str, Any]:
+  """What the registry says about a layer with these kwargs (its defaults, then the JSON of
+  `kwargs_text`), as plain data (for info and reports); LayerError for kwargs it does not take or
+  a class function that fails for them."""
   from ssm_bench import theory
   s = get(name)
-  cls_name = theory_class_of(name)
+  kwargs = layer_kwargs([name], canonical_kwargs(kwargs_text))[0]
+  cls_name = _class_for(s, kwargs)
   cls = theory.parse(cls_name)[0]
   return {"name": s.name, "source": s.source, "builtin": s.builtin, "description": s.description,
           "theory_class": cls_name, "class_description": cls.description,
           "theorem": cls.theorem, "scan_family": s.scan_family,
           "constructions": [c.description for c in s.constructions],
-          "kwargs": dict(s.kwargs), "presets": {p: dict(v) for p, v in s.presets.items()}}
+          "kwargs": kwargs, "presets": {p: dict(v) for p, v in s.presets.items()}}

@@ -28,6 +28,8 @@ have its declaration checked (`contains`).
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
 from typing import Callable
 
 import numpy as np
@@ -36,19 +38,19 @@ from ssm_bench import reflections
 from tasks import groups
 
 
-def _commutator(g, h):
+def _commutator(g, h, _):
   return g.commutator_subgroup(h)
 
 
-def _elementary2(g, h):
+def _elementary2(g, h, _):
   return g.elementary2_subgroup(h)
 
 
-def _stalls(g, h):
+def _stalls(g, h, _):
   return h
 
 
-def _trivial(g, h):
+def _trivial(g, h, _):
   return h[:1]  # the trivial subgroup {0}
 
 
@@ -60,7 +62,7 @@ def _real(a, tol):
 
 
 def _in_range(low, high):
-  def contains(a, tol):
+  def contains(a, tol, _):
     r, why = _real(a, tol)
     if r is None:
       return False, why
@@ -70,13 +72,13 @@ def _in_range(low, high):
   return contains
 
 
-def _unit_modulus(a, tol):
+def _unit_modulus(a, tol, _):
   m = np.abs(np.asarray(a))
   dev = float(np.max(np.abs(m - 1.0), initial=0.0))
   return dev <= tol, f"max ||a| - 1| = {dev:.3g}"
 
 
-def _constant_in_time(a, tol):
+def _constant_in_time(a, tol, _):
   a = np.asarray(a)
   if a.ndim < 3:  # (d, n) or less: no batch or time axis, the same at every step
     return True, "no time axis"
@@ -84,7 +86,7 @@ def _constant_in_time(a, tol):
   return dev <= tol, f"max change over batch and time {dev:.3g}"
 
 
-def _norm_at_most_one(a, tol):
+def _norm_at_most_one(a, tol, _):
   """Products of generalized Householder matrices with unit keys and beta in [0, 2] have
   spectral norm <= 1 (each factor does); a is (..., n, n)."""
   a = np.asarray(a)
@@ -104,20 +106,84 @@ def _tc0_predict(g, depth, _, width=None):
   return None if g.is_solvable else False
 
 
+class TheoryError(ValueError):
+  """A bad class registration or a class whose rule misbehaves; the message is one line."""
+
+
 @dataclasses.dataclass(frozen=True)
 class TransitionClass:
   name: str
   description: str
   theorem: str  # the result behind the step, with its source
-  step: Callable | None  # (group, subgroup indices) -> next subgroup; None: see predict
-  # (transitions, tolerance) -> (belongs, detail); None: nothing to check
+  # (group, sorted subgroup indices, parameter or None) -> the next subgroup's indices (the
+  # smallest normal subgroup whose quotient one layer tracks); None: see predict
+  step: Callable | None
+  # (transitions, tolerance, parameter or None) -> (belongs, detail); None: nothing to check
   contains: Callable | None = None
   # classes whose theorem is not a subgroup series: (group, depth, parameter, width) -> True
   # (can express), False (cannot), None (no theorem); only for homogeneous stacks
   predict: Callable | None = None
+  source: str = ""  # the module that registered it
 
 
-CLASSES = {c.name: c for c in (
+# name -> TransitionClass; filled by register_class, the built-ins' and a plugin's alike
+CLASSES: dict[str, TransitionClass] = {}
+NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+def register_class(name: str, description: str, theorem: str, *, step: Callable | None = None,
+                   contains: Callable | None = None, predict: Callable | None = None,
+                   source: str | None = None) -> TransitionClass:
+  """Add a transition class, so layers can declare it (`register_layer(theory_class=name)`, or
+  'name:<int>' for a class with a parameter) and every table, profile and card predicts from it.
+
+  step(group, subgroup, param) -> next subgroup: the group theorem as a subgroup series (a
+  `tasks.groups.Group`, a sorted index array of a subgroup, the class's integer parameter or
+  None); one layer of the class tracks exactly the groups whose step reaches {identity}, k
+  layers those whose series does in k steps, and a step that returns its subgroup whole means
+  never. predict(group, depth, param, width) -> True / False / None (no theorem), for a theorem
+  that is no subgroup series (homogeneous stacks only). Neither: no theorem (tables show `?`).
+  contains(transitions, tol, param) -> (bool, detail): whether sown transitions lie in its set
+  (the declaration check); None: nothing to check. Registering the same rules again under
+  their name is a no-op (a plugin imported twice); other rules under a taken name are an error.
+  """
+  source = source or _caller_module()
+  if not isinstance(name, str) or not NAME.match(name):
+    raise TheoryError(f"theory class name {name!r} must be lower-case letters, digits and '_', "
+                      "starting with a letter (a parameter goes after a colon when declared)")
+  for what, fn in (("step", step), ("contains", contains), ("predict", predict)):
+    if fn is not None and not callable(fn):
+      raise TheoryError(f"theory class {name!r}: {what} must be callable, got {fn!r}")
+  if step is not None and predict is not None:
+    raise TheoryError(f"theory class {name!r}: give step (a subgroup series) or predict, not both")
+  for what, text in (("description", description), ("theorem", theorem)):
+    if not isinstance(text, str) or not text.strip():
+      raise TheoryError(f"theory class {name!r}: {what} must be a non-empty string")
+  cls = TransitionClass(name, description, theorem, step, contains, predict, source)
+  old = CLASSES.get(name)
+  if old is not None:
+    if _rules(old) == _rules(cls):
+      return old
+    raise TheoryError(f"theory class {name!r} is already registered by {old.source} with other "
+                      "rules; choose another name")
+  CLASSES[name] = cls
+  return cls
+
+
+def _rules(c: TransitionClass) -> tuple:
+  """What a class says, with its functions by name (a module imported again makes new ones)."""
+  origin = lambda fn: None if fn is None else (
+      getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn)),
+      getattr(getattr(fn, "__code__", None), "co_firstlineno", None))  # two lambdas differ
+  return c.description, c.theorem, origin(c.step), origin(c.contains), origin(c.predict)
+
+
+def _caller_module() -> str:
+  frame = sys._getframe(2)
+  return frame.f_globals.get("__name__", "?")
+
+
+for _c in (
     TransitionClass(
         "time_invariant", "the same transition at every step (input-independent), any diagonal",
         "a time-invariant SSM tracks no non-trivial group (paper 000 Sec. 6; Sarrof et al. "
@@ -160,7 +226,9 @@ CLASSES = {c.name: c for c in (
         "at every length unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: "
         "no theorem", None, None, _tc0_predict),
     TransitionClass("unknown", "not declared", "no theorem", None),
-)}
+):
+  register_class(_c.name, _c.description, _c.theorem, step=_c.step, contains=_c.contains,
+                 predict=_c.predict, source=__name__)
 
 
 def parse(cls: str) -> tuple:
@@ -189,11 +257,22 @@ def expressible(classes, group, width: int | None = None) -> bool | None:
       return None if g.order > 1 else True  # no theorem for mixed stacks of these
     return parsed[0][0].predict(g, len(classes), parsed[0][1], width)
   h = np.arange(g.order)
-  for c, _ in parsed:
+  for c, param in parsed:
     if c.step is None:
       return None if h.size > 1 else True
-    h = c.step(g, h)
+    h = _next_subgroup(c, param, g, h)
   return h.size == 1
+
+
+def _next_subgroup(c: TransitionClass, param, g, h) -> np.ndarray:
+  """c's step from subgroup h, checked: a plugin's rule that leaves h, or returns no subgroup,
+  would make every prediction after it wrong without a sign."""
+  nxt = np.unique(np.asarray(c.step(g, h, param)).astype(np.int64).ravel())
+  if nxt.size == 0 or nxt[0] != 0 or not np.isin(nxt, h).all() or not np.array_equal(
+      g.generate(nxt), nxt):
+    raise TheoryError(f"theory class {c.name!r}: its step from a subgroup of order {h.size} of "
+                      f"{g.name} returned {nxt.size} elements that are not a subgroup of it")
+  return nxt
 
 
 def min_depth(cls: str, group, max_depth: int = 16, width: int | None = None):
@@ -215,7 +294,7 @@ def min_depth(cls: str, group, max_depth: int = 16, width: int | None = None):
   for depth in range(0, max_depth + 1):
     if h.size == 1:
       return depth
-    nxt = step(g, h)
+    nxt = _next_subgroup(c, param, g, h)
     if nxt.size == h.size:
       return None
     h = nxt
@@ -256,8 +335,8 @@ def prediction(classes, group, width: int | None = None) -> dict:
 
 def check(cls: str, transitions, tol: float = 1e-4) -> dict:
   """Does the sampled transition array lie in the class's set? {"checked", "ok", "detail"}."""
-  contains = parse(cls)[0].contains
-  if contains is None:
+  c, param = parse(cls)
+  if c.contains is None:
     return {"checked": False, "ok": None, "detail": f"nothing to check for class {cls}"}
-  ok, detail = contains(np.asarray(transitions), tol)
+  ok, detail = c.contains(np.asarray(transitions), tol, param)
   return {"checked": True, "ok": bool(ok), "detail": detail}

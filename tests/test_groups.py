@@ -46,6 +46,19 @@ def test_elementary2_length(name, length):
   assert got == length, f"{name}: elementary-2 series length {got}, expected {length}"
 
 
+@pytest.mark.parametrize("name,m,order", [
+    ("C4", 2, 2), ("C4", 4, 1), ("C6", 4, 3), ("C6", 3, 2), ("C6", 6, 1), ("S3", 6, 3),
+    ("A4", 6, 4), ("S4", 6, 12), ("D4", 4, 2), ("A5", 12, 60), ("C2xC2", 2, 1)])
+def test_power_commutator_subgroup_is_the_smallest_with_a_quotient_of_exponent_m(name, m, order):
+  """H^m [H, H]: the quotient is Abelian with every element's m-th power trivial."""
+  g = groups.get_group(name)
+  whole = np.arange(g.order)
+  got = g.power_commutator_subgroup(whole, m)
+  assert got.size == order, f"{name}: G^{m} [G, G] has order {got.size}, want {order}"
+  if m == 2:
+    np.testing.assert_array_equal(got, g.elementary2_subgroup(whole))
+
+
 @pytest.mark.parametrize("name,abelian", [("C60", True), ("C2xC30", True), ("S3", False),
                                           ("Q8", False), ("D2", True)])
 def test_abelian(name, abelian):

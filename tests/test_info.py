@@ -33,7 +33,10 @@ def test_info_sample_matches_task_sampler():
 
 
 @pytest.mark.parametrize("args", [["--group=S9"], ["--group=banana", "--json"],
-                                  ["--group=S3", "--sample=3by7"]])
+                                  ["--group=S3", "--sample=3by7"],
+                                  ["--group=S3", '--layer_kwargs={"m": 6}'],
+                                  ["--model=mamba", '--layer_kwargs={"m": 6}'],
+                                  ["--model=deltaproduct", "--layer_kwargs=[2]"]])
 def test_bad_input_is_one_line_without_traceback(args):
   out = run_info(*args)
   assert out.returncode != 0
@@ -71,6 +74,23 @@ def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
   held = [g for g, q in p.items() if q["by_hand"]]
   assert held == ["C2", "C2xC2", "D4", "Q8"], f"negmamba's constructions are for 2-groups: {held}"
   assert card["declaration_at_init"]["ok"] is True, card["declaration_at_init"]
+
+
+@pytest.mark.parametrize("kwargs,cls,c3,c4", [
+    ("", "roots_of_unity:4", "never", "1"), ('{"m": 6}', "roots_of_unity:6", "1", "2")])
+def test_a_plugin_brings_its_own_theory_class_and_the_card_reads_its_kwargs(kwargs, cls, c3, c4):
+  """examples/clock.py registers the class roots_of_unity (H -> H^m [H, H]) and a layer that
+  declares it for its m: with 4th roots no depth tracks C3 and one layer C4, with 6th roots the
+  other way round; its transitions at init pass the class's own declaration check."""
+  out = run_info("--plugins=examples.clock", "--model=clock", "--groups=C3,C4", "--json",
+                 *([f"--layer_kwargs={kwargs}"] if kwargs else []))
+  assert out.returncode == 0, out.stderr[-2000:]
+  card = json.loads(out.stdout)
+  assert card["theory_class"] == cls and card["kwargs"]["m"] == int(cls[-1]), card
+  p = card["predictions"]
+  assert (p["C3"]["min_depth"], p["C4"]["min_depth"]) == (c3, c4), p
+  assert card["declaration_at_init"]["ok"] is True, card["declaration_at_init"]
+  assert "roots of unity" in card["declaration_at_init"]["layers"][0]["detail"]
 
 
 def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():

@@ -100,6 +100,8 @@ def test_no_layer_names_outside_the_registry(path):
     (["--plugins=no_such_pkg.layers", "--model=x"], "cannot import plugin 'no_such_pkg.layers'"),
     (["--plugins=plugin_layers.badshape:nope", "--model=wide"], "has no function 'nope'"),
     (["--plugins=plugin_layers.clash", "--model=mamba"], "'mamba' is already registered"),
+    (["--plugins=plugin_layers.badclass", "--model=mamba"],
+     "plugin 'plugin_layers.badclass': theory class name 'My-Class' must be lower-case"),
     (["--plugins=plugin_layers.badshape:register", "--model=wide"], "returned shape"),
     (["--plugins=plugin_layers.peek:register", "--model=peek"],
      "is not causal at initialisation: the output at position"),

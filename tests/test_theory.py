@@ -36,7 +36,73 @@ def test_min_depth(cls, index, group):
 
 
 def test_every_class_with_a_subgroup_series_is_tabled_here():
-  assert set(EXPECTED) == {n for n, c in theory.CLASSES.items() if c.step}
+  assert set(EXPECTED) == {n for n, c in theory.CLASSES.items()
+                           if c.step and c.source == "ssm_bench.theory"}
+
+
+def _exponent_step(g, h, m):
+  return g.power_commutator_subgroup(h, m or 2)
+
+
+def _register_exponent_class(monkeypatch, **rules):
+  """A class of the researcher's own into a copy of the classes, undone after the test."""
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  return theory.register_class("exponent", "m-th roots of unity", "a conjecture",
+                               **({"step": _exponent_step} | rules))
+
+
+def test_a_registered_class_predicts_and_declares_like_a_built_in(monkeypatch):
+  """register_class: its step (with the parameter after the colon) drives min_depth,
+  expressible and the tables' prediction; a layer declares it; the same rules again are a
+  no-op."""
+  c = _register_exponent_class(monkeypatch)
+  assert c.source == __name__
+  assert theory.min_depth("exponent:4", "C4") == 1 and theory.min_depth("exponent:2", "C4") == 2
+  assert theory.min_depth("exponent:4", "C3") is None, "C3 has exponent 3: never with 4th roots"
+  assert theory.min_depth("exponent:6", "S4") == 3
+  assert theory.expressible(["exponent:4", "unit_modulus_diagonal"], "C12") is True
+  assert theory.prediction(["exponent:4"] * 2, "D4") == {
+      "expressible": True, "min_depth": 2, "theorem": True}
+  assert _register_exponent_class(monkeypatch) is not None  # again: a no-op
+  registry.names()
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  registry.register_layer("ticker", lambda cfg, **kw: None, theory_class="exponent:4")
+  assert registry.theory_class_of("ticker") == "exponent:4"
+  assert tables.stack_prediction("ticker", 1, "C3")["expressible"] is False
+
+
+@pytest.mark.parametrize("name,rules,problem", [
+    ("Bad-Name", {}, "must be lower-case letters"),
+    ("unit_modulus_diagonal", {}, "already registered by ssm_bench.theory with other rules"),
+    ("fresh", {"step": 3}, "step must be callable"),
+    ("fresh", {"step": _exponent_step, "predict": lambda g, d, p, w: None}, "not both"),
+    ("fresh", {"theorem": ""}, "theorem must be a non-empty string"),
+])
+def test_a_bad_class_registration_is_one_line_and_registers_nothing(monkeypatch, name, rules,
+                                                                     problem):
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  before = dict(theory.CLASSES)
+  args = {"description": "d", "theorem": "t", **rules}
+  with pytest.raises(theory.TheoryError, match=problem):
+    theory.register_class(name, args.pop("description"), args.pop("theorem"), **args)
+  assert theory.CLASSES == before, "a refused class was registered"
+
+
+@pytest.mark.parametrize("step", [lambda g, h, m: np.array([1]),  # no identity
+                                  lambda g, h, m: np.array([0, 1])])  # C4: {1, a} is no subgroup
+def test_a_step_that_returns_no_subgroup_is_an_error_not_a_wrong_prediction(monkeypatch, step):
+  _register_exponent_class(monkeypatch, step=step)
+  with pytest.raises(theory.TheoryError, match="not a subgroup"):
+    theory.min_depth("exponent", "C4")
+  with pytest.raises(theory.TheoryError, match="not a subgroup"):
+    theory.expressible(["exponent"], "C4")
+
+
+def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
+  _register_exponent_class(monkeypatch)
+  with pytest.raises(theory.TheoryError, match="already registered by"):
+    theory.register_class("exponent", "m-th roots of unity", "a conjecture",
+                          step=lambda g, h, m: h)
 
 
 @pytest.mark.parametrize("cls,group,want", [

@@ -53,6 +53,25 @@ def test_the_theory_column_reads_the_runs_key_width():
     assert rows["A5"].endswith(f"✘ (0/2) {mark} {min_depth}"), (d_state, rows["A5"])
 
 
+def test_a_plugin_class_judges_the_runs_of_its_layer_by_their_kwargs():
+  """Stored clock runs (examples/clock.py, a class of its own): the same C3 success beats the
+  theory of 4th roots of unity and agrees with that of 6th roots; each m is its own profile."""
+  tables.load_plugins([{"config": {"plugins": "examples.clock"}}])
+  runs = []
+  for kwargs in ('{"m":4}', '{"m":6}'):
+    for seed in range(tables.MIN_RUNS_AGAINST_THEORY):
+      s = _summary("C3", 1, seed, 1000, "clock")
+      s["config"].update(layer_kwargs=kwargs, plugins="examples.clock")
+      runs.append(s)
+  data = tracking_profile.profile_data(runs)
+  by_kwargs = {p["layer_kwargs"]: p for p in data.values()}
+  assert {k: p["class"] for k, p in by_kwargs.items()} == {
+      '{"m":4}': "roots_of_unity:4", '{"m":6}': "roots_of_unity:6"}, by_kwargs
+  report = tracking_profile.markdown(data)
+  assert report.count("**beats theory**") == 1, report
+  assert "- C3 at depth 1: beats theory" in report, report
+
+
 def test_runs_at_another_width_make_their_own_profile():
   """A width override (--config.d_state=8) must not pool into the preset's profile: one success
   at d_state 8 would otherwise turn the preset's failed cell into a success."""

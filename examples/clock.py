@@ -1,0 +1,96 @@
+"""An example layer with a theory class of its own: a clock, whose transitions are m-th roots of
+unity, registered with the theorem it is tested against.
+
+    python -m launch.info --plugins=examples.clock --model=clock              # its predictions
+    python -m launch.profile --plugins=examples.clock --model=clock           # against them
+    python -m launch.info --plugins=examples.clock --model=clock --layer_kwargs='{"m": 6}'
+
+The layer is simple_aussm with its phases rounded to a multiple of 2 pi / m (a straight-through
+estimator: the forward uses the rounded phase, the gradient passes as if it were not rounded):
+
+    theta_t = round_m(W v_t + c),   h_t = exp(i theta_t) h_{t-1},   y_t = W_out [Re h_t, Im h_t] + D v_t
+
+so every transition is one of the m points exp(2 pi i k / m), and the layer declares the class
+`roots_of_unity:<m>`, which this module adds to the suite with `theory.register_class`: its step
+takes a subgroup H to H^m [H, H] (`Group.power_commutator_subgroup`), so one layer tracks the
+Abelian groups of exponent dividing m, and a stack removes one such quotient per layer. With
+m = 4 (the default) one layer tracks C2 and C2xC2, two D4 and Q8, and no depth tracks C3, C6, S3,
+A4, S4 or A5, where simple_aussm (any phase) tracks C3 and C6 with one layer and S3 and A4 with
+two; `"m": 6` gives back C3, C6, S3 and A4 and leaves C4 to two layers.
+
+Depth 1 is proven for this layer, which has no input term: its state after a stream is the
+image of the stream's letters in the Abelian group of n-tuples of m-th roots of unity, so two
+streams with the letters in another order, or one with a letter repeated m more times, end in
+the same state; the group product must agree on them (ab = ba, g^m = 1) for the readout to
+name it. For deeper stacks the rule is paper 000's cascade argument (Theorems 4.1-4.2) with
+characters valued in the m-th roots, assumed here, not proven: the profile tests it.
+"""
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ssm_bench import scan
+from ssm_bench import theory
+from ssm_bench.layers import common
+from ssm_bench.registry import module_kwargs, register_layer
+
+
+def _exponent_step(group, subgroup, m):
+  """H -> H^m [H, H]; without m (any root of unity), the commutator subgroup."""
+  if m is None:
+    return group.commutator_subgroup(subgroup)
+  return group.power_commutator_subgroup(subgroup, m)
+
+
+def _roots_of_unity(a, tol, m):
+  """|a| = 1 and, with m, a^m = 1: on the unit circle, at one of the m points."""
+  a = np.asarray(a).astype(np.complex128)
+  off_circle = float(np.max(np.abs(np.abs(a) - 1.0), initial=0.0))
+  if m is None:
+    return off_circle <= tol, f"max ||a| - 1| = {off_circle:.3g}"
+  # the distance to the nearest m-th root, measured in angle
+  angle = np.angle(a) * m / (2 * math.pi)
+  off_root = float(np.max(np.abs(angle - np.round(angle)), initial=0.0)) * 2 * math.pi / m
+  ok = off_circle <= tol and off_root <= tol
+  return ok, (f"max ||a| - 1| = {off_circle:.3g}, max angle to the nearest of the {m} roots of "
+              f"unity {off_root:.3g}")
+
+
+theory.register_class(
+    "roots_of_unity", "input-dependent diagonal whose every transition is an m-th root of unity",
+    "one layer tracks the Abelian groups of exponent dividing m, k layers the groups with a "
+    "series of length k whose factors are such groups: G -> G^m [G, G] (depth 1 proven for a "
+    "layer with no input term, examples/clock.py; deeper stacks: paper 000's Theorems 4.1-4.2 "
+    "with characters valued in the m-th roots, assumed)",
+    step=_exponent_step, contains=_roots_of_unity)
+
+
+class Clock(nn.Module):
+  """simple_aussm with its phases rounded to multiples of 2 pi / m (straight-through)."""
+  cfg: object  # ssm_bench.config.ModelConfig: d_state clocks per layer, the scan method
+  m: int = 4
+
+  @nn.compact
+  def __call__(self, v):
+    cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
+    if self.m < 1:
+      raise ValueError(f"clock: m must be a positive integer, got {self.m}")
+    tick = 2 * math.pi / self.m
+    soft = nn.Dense(n, name="theta", bias_init=common.uniform_init(-math.pi, math.pi))(v)
+    theta = soft + jax.lax.stop_gradient(jnp.round(soft / tick) * tick - soft)
+    a = jnp.exp(1j * theta)
+    self.sow("intermediates", "transition", a)
+    h0 = common.initial_state(self, cfg.initial_state, (n,)).astype(jnp.complex64)
+    h = scan.linear_scan(a, jnp.zeros_like(a), common.batch_h0(h0, v.shape[0]), cfg.scan_method)
+    D = self.param("D", nn.initializers.ones, (d,))
+    return nn.Dense(d, name="readout")(jnp.concatenate([h.real, h.imag], -1)) + D * v
+
+
+register_layer("clock", Clock, theory_class=lambda kwargs: f"roots_of_unity:{kwargs['m']}",
+               kwargs=module_kwargs(Clock),
+               description="phases rounded to m-th roots of unity (examples/clock.py)")
