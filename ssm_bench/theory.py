@@ -21,7 +21,8 @@ stack expresses G iff the series reaches the trivial group:
 - tc0 (constant-depth transformers): no fixed depth tracks a non-solvable group at every length
   unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: no theorem;
 - unknown: no theorem (tables show `?`).
-A class name may carry one integer parameter after a colon (`householder:2`).
+A class name may carry one integer parameter after a colon (`householder:2`). The classes above
+register through `register_class`, as a plugin's own class does (examples/clock.py).
 Each class also says which transitions belong to it, so a layer that sows its transitions can
 have its declaration checked (`contains`).
 """
