@@ -5,12 +5,14 @@ unity, registered with the theorem it is tested against.
     python -m launch.profile --plugins=examples.clock --model=clock           # against them
     python -m launch.info --plugins=examples.clock --model=clock --layer_kwargs='{"m": 6}'
 
-The layer is simple_aussm with its phases rounded to a multiple of 2 pi / m (a straight-through
-estimator: the forward uses the rounded phase, the gradient passes as if it were not rounded):
+The layer is simple_aussm with each state's transition chosen among the m roots of unity
+w^k = exp(2 pi i k / m) by an argmax over logits affine in the input (a straight-through
+estimator: the forward uses the chosen root, the gradient is that of the softmax mixture of the
+roots, which is not on the circle and is never used forward):
 
-    theta_t = round_m(W v_t + c),   h_t = exp(i theta_t) h_{t-1},   y_t = W_out [Re h_t, Im h_t] + D v_t
+    a_t[j] = w^argmax_k (W v_t + c)[j, k],   h_t = a_t h_{t-1},   y_t = W_out [Re h_t, Im h_t] + D v_t
 
-so every transition is one of the m points exp(2 pi i k / m), and the layer declares the class
+so every transition is one of the m points, and the layer declares the class
 `roots_of_unity:<m>`, which this module adds to the suite with `theory.register_class`: its step
 takes a subgroup H to H^m [H, H] (`Group.power_commutator_subgroup`), so one layer tracks the
 Abelian groups of exponent dividing m, and a stack removes one such quotient per layer. With
@@ -71,19 +73,20 @@ theory.register_class(
 
 
 class Clock(nn.Module):
-  """simple_aussm with its phases rounded to multiples of 2 pi / m (straight-through)."""
+  """simple_aussm with each transition one of the m-th roots of unity (straight-through)."""
   cfg: object  # ssm_bench.config.ModelConfig: d_state clocks per layer, the scan method
   m: int = 4
 
   @nn.compact
   def __call__(self, v):
-    cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    if self.m < 1:
-      raise ValueError(f"clock: m must be a positive integer, got {self.m}")
-    tick = 2 * math.pi / self.m
-    soft = nn.Dense(n, name="theta", bias_init=common.uniform_init(-math.pi, math.pi))(v)
-    theta = soft + jax.lax.stop_gradient(jnp.round(soft / tick) * tick - soft)
-    a = jnp.exp(1j * theta)
+    cfg, d, n, m = self.cfg, v.shape[-1], self.cfg.d_state, self.m
+    if m < 1:
+      raise ValueError(f"clock: m must be a positive integer, got {m}")
+    roots = jnp.exp(2j * math.pi * jnp.arange(m) / m)
+    logits = nn.Dense(n * m, name="logits")(v).reshape(v.shape[:-1] + (n, m))
+    soft = jax.nn.softmax(logits, -1).astype(jnp.complex64) @ roots  # inside the disk
+    hard = jax.nn.one_hot(jnp.argmax(logits, -1), m, dtype=jnp.complex64) @ roots
+    a = soft + jax.lax.stop_gradient(hard - soft)  # the root forward, the mixture's gradient
     self.sow("intermediates", "transition", a)
     h0 = common.initial_state(self, cfg.initial_state, (n,)).astype(jnp.complex64)
     h = scan.linear_scan(a, jnp.zeros_like(a), common.batch_h0(h0, v.shape[0]), cfg.scan_method)
