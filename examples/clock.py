@@ -96,4 +96,4 @@ class Clock(nn.Module):
 
 register_layer("clock", Clock, theory_class=lambda kwargs: f"roots_of_unity:{kwargs['m']}",
                kwargs=module_kwargs(Clock),
-               description="phases rounded to m-th roots of unity (examples/clock.py)")
+               description="each transition one of the m-th roots of unity (examples/clock.py)")
