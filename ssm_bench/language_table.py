@@ -62,8 +62,8 @@ def language_data(summaries) -> dict:
         d = language_theory.describe_language(key[0])
       except languages.LanguageError:
         continue
-      out[key] = {"star_free": d["star_free"], "subgroups": d["maximal_subgroups"],
-                  "predictions": d["predictions"], "cells": {}}
+      out[key] = {"language": key[0], "star_free": d["star_free"],
+                  "subgroups": d["maximal_subgroups"], "cells": {}}
     c = s["config"]
     cell = out[key]["cells"].setdefault((c["model"], c["depth"]), {"scores": []})
     cell["scores"].append(score(s))
@@ -71,22 +71,21 @@ def language_data(summaries) -> dict:
   return dict(sorted(out.items()))
 
 
-def _prediction(entry, model: str, kwargs: str = "") -> bool | None:
-  cls = registry.theory_class_of(model, kwargs).partition(":")[0]
-  p = entry["predictions"].get(cls)
+def _prediction(language: str, model: str, kwargs: str = "") -> bool | None:
+  p = _class_prediction(language, registry.theory_class_of(model, kwargs))
   return p["verdict"] if p else None
 
 
 @functools.lru_cache(maxsize=None)
-def _described(name: str) -> dict:
-  return language_theory.describe_language(name)
+def _class_prediction(language: str, cls: str) -> dict | None:
+  return language_theory.class_prediction(language, cls)
 
 
 def predicted(task: str, model: str, kwargs: str = "") -> bool | None:
   """The table's prediction for a model on a lang- task (✓ True, ✗ False, ? None); None for a
   task that is not a language."""
   key = _language(task)
-  return None if key is None else _prediction(_described(key[0]), model, kwargs)
+  return None if key is None else _prediction(key[0], model, kwargs)
 
 
 def _solved_at(entry, model: str, depth: int) -> int | None:
@@ -110,7 +109,7 @@ def markdown(data: dict) -> str:
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
       shown = f"{best:.2f}" if e["reads"] else (CROSS if best < EXTRAPOLATES else best)
-      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {MARK[_prediction(e, m)]}")
+      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {MARK[_prediction(e['language'], m)]}")
     star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
     lines.append(f"| {name} | {target} | {star_free} | "
                  f"{', '.join(e['subgroups']) or '-'} | " + " | ".join(cells) + " |")

@@ -10,6 +10,8 @@ beside them (a necessary condition, not a construction: "no theorem" says the re
 """
 from __future__ import annotations
 
+import functools
+
 from ssm_bench import theory
 from tasks import groups as groups_lib
 from tasks import languages
@@ -125,21 +127,45 @@ def describe(dfa) -> dict:
       preds[cls] = {"verdict": True, "source": "the class contains the non-negative one "
                     "(eigenvalues in [0, 1] are in [-1, 1]): star-free (Sarrof et al. 2024)"}
       continue
-    if star_free:
-      preds[cls] = {"verdict": None, "source": "no theorem here for this class on star-free "
-                    "languages (the non-negative result is about SSMs with non-negative gates)"}
-      continue
-    depths = [theory.min_depth(cls, _as_group(g)) for g in subgroups]
-    if any(d is None for d in depths):
-      preds[cls] = {"verdict": False, "source": "a maximal subgroup the class cannot track at "
-                    "any depth (the group theorems in theory.py), so no stack of it recognizes "
-                    "the language at finite precision"}
-    else:
-      preds[cls] = {"verdict": None, "source": f"every maximal subgroup is trackable (depth <= "
-                    f"{max(depths)}); whether the rest of the monoid is: no theorem"}
+    preds[cls] = series_verdict(cls, star_free, [_as_group(g) for g in subgroups])
   return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
           "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
           "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}
+
+
+def series_verdict(cls: str, star_free: bool, subgroups) -> dict:
+  """What a class with a subgroup series (theory.py) says of a regular language from its
+  maximal subgroups (`Group`s): a necessary condition only, so never a ✓ on its own."""
+  if star_free:
+    return {"verdict": None, "source": "no theorem here for this class on star-free languages "
+            "(the non-negative result is about SSMs with non-negative gates)"}
+  depths = [theory.min_depth(cls, g) for g in subgroups]
+  if any(d is None for d in depths):
+    return {"verdict": False, "source": "a maximal subgroup the class cannot track at any depth "
+            "(the group theorems in theory.py), so no stack of it recognizes the language at "
+            "finite precision"}
+  return {"verdict": None, "source": f"every maximal subgroup is trackable (depth <= "
+          f"{max(depths)}); whether the rest of the monoid is: no theorem"}
+
+
+def class_prediction(name: str, cls: str) -> dict | None:
+  """`describe_language(name)`'s prediction for a class, with its parameter; for a class it does
+  not list (a plugin's own), its subgroup series' verdict (`series_verdict`) on a regular
+  language; None where no rule applies (no series, or a counter language)."""
+  d = describe_language(name)
+  if cls in d["predictions"]:
+    return d["predictions"][cls]
+  if not d["regular"] or theory.parse(cls)[0].step is None:
+    return None
+  return series_verdict(cls, d["star_free"], _subgroups(name))
+
+
+@functools.lru_cache(maxsize=None)
+def _subgroups(name: str) -> tuple:
+  """The language's non-trivial maximal subgroups as `Group`s (the base DFA of a variant)."""
+  base = languages.VARIANTS.get(name, (name,))[0]
+  delta, _, _ = minimal_dfa(languages.get(base))
+  return tuple(_as_group(g) for g in maximal_subgroups(transition_monoid(delta)) if len(g) > 1)
 
 
 def describe_counter(lang) -> dict:

@@ -119,6 +119,20 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
   assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
 
 
+@pytest.mark.parametrize("kwargs,parity,tomita3", [('{"m":3}', False, False),
+                                                   ('{"m":4}', None, None)])
+def test_a_plugin_class_predicts_on_languages_by_its_series_with_its_parameter(kwargs, parity,
+                                                                             tomita3):
+  """examples/clock.py's roots_of_unity:<m>: parity's and tomita3's monoids hold C2, which cube
+  roots cannot track at any depth (✗), 4th roots can (?: the rest of the monoid has no
+  theorem); a counter language is no monoid (?)."""
+  from ssm_bench import language_table, plugins
+  plugins.load("examples.clock")
+  got = [language_table.predicted(f"lang-{lang}", "clock", kwargs)
+         for lang in ("parity", "tomita3", "dyck1")]
+  assert got == [parity, tomita3, None], f"clock {kwargs}: predicted {got}"
+
+
 def test_language_table_tells_a_skipped_deeper_cell_from_one_not_trained_yet():
   """Depth 2 trains only where depth 1 failed: a missing depth-2 cell reads `= d1` (skipped, as
   in the profile) only when a depth-1 run succeeded, else `·` (an interrupted sweep's gap must
