@@ -311,6 +311,38 @@ def test_a_mixed_task_group_equals_each_run_alone():
                                  err_msg=f"{cfg.task}: trained in the group differs from alone")
 
 
+def test_a_padded_runs_loss_is_the_cross_entropy_among_its_own_classes():
+  """A C2 run padded to 12 classes: its loss and accuracy are those of its first 2 logits alone,
+  so a padded class (index >= the task's order) takes no probability mass."""
+  import optax
+  cfg = MIXED[0]
+  trainer = train.Trainer(cfg)
+  hp = jax.tree.map(lambda v: v[0], train.hparams([cfg]))
+  state = trainer.init(hp)
+  tokens, labels, mask = trainer.batch(state, hp)
+  mask = np.ones_like(mask)  # every position, not just the curriculum's first two
+  loss, acc = trainer.loss_fn(state["params"], tokens, labels, mask, hp["order"])
+  own = trainer.model.apply(state["params"], tokens)[..., :2]
+  assert trainer.model.apply(state["params"], tokens).shape[-1] == 12
+  np.testing.assert_allclose(
+      float(loss), float(optax.softmax_cross_entropy_with_integer_labels(own, labels).mean()),
+      rtol=1e-5, err_msg="the padded run's loss is not the cross entropy over its own 2 classes")
+  np.testing.assert_allclose(float(acc), float((own.argmax(-1) == labels).mean()), rtol=1e-6,
+                             err_msg="the padded run's accuracy counts a class it does not have")
+
+
+def test_the_curriculum_grows_at_accuracy_equal_to_its_threshold(tmp_path):
+  """SPEC: the length doubles after `patience` checks with training accuracy >= the threshold.
+  On C1 (one class) accuracy is exactly 1.0, so a threshold of 1.0 is met at every check."""
+  cfg = TINY.replace(task="C1", curriculum_threshold=1.0, steps=60, log_every=10,
+                     checkpoint_every=60)
+  d = str(tmp_path / "run")
+  runs.train_group([cfg], [d])
+  lengths = [json.loads(l)["length"] for l in open(os.path.join(d, "metrics.jsonl"))]
+  # checks at steps 10..50: the fifth (step 50) doubles 2 -> 4; logged lengths are averages
+  assert lengths[-1] > 2, f"accuracy 1.0 at threshold 1.0 never grew the curriculum: {lengths}"
+
+
 def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_path, monkeypatch):
   """...by one evaluation program for the group: a class count compiled in as a constant made
   one program per task order (2 and 6 here; Table 2's nine tasks have six)."""
