@@ -138,6 +138,13 @@ def test_corrupt_checkpoint_falls_back_and_is_reported(tmp_path, capfd):
   assert again["status"] == "done" and again["steps"] == 40
   assert again["acc_curve"] == first["acc_curve"], "resuming from step 20 changed the result"
   assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
+  mgr = rundir.checkpointer(d)
+  try:  # the garbage was replaced by the resumed run's own step 40, not kept beside it
+    mgr.restore(40)
+  except Exception as e:
+    pytest.fail(f"the unreadable checkpoint at step 40 is still there after the rerun: {e!r:.200}")
+  finally:
+    mgr.close()
 
 
 def test_a_full_disk_at_the_summary_leaves_no_result_and_relaunch_finishes(tmp_path, monkeypatch):

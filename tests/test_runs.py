@@ -85,6 +85,33 @@ def test_planted_nan_is_recorded_as_diverged(tmp_path, monkeypatch):
   assert runs.validate_summary(summary) == []
 
 
+def test_a_diverged_run_stays_frozen_when_later_losses_are_finite(tmp_path, monkeypatch):
+  """One non-finite loss (step 15, with finite weights) makes the run diverged at that step, and
+  its weights stay where they were for the rest of training although later batches give finite
+  losses: a run that trained on after its divergence would be a result it is not."""
+  import jax.numpy as jnp
+  batch, loss_fn = train.Trainer.batch, train.Trainer.loss_fn
+
+  def flagged_batch(self, state, hp, length=None):  # labels -1 mark seed 0's batch at step 15
+    tokens, labels, mask = batch(self, state, hp, length)
+    return tokens, jnp.where((state["step"] == 15) & (hp["seed"] == 0), -1, labels), mask
+
+  def inf_loss(self, params, tokens, labels, mask, order=None):
+    loss, acc = loss_fn(self, params, tokens, jnp.maximum(labels, 0), mask, order)
+    return loss + jnp.where((labels < 0).any(), jnp.inf, 0.0), acc
+  monkeypatch.setattr(train.Trainer, "batch", flagged_batch)
+  monkeypatch.setattr(train.Trainer, "loss_fn", inf_loss)
+  # with a group mate that goes on (a group whose every run diverged stops training)
+  d = str(tmp_path / "inf")
+  summary, mate = runs.train_group([TINY, TINY.replace(seed=1)], [d, str(tmp_path / "mate")])
+  assert mate["status"] == "done", mate["status"]
+  assert (summary["status"], summary["diverged_at"]) == ("diverged", 15), (
+      summary["status"], summary.get("diverged_at"))
+  for a, b in zip(jax.tree.leaves(final_params(d, 20)), jax.tree.leaves(final_params(d, 40))):
+    assert np.all(np.isfinite(a)), "the weights before the infinite loss were not kept"
+    np.testing.assert_array_equal(a, b, err_msg="the diverged run trained on after step 15")
+
+
 def _group_and_alone(cfgs, chunks=3):
   """The runs trained together for `chunks` chunks, and each trained alone: (group state and
   last metrics, [(state, metrics) alone]), from one compiled program per group size."""
