@@ -12,6 +12,8 @@ class Liar(nn.Module):
   @nn.compact
   def __call__(self, v):
     a = jnp.tanh(nn.Dense(v.shape[-1], name="a")(v)) * 0.9  # in (-0.9, 0.9): not >= 0
+    # an honest array sown first: the check must look at every array a layer sows
+    self.sow("intermediates", "transition", jnp.abs(a))
     self.sow("intermediates", "transition", a)
     return scan.linear_scan(a, nn.Dense(v.shape[-1], name="b")(v), None, self.cfg.scan_method)
 
