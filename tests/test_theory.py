@@ -188,11 +188,19 @@ def test_unknown_class_is_no_theorem_not_an_error():
   assert registry.theory_classes("not_registered", 2) == ["unknown", "unknown"]
 
 
+_KEY = np.array([0.6, 0.8])
+_REFLECTION = np.eye(2) - 2 * np.outer(_KEY, _KEY)  # beta = 2: spectral norm exactly 1
+
+
+# each outside set just past the default tolerance (1e-4): a check loosened to let in a little
+# more than its class fails here
 @pytest.mark.parametrize("cls,inside,outside", [
-    ("nonnegative_diagonal", [0.0, 0.5, 1.0], [0.5, -0.2]),
-    ("signed_diagonal", [-1.0, 0.0, 0.9], [0.0, 1.3]),
-    ("unit_modulus_diagonal", np.exp(1j * np.array([0.1, 2.0])), [1.0, 0.5]),
+    ("nonnegative_diagonal", [0.0, 0.5, 1.0], [0.5, -1e-3]),
+    ("signed_diagonal", [-1.0, 0.0, 0.9], [0.0, 1.001]),
+    ("unit_modulus_diagonal", np.exp(1j * np.array([0.1, 2.0])), [1.0, 1.001]),
     ("time_invariant", np.ones((2, 3, 4)), np.arange(24.0).reshape(2, 3, 4)),
+    ("householder:1", _REFLECTION[None], 1.001 * _REFLECTION[None]),
+    ("householder:2", (_REFLECTION @ np.diag([1.0, -1.0]))[None], 1.001 * np.eye(2)[None]),
 ])
 def test_class_membership_check(cls, inside, outside):
   assert theory.check(cls, np.asarray(inside))["ok"] is True, f"{cls} rejects its own set"
