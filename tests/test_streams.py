@@ -119,6 +119,17 @@ def test_offset_cycles_are_isi_of_10_after_itis_of_20_to_40_and_labels_are_the_n
     assert all(n == 10 for v, n in inner if v == 1), f"ISI not of length 10: {runs}"
     assert all(20 <= n <= 40 for v, n in inner if v == 0), f"ITI out of [20, 40]: {runs}"
   assert task.next_token and task.main_stream == "cycles"
+  itis = {n for row in tokens for v, n in _runs(row)[1:-1] if v == 0}
+  assert {20, 40} <= itis, f"both ends of the ITI range are drawn (both included): {sorted(itis)}"
+
+
+def test_flipflop_writes_a_fifth_of_its_tokens_both_bits_alike():
+  """p_ignore = 0.8: 1 (write 0) and 2 (write 1) each about a tenth of the tokens, 0 the rest;
+  64,000 tokens put each fraction within 0.01 of its value (the binomial's sd is 0.0016)."""
+  tokens, _ = jitted("flipflop")(jax.random.PRNGKey(3), 64, 1000, None)
+  counts = np.bincount(np.asarray(tokens).ravel(), minlength=3) / 64000
+  np.testing.assert_allclose(counts, [0.8, 0.1, 0.1], atol=0.01,
+                             err_msg="flip-flop's ignore / write-0 / write-1 frequencies")
 
 
 def test_offset_generalisation_streams():
