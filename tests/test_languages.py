@@ -223,10 +223,16 @@ def test_tomita3_blocks_stream_has_blocks_longer_than_training_shows():
   import numpy as np
   from tasks import registry
   longest = {}
+  d = languages.get("tomita3")
+  live = languages.live_states(d)
   for name in ("tomita3", "tomita3_blocks"):
     sample = jax.jit(registry.get_task(f"lang-{name}").sample, static_argnums=(1, 2))
     tokens, _ = sample(jax.random.PRNGKey(0), 64, 1000)
     longest[name] = np.median([_longest_block(r) for r in np.asarray(tokens)])
+    q = np.full(64, d.start)
+    for t, a in enumerate(np.asarray(tokens).T):  # a repeated symbol keeps the walk inside too
+      q = d.delta[q, a]
+      assert live[q].all(), f"{name}: a walk left the language's prefixes at position {t}"
   assert longest["tomita3"] <= 32, longest
   assert longest["tomita3_blocks"] > 60, f"blocks no longer than training lengths: {longest}"
 
