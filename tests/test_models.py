@@ -179,6 +179,45 @@ def transitions(name, **kw):
   return np.asarray(state["intermediates"]["layer0"]["transition"][0])
 
 
+def _reference_norm(kind, x, p):
+  if kind == "layernorm":
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + 1e-6) * p["scale"] + p["bias"]
+  if kind == "rmsnorm":
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * p["scale"]
+  return x
+
+
+def _dense(p, x):
+  return x @ np.asarray(p["kernel"], np.float64) + np.asarray(p["bias"], np.float64)
+
+
+@pytest.mark.parametrize("norm,decoder,activation", [
+    ("layernorm", "mlp", "gelu"), ("rmsnorm", "linear", "relu"), ("none", "mlp", "tanh")])
+def test_the_stack_is_embedding_residual_blocks_final_norm_and_decoder(norm, decoder, activation):
+  """SPEC: x <- x + out(act(layer(norm(x)))) per layer after the embedding, then a final norm
+  and the decoder head (an MLP with a ReLU, or linear), recomputed here in float64 from each
+  layer's own output."""
+  model, params, tokens = build(("s4d", "negmamba"), norm=norm, decoder=decoder,
+                                activation=activation, conv_kernel=0)
+  p = jax.tree.map(lambda a: np.asarray(a, np.float64), params["params"])
+  act = {"gelu": lambda v: np.asarray(jax.nn.gelu(v)), "relu": lambda v: np.maximum(v, 0),
+         "tanh": np.tanh}[activation]
+  x = p["embed"]["embedding"][np.asarray(tokens)]
+  for i in range(2):
+    h = _reference_norm(norm, x, p.get(f"norm{i}"))
+    y = models.build_layer(model.cfg, i).apply({"params": params["params"][f"layer{i}"]},
+                                               jnp.asarray(h, jnp.float32))
+    x = x + _dense(p[f"out{i}"], act(np.asarray(y, np.float64)))
+  x = _reference_norm(norm, x, p.get("norm_f"))
+  if decoder == "mlp":
+    x = np.maximum(_dense(p["head_hidden"], x), 0)
+  want = _dense(p["head_out"], x)
+  np.testing.assert_allclose(np.asarray(model.apply(params, tokens)), want, rtol=1e-4, atol=1e-5,
+                             err_msg=f"the stack ({norm}, {decoder}, {activation}) is not the "
+                                     "SPEC's formula")
+
+
 def test_mamba_transitions_in_open_unit_interval():
   a = transitions("mamba")
   assert a.min() > 0 and a.max() < 1, (a.min(), a.max())
