@@ -112,6 +112,29 @@ def test_a_diverged_run_stays_frozen_when_later_losses_are_finite(tmp_path, monk
     np.testing.assert_array_equal(a, b, err_msg="the diverged run trained on after step 15")
 
 
+def test_the_update_is_adamw_after_clipping_by_global_norm():
+  """SPEC: AdamW (decoupled weight decay) with gradients clipped by their global norm: three
+  steps against optax's adamw behind clip_by_global_norm, with a weight decay and a clip large
+  and small enough to show (0.5 and 0.01; the defaults are 0.01 and 1.0)."""
+  import optax
+  cfg = TINY.replace(lr=1e-2, weight_decay=0.5, grad_clip=0.01, schedule="constant")
+  trainer = train.Trainer(cfg)
+  hp = jax.tree.map(lambda v: v[0], train.hparams([cfg]))
+  state = trainer.init(hp)
+  ref = optax.chain(optax.clip_by_global_norm(0.01), optax.adamw(1e-2, weight_decay=0.5))
+  params, opt = state["params"], ref.init(state["params"])
+  step = jax.jit(trainer.step)
+  for _ in range(3):
+    tokens, labels, mask = trainer.batch(state, hp)
+    grads = jax.grad(lambda p: trainer.loss_fn(p, tokens, labels, mask)[0])(params)
+    updates, opt = ref.update(grads, opt, params)
+    params = optax.apply_updates(params, updates)
+    state, _ = step(state, hp)
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(state["params"])):
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7,
+                               err_msg="the training step's update is not clipped AdamW")
+
+
 def _group_and_alone(cfgs, chunks=3):
   """The runs trained together for `chunks` chunks, and each trained alone: (group state and
   last metrics, [(state, metrics) alone]), from one compiled program per group size."""
