@@ -24,6 +24,14 @@ def test_table2_grid_and_groups():
   lite = [c for cs, _ in lite_groups for c in cs]
   assert {c.matmul_precision for c in lite} == {"float32"}
   assert {c.steps for c in runs} == {20000}
+  # the rest of SPEC's protocol (section 4) and its evaluation set (section 5)
+  assert sorted({c.d_state for c in runs}) == [32, 64, 128]
+  assert {c.schedule for c in runs} == {"constant", "cosine", "cosine_restarts"}
+  assert {c.seed for c in runs} == {0, 1, 2}
+  protocol = {(c.batch_size, c.d_model, c.weight_decay, c.grad_clip, c.curriculum_start,
+               c.curriculum_threshold, c.curriculum_patience, c.train_length, c.eval_seqs,
+               c.eval_length) for c in runs + lite}
+  assert protocol == {(256, 128, 0.01, 1.0, 2, 0.95, 5, 60, 512, 1000)}, protocol
 
 
 @pytest.mark.parametrize("name", list(sweeps.SWEEPS))
