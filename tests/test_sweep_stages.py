@@ -190,6 +190,18 @@ def test_profile_settles_a_deeper_cell_that_trained_before_a_shallower_success(t
       f"depth 3 kept {kept}: want D4's 6 extra seeds only (its two first runs are below theory)")
 
 
+def test_a_shallower_success_skips_only_its_own_groups_deeper_runs(tmp_path):
+  """C2 extrapolated at depth 1 (and D4 failed there): C2's depth-2 runs are skipped, D4's
+  train; a C2 success says nothing about another group."""
+  groups, _, _ = _profile_cells(tmp_path, r"^(C2|D4)-negmamba-L[12]-")
+  runs = [c for cfgs, _ in groups for c in cfgs if c.seed == 0]
+  finished = [(c, {"status": "done", "max_len": 1000 if c.task == "C2" else 0})
+              for c in runs if c.depth == 1]
+  skipped = {(c.task, c.depth): sweep_stages.profile_skip(c, finished) for c in runs
+             if c.depth == 2}
+  assert skipped == {("C2", 2): True, ("D4", 2): False}, skipped
+
+
 @pytest.mark.parametrize("d_state,wanted", [(4, True), (2, False)])
 def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_state, wanted):
   """One DeltaProduct layer holds A5 only with keys of width 3 (the icosahedron): at d_state 4
