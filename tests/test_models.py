@@ -244,6 +244,11 @@ def test_s4d_transition_is_identical_at_every_step():
 def test_hybrid_stack_and_layer_parsing():
   assert models.parse_layers("mamba", 2) == ("mamba", "mamba")
   assert models.parse_layers("s4d,mamba") == ("s4d", "mamba")
+  # a hybrid run's depth is its list's length (config.py): its stack is the list, once
+  from ssm_bench import train
+  from ssm_bench.config import TrainConfig
+  hybrid = TrainConfig(model="s4d,mamba", depth=2)
+  assert train.model_config(hybrid).layers == ("s4d", "mamba"), train.model_config(hybrid).layers
   with pytest.raises(ValueError, match="choose from mamba"):
     models.parse_layers("mambo")
   model, params, tokens = build(("s4d", "mamba"))

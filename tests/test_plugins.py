@@ -197,6 +197,19 @@ def test_a_bad_record_is_refused_when_it_registers(monkeypatch, record, problem)
     registry.register_layer("sized", lambda cfg, **kw: None, theory_class="unknown", **record)
 
 
+@pytest.mark.parametrize("given,problem", [
+    ('{"heads": true}', "'heads' of transformer must be int (default 4), got True"),
+    ('{"heads": 2.0}', "'heads' of transformer must be int (default 4), got 2.0"),
+    ('{"sink": 1}', "'sink' of transformer must be bool"),
+])
+def test_a_layer_kwarg_of_another_type_than_its_default_is_refused(given, problem):
+  """JSON's true is not an int here (Python's bool is one), nor 2.0; an int is taken for a
+  float default only."""
+  with pytest.raises(registry.LayerError, match=re.escape(problem)):
+    registry.layer_kwargs(("transformer",), registry.canonical_kwargs(given))
+  assert registry.layer_kwargs(("deltaproduct",), '{"beta_max":1}')[0]["beta_max"] == 1.0
+
+
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
   plugins.load("examples.rotation")
   a = TrainConfig(model="rotation", plugins="examples.rotation")

@@ -90,3 +90,13 @@ def test_committed_runs_are_named_by_their_configs():
     stored = json.load(open(os.path.join(root, name, "config.json")))
     assert runs.run_name(TrainConfig(**stored)) == name
     assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))
+
+
+def test_equal_layer_kwargs_name_the_same_run_however_written():
+  """Key order and spacing are not part of a run's identity: the same kwargs written two ways
+  resume the same directory instead of training a second copy."""
+  a = TrainConfig(model="deltaproduct", layer_kwargs='{"n_h": 3, "beta_max": 1.0}')
+  b = TrainConfig(model="deltaproduct", layer_kwargs='{"beta_max":1.0,"n_h":3}')
+  assert runs.run_name(a) == runs.run_name(b), (runs.run_name(a), runs.run_name(b))
+  assert runs.run_name(a) != runs.run_name(TrainConfig(model="deltaproduct",
+                                                        layer_kwargs='{"n_h": 2}'))
