@@ -45,6 +45,24 @@ def test_tiny_run_writes_every_file_and_a_valid_summary(tmp_path):
   assert json.load(open(os.path.join(d, "config.json"))) == summary["config"]
 
 
+def test_the_same_group_trained_twice_gives_the_same_numbers(tmp_path):
+  """Determinism: the same configs and seeds, trained again in other directories on this
+  machine, give the same summaries and metric lines, bit for bit (times and dates aside)."""
+  cfgs = [TINY, TINY.replace(seed=1, lr=3e-3)]
+  timing = {"wall_time_s", "train_time_s", "eval_time_s", "finished_at", "wall_s"}
+  out = []
+  for attempt in ("a", "b"):
+    dirs = [str(tmp_path / attempt / str(k)) for k in range(2)]
+    summaries = runs.train_group(cfgs, dirs)
+    lines = [[{k: v for k, v in json.loads(l).items() if k not in timing}
+              for l in open(os.path.join(d, "metrics.jsonl"))] for d in dirs]
+    out.append(([{k: v for k, v in s.items() if k not in timing} for s in summaries], lines))
+  assert out[0][1] == out[1][1], "the metric lines differ between two trainings of one group"
+  for k, (a, b) in enumerate(zip(out[0][0], out[1][0])):
+    differ = sorted(key for key in a.keys() | b.keys() if a.get(key) != b.get(key))
+    assert not differ, f"run {k}: the summaries differ in {differ}"
+
+
 def test_finished_run_is_not_retrained(tmp_path):
   d = str(tmp_path / "run")
   runs.train_group([TINY], [d])
