@@ -336,3 +336,14 @@ def test_membership_decided_by_the_last_symbol_is_refused_in_one_line():
                       "--preset=tiny", "--workdir=/nonexistent/x"], timeout=120)
   lines = out.stderr.strip().splitlines()
   assert out.returncode == 2 and len(lines) == 1 and "last symbol alone" in lines[0], out.stderr
+
+
+def test_one_untrackable_maximal_subgroup_rules_a_language_out():
+  """series_verdict: a signed diagonal stack tracks C2 but no depth tracks C3, so a language
+  whose monoid holds both is ruled out (✗); with C2 alone the rest of the monoid decides, and
+  no theorem says how (None)."""
+  from tasks import groups
+  c2, c3 = groups.get_group("C2"), groups.get_group("C3")
+  both = language_theory.series_verdict("signed_diagonal", False, [c2, c3])
+  assert both["verdict"] is False, both
+  assert language_theory.series_verdict("signed_diagonal", False, [c2])["verdict"] is None
