@@ -334,9 +334,10 @@ def main(argv):
     if sweep.skip:
       print("staged: groups run in stage order, and runs an earlier stage made unnecessary "
             "are skipped (at most the runs above)")
-      n_finished = finished_count(groups)
+      consulted = whole_sweep(groups, overrides)  # with --only: the runs it leaves out too
+      n_finished = finished_count(consulted)
       for i, stage in enumerate(stages(groups, sweep.stage)):
-        kept = sum(len(c) for c, _ in prune(stage, whole_sweep(groups, overrides), sweep.skip)[0])
+        kept = sum(len(c) for c, _ in prune(stage, consulted, sweep.skip)[0])
         print(f"  stage {i + 1}: {sum(len(c) for c, _ in stage)} run(s), {kept} of them wanted "
               f"by the {n_finished} run(s) finished so far")
     return

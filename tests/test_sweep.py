@@ -344,8 +344,8 @@ def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path
                       lambda cfg, k, device=None: measured.append(cfg.model) or 1.0)
   groups = sweep.plan("tiny", str(tmp_path))
   assert [cfgs[0].model for cfgs, _ in groups] == ["mamba", "negmamba"]
-  for c, d in zip(*groups[0]):
-    finish_with(c, d, 0)
+  for k, (c, d) in enumerate(zip(*groups[0])):
+    finish_with(c, d, 0, status="diverged" if k == 0 else "done")  # diverged is finished too
   fit = lambda gs: sweep.fit_to_memory(gs, 2 ** 30)
   assert sweep.to_train(groups, fit) == groups[1:] and measured == ["negmamba"], measured
   assert sweep.to_train(groups) == groups[1:] and measured == ["negmamba"], (

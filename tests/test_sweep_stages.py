@@ -244,6 +244,13 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
   for line in ("stage 1: 1 run(s), 1 of them wanted by the 1 run(s) finished so far",
                "stage 2: 1 run(s), 0 of them", "stage 3: 1 run(s), 0 of them"):
     assert line in dry.stdout, f"missing {line!r} in the dry run:\n{dry.stdout}"
+  # --only leaving the finished depth out: its stages still consult it (`whole_sweep`)
+  deeper = run_sweep(*[a if not a.startswith("--only") else "--only=^A5-ids4-L[23]-" for a in args],
+                     f"--workdir={tmp_path}", "--dry_run")
+  assert deeper.returncode == 0, deeper.stderr
+  for line in ("stage 1: 1 run(s), 0 of them wanted by the 1 run(s) finished so far",
+               "stage 2: 1 run(s), 0 of them"):
+    assert line in deeper.stdout, f"missing {line!r} in the dry run with --only:\n{deeper.stdout}"
   out = run_sweep(*args, f"--workdir={tmp_path}", "--quiet")
   assert out.returncode == 0, out.stderr
   assert "2 runs not needed" in out.stdout, out.stdout
