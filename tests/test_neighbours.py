@@ -35,13 +35,14 @@ def _parity(model, depth, train_acc, uniform, adversarial, length=10000):
 
 
 def test_parity_table_gives_train_accuracy_and_accuracy_at_the_evaluation_length():
-  runs_ = [_parity("rnn", 1, 1.0, 1.0, 1.0), _parity("rnn", 1, 1.0, 0.99, 0.5),
+  # 0.9 on the adversarial stream is not solved: solved means above SOLVED
+  runs_ = [_parity("rnn", 1, 1.0, 1.0, 1.0), _parity("rnn", 1, 1.0, 0.99, 0.9),
            _parity("s4d,mamba", 2, 0.99, 0.51, 0.49)]
   data = neighbours.parity_data(runs_)
   assert data[("rnn x1", 10000)] == {"runs": 2, "diverged": 0, "train_acc": [1.0, 1.0],
-                                     "uniform": [1.0, 0.99], "adversarial": [1.0, 0.5]}
+                                     "uniform": [1.0, 0.99], "adversarial": [1.0, 0.9]}
   table = neighbours.parity_markdown(data)
-  assert "| rnn x1 | 2 | 1.000 | 0.995 (2/2) | 0.750 (1/2) | 10000 |" in table, table
+  assert "| rnn x1 | 2 | 1.000 | 0.995 (2/2) | 0.950 (1/2) | 10000 |" in table, table
   assert "| s4d,mamba | 1 | 0.990 | 0.510 (0/1) | 0.490 (0/1) | 10000 |" in table, table
 
 
