@@ -347,3 +347,19 @@ def test_one_untrackable_maximal_subgroup_rules_a_language_out():
   both = language_theory.series_verdict("signed_diagonal", False, [c2, c3])
   assert both["verdict"] is False, both
   assert language_theory.series_verdict("signed_diagonal", False, [c2])["verdict"] is None
+
+
+@pytest.mark.parametrize("task,event_acc,status,want", [
+    ("lang-flipflop_language", {"after_read": 0.9}, "done", (0.9, False)),  # success is above 0.9
+    ("lang-flipflop_language", {"after_read": 0.95}, "done", (0.95, True)),
+    ("lang-flipflop_language", None, "diverged", (0.0, False)),
+    ("lang-tomita3", None, "diverged", (0, False)),
+])
+def test_a_language_run_scores_reads_above_the_threshold_and_a_diverged_run_zero(
+    task, event_acc, status, want):
+  from ssm_bench import language_table
+  from test_tables import fake_summary
+  s = fake_summary(task, "mamba", 1, 1000, status=status)
+  if event_acc:
+    s["event_acc"] = event_acc
+  assert language_table.score(s) == want, (task, status, language_table.score(s))

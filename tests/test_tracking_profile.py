@@ -205,3 +205,15 @@ def test_the_overview_figure_is_drawn_for_two_profiles_or_more(tmp_path):
       "too shallow", "a depth-1 profile's D4 (theory: 2) read as agreeing with the theory"
   one = tracking_profile.profile_data(runs[2:])
   assert figures.write_profile_overview(one, str(tmp_path / "x")) == []
+
+
+def test_no_theorem_gives_no_verdict_and_untrained_depths_name_the_first_that_extrapolated():
+  """A failed cell of a class with no theorem (DeltaNet on C3) is neither below nor beyond the
+  theory; a depth left untrained shows the smallest depth that extrapolated (1 here, though
+  depth 2 extrapolated too)."""
+  runs = [_summary("C3", 1, 0, 0, "deltanet"), _summary("C2", 1, 0, 1000, "deltanet"),
+          _summary("C2", 2, 0, 1000, "deltanet"), _summary("C3", 3, 0, 0, "deltanet")]
+  cells = next(iter(tracking_profile.profile_data(runs).values()))["cells"]
+  assert cells["C3"][1]["theory"] is None and tracking_profile.verdict(cells["C3"][1]) is None, (
+      cells["C3"][1])
+  assert cells["C2"][3]["solved_at"] == 1, cells["C2"][3]
