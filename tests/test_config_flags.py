@@ -2,6 +2,9 @@
 import dataclasses
 import json
 import os
+import re
+
+import pytest
 
 from launch import sweeps
 from ssm_bench import config
@@ -114,3 +117,21 @@ def test_installed_versions_are_inside_the_pinned_ranges():
     have = ver(metadata.version(name))
     assert ver(low) <= have < ver(high), f"{name} {metadata.version(name)} outside {req}"
   assert any(r.startswith("jax>=0.10") for r in reqs), "jax's lower bound is below what is tested"
+
+
+@pytest.mark.parametrize("fields,problem", [
+    (dict(dt_min=0.1, dt_max=0.01), "dt_max (0.01) must be >= dt_min (0.1)"),
+    (dict(eval_length=40), "eval_length (40) must be >= train_length (60)"),
+    (dict(steps=250), "steps (250) must be a multiple of log_every (100)"),
+    (dict(checkpoint_every=150), "checkpoint_every (150) must be a multiple of log_every (100)"),
+    (dict(eval_seqs=100), "eval_seqs (100) must be a multiple of eval_chunk (64)"),
+    (dict(seed=2 ** 31), "seed must be an integer in [0, 2^31), got 2147483648"),
+    (dict(seed=-1), "seed must be an integer in [0, 2^31), got -1"),
+    (dict(depth=True), "depth must be int, got True"),
+    (dict(lr="0.1"), "lr must be float, got '0.1'"),
+])
+def test_a_config_that_cannot_train_as_meant_is_refused_naming_the_rule(fields, problem):
+  """Caught when the config is built, before any run directory exists (the CLI prints the
+  message as its one error line: test_cli_errors)."""
+  with pytest.raises(config.ConfigError, match=re.escape(problem)):
+    config.TrainConfig(**fields)
