@@ -335,7 +335,8 @@ def test_tensorboard_scalars_and_hparams(tmp_path):
   tags = set(acc.Tags()["scalars"])
   assert {"train/loss", "train/acc", "train/length", "train/lr", "eval/acc_vs_length",
           "eval/max_len"} <= tags, tags
-  assert len(acc.Scalars("eval/acc_vs_length")) == 50
+  assert [e.step for e in acc.Scalars("eval/acc_vs_length")] == list(evaluation.GRID), (
+      "the accuracy-vs-length curve is not drawn against the length")
   content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
   assert metadata.EXPERIMENT_TAG in content and metadata.SESSION_START_INFO_TAG in content
   start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
