@@ -177,6 +177,28 @@ def test_mixed_stack_uses_each_layers_power():
   assert theory.expressible(cls("aussm,negmamba"), "S3") is False  # S3' = C3 is not a 2-group
 
 
+def test_a_stack_mixing_a_non_series_class_claims_nothing_and_no_theorem_after_the_identity():
+  """expressible: a stack that mixes a class without a subgroup series (householder) with
+  another has no theorem, whatever the first layer alone could do; an undeclared layer above a
+  layer that already tracks the group (its series at the identity) changes nothing, below it
+  the theory cannot say."""
+  assert theory.expressible(["householder:2", "signed_diagonal"], "S3") is None
+  assert theory.expressible(["householder:2", "signed_diagonal"], "C1") is True
+  assert theory.expressible(["unit_modulus_diagonal", "unknown"], "C3") is True
+  assert theory.expressible(["unknown", "unit_modulus_diagonal"], "C3") is None
+
+
+def test_never_needs_a_no_at_every_depth(monkeypatch):
+  """min_depth of a class that predicts depth by depth: 'never' only when every depth is ruled
+  out; a class that rules out depth 1 and says nothing of deeper stacks has no theorem there."""
+  _register_exponent_class(monkeypatch, step=None, predict=lambda g, d, p, w: False if d == 1
+                           else None)
+  assert theory.min_depth_text("exponent", "C3") == "no theorem"
+  theory.register_class("refuser", "never anything", "a conjecture",
+                        predict=lambda g, d, p, w: False)
+  assert theory.min_depth_text("refuser", "C3") == "never"
+
+
 def test_trivial_group_needs_no_layer():
   assert theory.min_depth("nonnegative_diagonal", "C1") == 0
 
