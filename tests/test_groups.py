@@ -81,7 +81,22 @@ def test_too_large_groups_are_refused_with_the_reason(name):
     groups.get_group(name)
 
 
-@pytest.mark.parametrize("name", ["S3", "A5", "C2xC4", "Q8"])
-def test_generating_set_generates(name):
+@pytest.mark.parametrize("name,size", [("S3", 2), ("A5", 2), ("S4", 2), ("C2xC4", 2),
+                                       ("Q8", 2), ("C2xC2xC2", 3), ("A4xC5", 2)])
+def test_generating_set_generates_with_few_elements(name, size):
+  """The -gen tasks' stream: a generating set as small as the group allows here (greedy, each
+  pick enlarging the span most; the first elements in index order give A5 three)."""
   g = groups.get_group(name)
   assert g.generate(g.generating_set).size == g.order
+  assert len(g.generating_set) == size, (name, g.generating_set.tolist())
+
+
+def test_a_permutation_product_applies_the_left_factor_first():
+  """a . b = apply a, then b (so a stream's running product reads left to right as a sequence
+  of moves); S3's elements are the permutations of 0..2 in itertools order."""
+  import itertools
+  perms = list(itertools.permutations(range(3)))
+  t = groups.get_group("S3").table
+  for i, a in enumerate(perms):
+    for j, b in enumerate(perms):
+      assert perms[t[i, j]] == tuple(b[a[k]] for k in range(3)), (a, b, perms[t[i, j]])
