@@ -309,6 +309,12 @@ def test_delta_rule_transitions_have_eigenvalues_in_unit_range_and_reach_below_z
   if name == "deltanet":
     assert np.abs(eig.imag).max() < 1e-6 and eig.real.min() >= -1 - 1e-5
   assert eig.real.min() < 0, f"{name}: no negative eigenvalue with beta up to 2"
+  if name == "deltanet":  # beta_max 1: beta in [0, 1], so no eigenvalue below 0
+    one = ModelConfig(**{**cfg.__dict__, "layer_kwargs": '{"beta_max":1.0}'})
+    _, state = models.StateTracker(one).apply(params, tokens, mutable=["intermediates"])
+    A = np.asarray(state["intermediates"]["layer0"]["transition"][0], np.float64)
+    low = np.linalg.eigvals(A.reshape((-1,) + A.shape[-2:])).real.min()
+    assert low >= -1e-5, f"beta_max 1 reached an eigenvalue of {low}"
 
 
 def test_mamba_conv_keeps_flax_conv_parameters_so_stored_runs_load():
