@@ -342,3 +342,24 @@ def test_mamba_conv_keeps_flax_conv_parameters_so_stored_runs_load():
   params = jax.tree.map(lambda x: x + 0.3, theirs)
   np.testing.assert_allclose(Ours().apply(params, u), FlaxConv().apply(params, u), rtol=1e-5,
                              atol=1e-6, err_msg="the conv computes another function than nn.Conv")
+
+
+def test_the_layers_initialise_as_spec_says():
+  """SPEC's table: mamba's A_log = log(1..N) on every channel; s4d's S4D-Lin Lambda = -1/2 + i
+  pi n; aussm's b_theta ~ U(-pi, pi)."""
+  from ssm_bench import models
+  n = 8
+  got = {}
+  for name in ("mamba", "s4d", "aussm"):
+    cfg = ModelConfig(layers=(name,), vocab_size=4, num_classes=4, d_model=16, d_state=n)
+    tokens = np.zeros((1, 4), np.int32)
+    got[name] = models.StateTracker(cfg).init(jax.random.PRNGKey(0), tokens)["params"]["layer0"]
+  np.testing.assert_allclose(got["mamba"]["A_log"], np.log(np.arange(1, n + 1))[None].repeat(16, 0),
+                             rtol=1e-6, err_msg="mamba's A_log is not log(1..N)")
+  lam = -np.exp(np.asarray(got["s4d"]["lambda_log_neg_re"])) + 1j * np.asarray(
+      got["s4d"]["lambda_im"])
+  np.testing.assert_allclose(lam, (-0.5 + 1j * np.pi * np.arange(n))[None].repeat(16, 0),
+                             rtol=1e-6, err_msg="s4d's Lambda is not S4D-Lin's -1/2 + i pi n")
+  b = np.asarray(got["aussm"]["theta_b"])
+  assert b.min() >= -np.pi and b.max() < np.pi and b.max() - b.min() > np.pi, (
+      f"aussm's b_theta does not look U(-pi, pi): [{b.min():.3f}, {b.max():.3f}]")
