@@ -46,6 +46,11 @@ def test_compare_names_the_farthest_look_ahead():
   assert out["ok"] is False and "position 1 moved by 0.5" in out["detail"], out
   assert "reads at least 4 positions ahead" in out["detail"], out
   assert causality.compare(logits, logits + 1e-7, causality.cuts(2, 6))["ok"] is True
+  # a small leak is a leak: 1e-3 on logits of size 1 is far above float32 rounding
+  small = logits + 1.0
+  small_moved = small.copy()
+  small_moved[0, 0, 1] += 1e-3
+  assert causality.compare(small, small_moved, causality.cuts(2, 6))["ok"] is False
 
 
 def test_a_layer_that_reads_ahead_is_caught_at_initialisation():

@@ -210,6 +210,14 @@ def test_a_layer_kwarg_of_another_type_than_its_default_is_refused(given, proble
   assert registry.layer_kwargs(("deltaproduct",), '{"beta_max":1}')[0]["beta_max"] == 1.0
 
 
+def test_a_plugin_whose_own_import_fails_is_told_from_one_not_on_the_path():
+  with pytest.raises(plugins.PluginError, match="failed on import: ModuleNotFoundError: No "
+                     "module named 'ssm_bench_no_such_dependency'"):
+    plugins.load("plugin_layers.missing_dependency")
+  with pytest.raises(plugins.PluginError, match="no such module on the path"):
+    plugins.load("plugin_layers.not_there")
+
+
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
   plugins.load("examples.rotation")
   a = TrainConfig(model="rotation", plugins="examples.rotation")
