@@ -62,7 +62,8 @@ def test_construction_tracks_exactly_at_length_2000(name, model, method):
     # A diagonal construction is exact, not just right at 2000: each transition is a root of
     # unity of order dividing the task's class count (|G|), to float32 rounding (measured: at
     # most 1.4e-5 at order 60). An angle 0.1% off still predicts right at 2000 (its error
-    # walks randomly) and not at the 10^6 the README claims; it fails here.
+    # walks with the stream's signs: about 0.003 sqrt(T) rad, by estimate past the decoder's
+    # margin of pi/3 near T = 10^5, short of the 10^6 the README claims); it fails here.
     logits, sown = declaration.forward(models.StateTracker(cfg), params, tokens)
     errors = int((np.asarray(logits).argmax(-1) != labels).sum())
     n = task.num_classes
