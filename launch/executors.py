@@ -212,13 +212,15 @@ def _ray_group(cfg_dicts, dirs):
 
 
 def _ray_lib(address):
+  """(ray, whether this call started it): Ray connected to `address` (None: a local instance)."""
   try:
     import ray as ray_lib
   except ImportError:
     raise ExecutorUnavailable('the ray executor needs Ray: pip install -e ".[ray]"') from None
-  if not ray_lib.is_initialized():
+  started_here = not ray_lib.is_initialized()
+  if started_here:
     ray_lib.init(address=address, include_dashboard=False, log_to_driver=False)
-  return ray_lib
+  return ray_lib, started_here
 
 
 def _default_gpus(ray_lib, gpus_per_group):
@@ -251,7 +253,7 @@ def ray_plan(groups, memory_gb: float | None = None, gpus_per_group: float | Non
              address: str | None = None):
   """The groups split to fit the workers' device memory, planned on a worker (the driver may be
   a CPU head node, and starting a GPU backend in it would take the workers' memory)."""
-  ray_lib = _ray_lib(address)
+  ray_lib, _ = _ray_lib(address)  # left running for the sweep's `ray` executor
   gpus = _default_gpus(ray_lib, gpus_per_group)
   from ssm_bench.config import TrainConfig
   task = ray_lib.remote(num_cpus=1, num_gpus=gpus)(_ray_fit).options(
@@ -270,16 +272,9 @@ def ray(groups, progress=None, gpus_per_group: float | None = None, address: str
   worker that dies (preempted, out of memory) is retried `max_retries` times, each resuming from
   the group's checkpoints; a group that still did not finish counts as failed (its runs stay
   unfinished, and the next launch resumes them)."""
+  ray_lib, started_here = _ray_lib(address)
   try:
-    import ray as ray_lib
-  except ImportError:
-    raise ExecutorUnavailable('the ray executor needs Ray: pip install -e ".[ray]"') from None
-  started_here = not ray_lib.is_initialized()
-  if started_here:
-    ray_lib.init(address=address, include_dashboard=False, log_to_driver=False)
-  try:
-    if gpus_per_group is None:
-      gpus_per_group = 1.0 if ray_lib.cluster_resources().get("GPU", 0) > 0 else 0.0
+    gpus_per_group = _default_gpus(ray_lib, gpus_per_group)
     from ssm_bench import runs
     task = ray_lib.remote(num_cpus=1, num_gpus=gpus_per_group)(_ray_group).options(
         runtime_env={"env_vars": worker_env(gpus_per_group)}, max_retries=max_retries)

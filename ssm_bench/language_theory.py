@@ -112,11 +112,17 @@ def _as_group(group: list[tuple]) -> groups_lib.Group:
 
 def describe(dfa) -> dict:
   """Monoid size, aperiodicity, maximal subgroups and the predictions with their sources."""
+  return _describe(dfa)[0]
+
+
+def _describe(dfa) -> tuple[dict, tuple]:
+  """`describe`'s dict and the non-trivial maximal subgroups as `Group`s (one monoid walk)."""
   delta, _, _ = minimal_dfa(dfa)
   monoid = transition_monoid(delta)
   star_free = is_aperiodic(monoid)
   subgroups = [g for g in maximal_subgroups(monoid) if len(g) > 1]
   names = sorted({group_name(g) for g in subgroups})
+  as_groups = tuple(_as_group(g) for g in subgroups)
   preds = {"nonnegative_diagonal": {
       "verdict": star_free,
       "source": "predictively modelled iff star-free (Sarrof et al. 2024, paper 003)"}}
@@ -127,10 +133,10 @@ def describe(dfa) -> dict:
       preds[cls] = {"verdict": True, "source": "the class contains the non-negative one "
                     "(eigenvalues in [0, 1] are in [-1, 1]): star-free (Sarrof et al. 2024)"}
       continue
-    preds[cls] = series_verdict(cls, star_free, [_as_group(g) for g in subgroups])
+    preds[cls] = series_verdict(cls, star_free, as_groups)
   return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
           "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
-          "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}
+          "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}, as_groups
 
 
 def series_verdict(cls: str, star_free: bool, subgroups) -> dict:
@@ -157,15 +163,13 @@ def class_prediction(name: str, cls: str) -> dict | None:
     return d["predictions"][cls]
   if not d["regular"] or theory.parse(cls)[0].step is None:
     return None
-  return series_verdict(cls, d["star_free"], _subgroups(name))
+  return series_verdict(cls, d["star_free"], _regular(languages.VARIANTS.get(name, (name,))[0])[1])
 
 
 @functools.lru_cache(maxsize=None)
-def _subgroups(name: str) -> tuple:
-  """The language's non-trivial maximal subgroups as `Group`s (the base DFA of a variant)."""
-  base = languages.VARIANTS.get(name, (name,))[0]
-  delta, _, _ = minimal_dfa(languages.get(base))
-  return tuple(_as_group(g) for g in maximal_subgroups(transition_monoid(delta)) if len(g) > 1)
+def _regular(base: str) -> tuple[dict, tuple]:
+  """`_describe` of a DFA language by name, once per process (tables ask per cell)."""
+  return _describe(languages.get(base))
 
 
 def describe_counter(lang) -> dict:
@@ -192,4 +196,5 @@ def describe_language(name: str) -> dict:
   if base not in languages.LANGUAGES:
     raise languages.LanguageError(f"unknown language {name!r}; choose from "
                                   f"{', '.join(registry.language_names())}")
-  return {**describe(languages.get(base)), "regular": True}
+  d = _regular(base)[0]
+  return {**d, "predictions": {k: dict(v) for k, v in d["predictions"].items()}, "regular": True}

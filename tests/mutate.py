@@ -1,7 +1,10 @@
 """Mutation check of the test suite: each mutant in tests/mutants.json (a one-place change to the
 library that breaks a behaviour SPEC or the README names) must make the tests it lists fail.
 
-    python tests/mutate.py [--only REGEX]      # from the repository root; about 15 minutes
+    python tests/mutate.py [--only REGEX] [--mutants FILE]   # from the repository root
+
+All of tests/mutants.json takes about 20 minutes of one core. `--mutants` runs another file of
+the same form (a draft of new mutants, before they join tests/mutants.json).
 
 Each mutant is applied in a fresh clone of HEAD (never in this working tree), its tests run there
 in one process (`python -m pytest -x`, so the clone's packages come first on the path), and the
@@ -22,8 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--only", default="", help="run the mutants whose name matches this regex")
+  parser.add_argument("--mutants", default=os.path.join(HERE, "mutants.json"),
+                      help="a JSON list of mutants (name, file, old, new, tests)")
   args = parser.parse_args()
-  mutants = [m for m in json.load(open(os.path.join(HERE, "mutants.json")))
+  mutants = [m for m in json.load(open(args.mutants))
              if re.search(args.only, m["name"])]
   survived = []
   with tempfile.TemporaryDirectory(prefix="ssm-bench-mutants-") as tmp:
