@@ -26,6 +26,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--lr=-1"], "lr must be"),
     ("train", ["--depth=0"], "depth must be a positive integer"),
     ("train", ["--schedule=linear"], "constant"),
+    ("train", ["--steps=5", "--config.steps=6"], "--steps and --config.steps both given"),
     ("train", ["--config.eval_seqs=100", "--preset=cpu"], "eval_chunk"),
     ("train", ["--config.stepz=3"], "config.steps"),
     ("train", ["--model=deltaproduct", '--config.layer_kwargs={"n_h": 0}'], "n_h and heads must"),

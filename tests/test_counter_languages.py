@@ -71,6 +71,14 @@ def test_block_streams_draw_counts_that_grow_with_the_length():
   assert max(leading_a) <= 30, "training words longer than the training length"
 
 
+def test_block_streams_draw_word_lengths_log_uniformly_so_short_words_come_early():
+  """n is log-uniform in 1..length / blocks: at length 1000 the median first word has about 20
+  a's (uniform n: about 250, and a rule that never counts scores most strings whole)."""
+  _, tokens, _ = _sample("anbn", batch=64, length=1000)
+  first_n = [len(s) - len(s.lstrip("0")) for s in ("".join(map(str, row)) for row in tokens)]
+  assert np.median(first_n) < 100, f"median first-word n {np.median(first_n)}: not log-uniform"
+
+
 def test_info_says_a_counter_language_is_not_regular_and_cites_the_seed():
   out = launcher.run(["launch.info", "--language=dyck1", "--json"], timeout=120)
   assert out.returncode == 0, out.stderr

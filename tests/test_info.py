@@ -139,3 +139,11 @@ def test_a_group_says_how_deep_each_layers_class_must_be_to_track_it():
   line = out.stdout.splitlines()[-1]
   for part in ("negmamba 2", "aussm 1", "mamba never", "rotation 1"):  # C4: 2 signed layers
     assert part in line.split(": ", 1)[1].split(", "), f"{part!r} not in {line!r}"
+
+
+def test_group_flags_take_each_group_once_in_order_and_refuse_an_unknown_one():
+  """--groups=S3,C2,S3 predicts (or trains) S3 and C2 once each, in the order given."""
+  from launch import common
+  assert common.group_names("--groups", ["S3", "C2", "S3"]) == ("S3", "C2")
+  with pytest.raises(common.UsageError, match="--groups: unknown group 'S0'"):
+    common.group_names("--groups", ["C2", "S0"])

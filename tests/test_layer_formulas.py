@@ -365,3 +365,45 @@ def test_the_layers_initialise_as_spec_says():
   b = np.asarray(got["aussm"]["theta_b"])
   assert b.min() >= -np.pi and b.max() < np.pi and b.max() - b.min() > np.pi, (
       f"aussm's b_theta does not look U(-pi, pi): [{b.min():.3f}, {b.max():.3f}]")
+
+
+def test_mambas_step_size_projection_has_rank_d_over_16_rounded_up():
+  """Delta_t = softplus(W_up W_down u_t + b) with W_down of rank ceil(d / 16) (Mamba's dt_rank)."""
+  from ssm_bench import models
+  for d, rank in ((16, 1), (40, 3)):
+    cfg = ModelConfig(layers=("mamba",), vocab_size=4, num_classes=4, d_model=d, d_state=8)
+    p = jax.eval_shape(models.StateTracker(cfg).init, jax.random.PRNGKey(0),
+                       np.zeros((1, 4), np.int32))["params"]["layer0"]
+    assert p["dt_down"]["kernel"].shape == (d, rank), (
+        f"d = {d}: dt_down {p['dt_down']['kernel'].shape}, not rank {rank}")
+
+
+def test_mambas_step_size_starts_log_uniform_between_dt_min_and_dt_max():
+  """The dt bias is softplus^-1 of Delta drawn log-uniformly in [dt_min, dt_max] (Mamba's init):
+  softplus(bias) covers the range, its log's mean the range's log-midpoint."""
+  from ssm_bench.layers import common
+  bias = common.dt_bias_init(1e-3, 1e-1)(jax.random.PRNGKey(0), (20000,))
+  dt = np.asarray(jax.nn.softplus(bias), np.float64)
+  assert dt.min() >= 1e-3 * (1 - 1e-4) and dt.max() <= 1e-1 * (1 + 1e-4), (dt.min(), dt.max())
+  assert dt.min() < 1.1e-3 and dt.max() > 0.09, f"Delta covers [{dt.min():.2e}, {dt.max():.2e}]"
+  assert abs(np.mean(np.log10(dt)) + 2) < 0.02, (
+      f"mean log10 Delta {np.mean(np.log10(dt)):.3f}, not -2: not log-uniform")
+
+
+def test_a_learned_initial_state_starts_and_stays_at_unit_norm():
+  """initial_state="learned": h0 starts at 1 / sqrt(n) per coordinate and, wherever training
+  moves it, enters the recurrence as h0 / |h0| (the paper's unit-norm start, Sec. 6)."""
+  import flax.linen as nn
+  from ssm_bench.layers import common
+
+  class H0(nn.Module):
+    @nn.compact
+    def __call__(self):
+      return common.initial_state(self, "learned", (3, 4))
+
+  params = H0().init(jax.random.PRNGKey(0))
+  np.testing.assert_allclose(H0().apply(params), np.full((3, 4), 0.5), rtol=1e-6)
+  moved = np.asarray(jax.random.normal(jax.random.PRNGKey(1), (3, 4))) * np.array([[0.1], [2], [7]])
+  got = np.asarray(H0().apply({"params": {"h0": moved}}))
+  np.testing.assert_allclose(got, moved / np.linalg.norm(moved, axis=-1, keepdims=True),
+                             rtol=1e-5, err_msg="a learned h0 is not used at unit norm")

@@ -149,6 +149,17 @@ def test_mambas_rule_where_softplus_underflows_gives_the_sequential_scans_gradie
       f"softplus underflowing, backward over {loop}")
 
 
+def test_mambas_rule_sigmoid_from_dt_prime_holds_1e_6_relative_down_to_tiny_steps():
+  """The backward's sigmoid(dt) = 1 - exp(-dt') (`mamba_rule`), a Taylor series below 0.05 where
+  the subtraction would lose digits: within 1e-6 of float64 from dt' = 1e-8 to 100."""
+  from ssm_bench.scan import mamba_rule
+  d = np.logspace(-8, 2, 2001)
+  got = np.asarray(mamba_rule._one_minus_exp_neg(jnp.asarray(d, jnp.float32)), np.float64)
+  want = -np.expm1(-d.astype(np.float32).astype(np.float64))
+  rel = np.abs(got - want) / want
+  assert rel.max() < 1e-6, f"1 - exp(-dt') off by {rel.max():.2e} at dt' = {d[rel.argmax()]:.3g}"
+
+
 def test_past_the_time_loops_states_the_default_forward_loops_over_states(monkeypatch):
   """A time loop's lane holds every state (`TIME_LOOP_MAX_STATES`, past which it spills): as
   the default it hands more states to the state loop; asked for by name it runs."""

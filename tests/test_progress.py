@@ -16,6 +16,17 @@ def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
   assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
 
 
+def test_progress_eta_is_the_mean_group_time_times_the_groups_left(monkeypatch):
+  """1 of 4 groups done in 30 s: 3 left at 30 s each, ETA 90 s."""
+  now = [1000.0]
+  monkeypatch.setattr(progress.time, "time", lambda: now[0])
+  out = io.StringIO()
+  p = progress.Progress(4, 4, stream=out)
+  now[0] += 30
+  p.group_done(1)
+  assert "30s elapsed, ETA 90s" in out.getvalue(), out.getvalue()
+
+
 def test_progress_totals_shrink_when_a_staged_sweep_skips_runs():
   out = io.StringIO()
   p = progress.Progress(3, 6, stream=out)

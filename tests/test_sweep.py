@@ -138,6 +138,16 @@ def test_ray_workers_get_a_memory_share_of_their_gpu_or_no_gpu():
   assert executors.worker_env(0.0)["JAX_PLATFORMS"] == "cpu"
 
 
+def test_a_ray_worker_finds_modules_from_the_drivers_directory(monkeypatch, tmp_path):
+  """A plugin module found from where the sweep was started (python -m puts it on sys.path)
+  must be importable on a worker too: the driver's directory leads the workers' PYTHONPATH."""
+  import os
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+  path = executors.worker_env(0.0)["PYTHONPATH"].split(os.pathsep)
+  assert path == [str(tmp_path), "/elsewhere"], path
+
+
 def _ray_plans_memory_splits_on_a_worker(groups):
   """The budget and the estimates come from a worker (the workers' device and backend), not from
   the driver, which may be a CPU head node; a run that fits nowhere is refused in one line."""
@@ -233,6 +243,25 @@ def test_a_deadline_starts_no_group_the_longest_so_far_would_not_finish(monkeypa
   assert trained == ["g0"] and stop.value.groups_left == 2, trained
 
 
+def test_a_deadline_reckons_with_the_longest_group_so_far_not_the_first(monkeypatch):
+  """Groups of 5, 15 and 5 s against an end at 30 s: after the 15 s group (at 20 s) the longest
+  so far would end at 35 s, so the third is not started."""
+  now, trained = [0.0], []
+  length = {"g0": 5, "g1": 15, "g2": 5}
+
+  def train_group(cfgs, dirs, progress=None):
+    trained.append(dirs[0])
+    now[0] += length[dirs[0]]
+
+  monkeypatch.setattr(runs, "train_group", train_group)
+  monkeypatch.setattr(runs, "unfinished", lambda dirs: len(list(dirs)))
+  with pytest.raises(executors.TimeUp) as stop:
+    executors.local([([None], [g]) for g in length],
+                    deadline=executors.Deadline(30.0, clock=lambda: now[0]))
+  assert trained == ["g0", "g1"] and stop.value.groups_left == 1, (
+      f"trained {trained}: the deadline did not keep the longest group's time")
+
+
 def test_the_local_executor_sizes_each_group_just_before_it_trains(monkeypatch):
   """A session cut short must not compile (to size) the groups it never reaches: sizing comes
   group by group, counts in the group's time against the deadline, and a group split in two
@@ -264,6 +293,17 @@ def test_the_local_executor_sizes_each_group_just_before_it_trains(monkeypatch):
       f"groups sized up front or in another order: {events}")
   assert stop.value.groups_left == 1, "group c0 should be left for the next launch"
   assert "[3/4 groups, 3/4 runs]" in out.getvalue(), f"the split is not counted:\n{out.getvalue()}"
+
+
+def test_a_split_part_whose_runs_all_finished_is_not_trained(monkeypatch):
+  """A group resumed after a split: the part whose runs finished in the last launch is left
+  out (no compile, no progress count); only the other part trains."""
+  trained = []
+  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None: trained.append(dirs))
+  monkeypatch.setattr(runs, "unfinished", lambda dirs: sum(d != "a0" for d in dirs))
+  fit = lambda groups: [(c[:1], d[:1]) for c, d in groups] + [(c[1:], d[1:]) for c, d in groups]
+  executors.local([([None, None], ["a0", "a1"])], fit=fit)
+  assert trained == [["a1"]], f"trained {trained}: a finished part was trained again"
 
 
 def test_a_sweep_on_one_device_sizes_no_group_it_does_not_reach(tmp_path, monkeypatch):
@@ -369,6 +409,50 @@ def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
   for d in dirs:
     steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
     assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
+
+
+def test_watchdog_gives_up_after_its_restarts_with_one_line(monkeypatch, capsys):
+  """A sweep that never makes progress is launched 1 + restarts times, then the supervisor
+  stops with status 1 and says so (finished runs are kept)."""
+  from launch import watchdog
+  launched = []
+
+  def spawn(args, **kwargs):
+    launched.append(args)
+    return subprocess.Popen(["sleep", "60"])
+
+  monkeypatch.setattr(watchdog, "spawn", spawn)
+  assert watchdog.supervise(["--sweep=tiny"], stall_s=0.4, restarts=2) == 1
+  err = capsys.readouterr().err
+  assert len(launched) == 3, f"launched {len(launched)} times, not 1 + 2 restarts"
+  assert "restarting it (2 of 2)" in err and "stalled 3 times" in err, err
+
+
+def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_ctrl_c(
+    monkeypatch, capsys):
+  """Ctrl-C: a child stopping cleanly (saving a checkpoint) is waited for and its status kept;
+  one that ignores SIGINT is killed after the grace period, reported as interrupted (130)."""
+  import sys
+  from launch import watchdog
+  stopping = subprocess.Popen([sys.executable, "-c",
+                               "import time; time.sleep(1); raise SystemExit(130)"])
+  assert watchdog.stop(stopping) == 130 and stopping.returncode == 130, (
+      f"a child stopping on its own ended with {stopping.returncode}")
+  monkeypatch.setenv("SSM_BENCH_STOP_GRACE_S", "0.5")
+  deaf = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                           "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"])
+  assert watchdog.stop(deaf) == 130 and deaf.returncode == -9, deaf.returncode
+  assert "interrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rc", [-15, 3])
+def test_a_supervised_sweep_exits_as_its_child_did(rc):
+  """The supervisor dies by the signal that killed its child (what a caller of an unsupervised
+  sweep would see), or exits with the child's status."""
+  import sys
+  out = subprocess.run([sys.executable, "-c", f"from launch import watchdog; watchdog.exit_like({rc})"],
+                       capture_output=True, text=True, timeout=60)
+  assert out.returncode == rc, f"exit_like({rc}) ended with {out.returncode}: {out.stderr[-500:]}"
 
 
 def test_a_sweep_prints_the_table_of_its_own_runs_only(tmp_path, tiny_local):
