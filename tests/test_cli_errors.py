@@ -42,6 +42,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language or a layer"),
     ("info", ["--group=S3", "--d_state=4"], "needs --model"),
     ("info", ["--model=mamba", "--groups=S3,S0"], "--groups: unknown group 'S0'"),
+    ("info", ["--group=S3", "--sample=0x4"], "positive integers"),
     ("info", ["--groups=S3"], "it needs --model"),  # was: ignored, C2 described
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),

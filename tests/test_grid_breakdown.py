@@ -28,3 +28,10 @@ def test_counts_per_learning_rate_only_where_the_theory_allows_and_the_stack_var
 def test_a_protocol_whose_stacks_each_take_one_value_has_no_breakdown():
   runs = [_run("C2", "negmamba", 1000, 1e-3), _run("C2", "rnn", 1000, 1e-2)]  # sized apart
   assert grid_breakdown.breakdown(runs) == {}
+
+
+def test_a_stack_the_theory_says_nothing_of_is_not_pooled():
+  """A plugin layer not loaded here (its class unknown: no verdict) has no group the theory
+  allows, so its runs give no row, as a stack the theory rules out gives none."""
+  runs = [_run("C2", "mystery", 1000, 1e-3), _run("C2", "mystery", 0, 1e-2)]
+  assert grid_breakdown.breakdown(runs) == {}, grid_breakdown.breakdown(runs)

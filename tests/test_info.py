@@ -102,6 +102,8 @@ def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
   sign_first, rotation_first = cards["negmamba,aussm"], cards["aussm,negmamba"]
   assert [layer["theory_class"] for layer in sign_first["layers"]] == [
       "signed_diagonal", "unit_modulus_diagonal"], sign_first["layers"]
+  assert [layer["theory_class"] for layer in rotation_first["layers"]] == [
+      "unit_modulus_diagonal", "signed_diagonal"], rotation_first["layers"]
   # S3's top quotient is its sign (C2), which a signed layer takes first; A4's is C3, which only
   # a rotation takes, leaving C2xC2 for a signed layer above it
   got = {m: (c["predictions"]["S3"], c["predictions"]["A4"]) for m, c in cards.items()}

@@ -110,3 +110,33 @@ def test_a_model_the_sweep_trains_gets_its_own_runs_when_overridden(sweep):
     got = sweeps.expand(sweep, base, {"model": model})
     assert got == want, (f"{sweep} --config.model={model}: {len(got)} runs, want its own "
                          f"{len(want)} (lr x seed {sorted({(c.lr, c.seed) for c in got})[:6]})")
+
+
+def test_illusion_on_the_cpu_preset_trains_its_cpu_grid_at_fixed_lengths():
+  """Paper 002's minimal-depth sweep at CPU scale (results/pilots.md): lengths 2, 4, 8 at depth
+  1-3, each trained at its length (no curriculum), the rnn widened to 64 units like table2_cpu."""
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("illusion", PRESETS["cpu"])
+  assert {(c.train_length, c.depth) for c in cfgs} == {(n, d) for n in (2, 4, 8) for d in (1, 2, 3)}
+  assert all(c.curriculum_start == c.train_length for c in cfgs), "a curriculum in the illusion"
+  assert {(c.model, c.d_state) for c in cfgs} == {
+      ("mamba", 16), ("s4d", 16), ("ids4", 16), ("rnn", 64)}, "the cpu sizes changed"
+
+
+def test_parity_hybrid_trains_at_length_8_without_a_curriculum():
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("parity_hybrid", PRESETS["cpu"])
+  assert {(c.train_length, c.curriculum_start) for c in cfgs} == {(8, 8)}
+
+
+def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
+  """launch.profile --groups=D3 hands the sweep --config.task=D3: that group is the one trained,
+  at the profile's depths, rates and seeds; without one the profile's ten train."""
+  from ssm_bench import tracking_profile
+  from ssm_bench.config import PRESETS
+  base = PRESETS["profile_cpu"]
+  added = sweeps.expand("profile", base, {"model": "negmamba", "task": "D3"})
+  assert {c.task for c in added} == {"D3"}
+  assert {c.depth for c in added} == set(tracking_profile.DEPTHS)
+  own = sweeps.expand("profile", base, {"model": "negmamba"})
+  assert {c.task for c in own} == set(tracking_profile.GROUPS)
