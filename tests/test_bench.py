@@ -145,6 +145,29 @@ def test_projection_sums_measured_step_times_over_a_sweep():
   assert tiny["device_seconds"] == pytest.approx(3600 * tiny["device_hours"], abs=40)
 
 
+def test_the_memory_estimate_counts_a_donated_buffer_once():
+  """XLA's estimate is arguments + outputs + temporaries less what aliases (a donated input
+  reused as the output): 1 MiB in, 1 MiB out is 2 MiB, or 1 MiB when the output reuses it."""
+  import jax.numpy as jnp
+  from launch import timing
+  x = jnp.zeros((2 ** 18,), jnp.float32)
+  kept = jax.jit(lambda x: x + 1).lower(x).compile()
+  donated = jax.jit(lambda x: x + 1, donate_argnums=0).lower(x).compile()
+  assert (timing.memory(kept)["estimate_MB"], timing.memory(donated)["estimate_MB"]) == (2.0, 1.0)
+
+
+@pytest.mark.parametrize("k_sample", [1, 2])
+def test_projection_scales_each_sampled_step_to_its_groups_runs(monkeypatch, k_sample):
+  """tiny: 2 groups of 2 runs, 20 steps. A step of K sampled runs timed at 10 ms (and a 2 s
+  compile) projects 20 x 10 ms x 2 / K per group, compilation once per group."""
+  from ssm_bench.config import PRESETS
+  monkeypatch.setattr(bench_projection, "timed", lambda *a, reps: (2.0, 0.01, None, {}))
+  out = bench_projection.bench_projection(reps=1, sweep_names=("tiny",), k_sample=k_sample)
+  steps = PRESETS["tiny"]["steps"]
+  want = 2 * steps * 0.01 * 2 / k_sample + 2 * 2.0
+  assert out["sweeps"]["tiny"]["device_seconds"] == pytest.approx(want), (out, want)
+
+
 def test_projection_narrowed_to_models_counts_only_their_groups():
   out = bench_projection.bench_projection(reps=1, sweep_names=("tiny",), k_sample=1, models={"negmamba"})
   assert (out["sweeps"]["tiny"]["runs"], out["sweeps"]["tiny"]["groups"]) == (2, 1), out
