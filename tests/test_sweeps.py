@@ -137,6 +137,8 @@ def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
   base = PRESETS["profile_cpu"]
   added = sweeps.expand("profile", base, {"model": "negmamba", "task": "D3"})
   assert {c.task for c in added} == {"D3"}
+  collapsed = sweeps.collapsed("profile", base, {"model": "negmamba", "task": "D3"})
+  assert collapsed == {}, f"the added group reads as merging the profile's groups: {collapsed}"
   assert {c.depth for c in added} == set(tracking_profile.DEPTHS)
   own = sweeps.expand("profile", base, {"model": "negmamba"})
   assert {c.task for c in own} == set(tracking_profile.GROUPS)
