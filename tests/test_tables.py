@@ -241,6 +241,20 @@ def test_figures_keep_two_protocols_of_one_preset_apart(tmp_path):
   assert len(names) == 2, f"one figure for two protocols: {names}"
 
 
+def test_a_curve_figure_draws_each_cells_best_run(tmp_path, monkeypatch):
+  """Two seeds of one cell, max_len 100 and 1000: the figure's line is the 1000 run's."""
+  pytest.importorskip("matplotlib")
+  from ssm_bench import figures
+  drawn = []
+  monkeypatch.setattr(figures, "_save", lambda fig, plt, out_dir, name: drawn.append(
+      [line.get_label() for ax in fig.axes for line in ax.get_lines() if "max_len" in
+       line.get_label()]) or plt.close(fig) or name)
+  made = [fake_summary("C2", "mamba", 1, max_len, seed=seed)
+          for seed, max_len in ((0, 100), (1, 1000), (2, 260))]
+  figures.write_curves(tables.RunSet(made, []), str(tmp_path))
+  assert drawn == [["mamba (max_len 1000)"]], f"the figure draws {drawn}, not the best run"
+
+
 def test_extended_table_puts_baselines_beside_the_paper_models_of_their_groups():
   import dataclasses
   from ssm_bench.config import PRESETS

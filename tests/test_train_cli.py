@@ -51,3 +51,14 @@ def test_init_from_analytic_trains_near_the_construction(tmp_path):
               "--batch_size=8", f"--workdir={tmp_path / 'run'}")
   assert out.returncode == 0, out.stderr
   assert "max_len 1000" in out.stdout, out.stdout
+
+
+
+def test_a_hybrid_stack_trains_at_the_depth_its_list_gives(tmp_path):
+  """--model=s4d,mamba is a depth-2 stack whatever the preset's depth (no --depth needed)."""
+  import json
+  out = train(*[f for f in TINY_FLAGS if not f.startswith("--model")], "--model=s4d,mamba",
+              f"--workdir={tmp_path / 'run'}")
+  assert out.returncode == 0, out.stderr[-2000:]
+  cfg = json.load(open(tmp_path / "run" / "summary.json"))["config"]
+  assert (cfg["model"], cfg["depth"]) == ("s4d,mamba", 2), (cfg["model"], cfg["depth"])
