@@ -29,7 +29,7 @@ def is_read_task(task: str) -> bool:
   """Flip-flop streams: scored at the positions after a read (Liu et al. 2023), since every
   other position is easy and in the sparse variant reads are 1% of them."""
   key = _language(task)
-  return key is not None and languages.VARIANTS.get(key[0], (key[0],))[0] == "flipflop_language"
+  return key is not None and languages.base_name(key[0]) == "flipflop_language"
 
 
 def score(summary) -> tuple[float, bool]:

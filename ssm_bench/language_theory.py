@@ -163,7 +163,7 @@ def class_prediction(name: str, cls: str) -> dict | None:
     return d["predictions"][cls]
   if not d["regular"] or theory.parse(cls)[0].step is None:
     return None
-  return series_verdict(cls, d["star_free"], _regular(languages.VARIANTS.get(name, (name,))[0])[1])
+  return series_verdict(cls, d["star_free"], _regular(languages.base_name(name))[1])
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,7 +192,7 @@ def describe_language(name: str) -> dict:
   from tasks import registry
   if name in counter_languages.LANGUAGES:
     return describe_counter(counter_languages.get(name))
-  base = languages.VARIANTS.get(name, (name,))[0]
+  base = languages.base_name(name)
   if base not in languages.LANGUAGES:
     raise languages.LanguageError(f"unknown language {name!r}; choose from "
                                   f"{', '.join(registry.language_names())}")

@@ -313,3 +313,8 @@ def _flipflop_weights(p_ignore: float) -> dict:
 VARIANTS = {"flipflop_sparse": ("flipflop_language", _flipflop_weights(0.98)),
             "flipflop_dense": ("flipflop_language", _flipflop_weights(0.1)),
             "tomita3_blocks": ("tomita3", {"repeat": 0.85})}
+
+
+def base_name(name: str) -> str:
+  """The DFA language a name streams: a variant's base, else the name itself."""
+  return VARIANTS.get(name, (name,))[0]
