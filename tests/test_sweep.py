@@ -4,6 +4,7 @@ test_progress.py)."""
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -141,7 +142,6 @@ def test_ray_workers_get_a_memory_share_of_their_gpu_or_no_gpu():
 def test_a_ray_worker_finds_modules_from_the_drivers_directory(monkeypatch, tmp_path):
   """A plugin module found from where the sweep was started (python -m puts it on sys.path)
   must be importable on a worker too: the driver's directory leads the workers' PYTHONPATH."""
-  import os
   monkeypatch.chdir(tmp_path)
   monkeypatch.setenv("PYTHONPATH", "/elsewhere")
   path = executors.worker_env(0.0)["PYTHONPATH"].split(os.pathsep)
@@ -432,7 +432,6 @@ def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_c
     monkeypatch, capsys):
   """Ctrl-C: a child stopping cleanly (saving a checkpoint) is waited for and its status kept;
   one that ignores SIGINT is killed after the grace period, reported as interrupted (130)."""
-  import sys
   from launch import watchdog
   stopping = subprocess.Popen([sys.executable, "-c",
                                "import time; time.sleep(1); raise SystemExit(130)"])
@@ -449,9 +448,8 @@ def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_c
 def test_a_supervised_sweep_exits_as_its_child_did(rc):
   """The supervisor dies by the signal that killed its child (what a caller of an unsupervised
   sweep would see), or exits with the child's status."""
-  import sys
-  out = subprocess.run([sys.executable, "-c", f"from launch import watchdog; watchdog.exit_like({rc})"],
-                       capture_output=True, text=True, timeout=60)
+  code = f"from launch import watchdog; watchdog.exit_like({rc})"
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
   assert out.returncode == rc, f"exit_like({rc}) ended with {out.returncode}: {out.stderr[-500:]}"
 
 

@@ -53,7 +53,6 @@ def test_init_from_analytic_trains_near_the_construction(tmp_path):
   assert "max_len 1000" in out.stdout, out.stdout
 
 
-
 def test_a_hybrid_stack_trains_at_the_depth_its_list_gives(tmp_path):
   """--model=s4d,mamba is a depth-2 stack whatever the preset's depth (no --depth needed)."""
   import json
