@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-import numpy as np
-
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CounterLanguage:

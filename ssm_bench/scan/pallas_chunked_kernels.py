@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import pallas as pl
 
 from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan.mamba_rule import discretize, handed_grads
