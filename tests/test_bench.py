@@ -65,6 +65,55 @@ def test_train_many_matches_separate_runs():
   assert "K=4" in bench.render("train_many", [out]) and "twice" in bench.render("train_many", [out])
 
 
+def test_train_many_divides_a_programs_time_by_its_runs_and_steps(monkeypatch):
+  """With a clock that reads 1 s a program: K runs of log_every steps cost 1000 / K / log_every
+  ms per run-step, and `vs_alone` is that against K = 1's; the group's runs differ in seed as
+  well as in learning rate, so run 0 is checked against a group that trains otherwise."""
+  seeds, hparams = [], bench_train_many.train.hparams
+  monkeypatch.setattr(bench_train_many.train, "hparams", lambda cfgs: seeds.append(
+      [c.seed for c in cfgs]) or hparams(cfgs))
+  monkeypatch.setattr(bench_train_many, "interleaved", lambda calls, reps: [1.0] * len(calls))
+  out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(1, 2))
+  rows = out["methods"]["chunked"]
+  steps = TINY.log_every
+  assert [(r["ms_per_run_step"], r["vs_alone"]) for r in rows] == [
+      (1000 / steps, 1.0), (500 / steps, 0.5)], (
+      f"1 s a program over K runs of {steps} steps: {rows}")
+  assert [0, 1] in seeds, f"the 2-run group's runs share a seed: {seeds}"
+
+
+def test_train_many_reports_a_program_that_ends_elsewhere_when_run_again(monkeypatch):
+  """`repeat_bit_identical` compares the group's program run twice on one state: a program
+  whose second run moves a parameter by 1e-6 is reported as not bit-identical."""
+  prepare = bench_train_many.prepare
+
+  def drifting(fn, *args):
+    program, compile_s, out, mem = prepare(fn, *args)
+    moved = lambda state: dict(state, params=jax.tree.map(lambda x: x + 1e-6, state["params"]))
+    return (lambda *a: (lambda r: (moved(r[0]),) + tuple(r[1:]))(program(*a))), compile_s, out, mem
+
+  monkeypatch.setattr(bench_train_many, "prepare", drifting)
+  out = bench_train_many.bench_train_many(reps=1, base=TINY, methods=("chunked",), ks=(2,))
+  assert [r["repeat_bit_identical"] for r in out["methods"]["chunked"]] == [False], out
+
+
+def test_transposes_are_counted_outside_the_kernels_only():
+  """`transposed_mb` counts what XLA transposes around the Pallas kernels: a transpose inside
+  a kernel's body is the kernel's own work (its registers), not a pass over memory."""
+  import jax.numpy as jnp
+  from jax.experimental import pallas as pl
+
+  def kernel(x_ref, o_ref):
+    o_ref[...] = x_ref[...].T
+
+  inside = pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4, 8), jnp.float32),
+                          interpret=True)
+  jaxpr = jax.make_jaxpr(lambda x: inside(x) + x.T)(jnp.ones((8, 4))).jaxpr
+  names = [e.primitive.name for e in bench_train_many.outside_kernels(jaxpr)]
+  assert "pallas_call" in names and names.count("transpose") == 1, (
+      f"expected the one transpose outside the kernel: {names}")
+
+
 def test_train_many_without_a_group_of_one_does_not_claim_run_0_matches_itself_alone():
   """Without K = 1 no run was trained alone: the rows say so rather than compare a group with
   itself (which printed 0.0 for every 27-run group of the fifth GPU session)."""
@@ -112,6 +161,10 @@ def test_apply_keeps_the_layer_layout_with_the_smaller_summed_step_time(monkeypa
   assert bench_train_many.apply_layer_layout(result)["layers"] == "channels"
   assert pallas_parallel.CHANNELS_FIRST_LAYERS
   assert bench_train_many.apply_layer_layout([{"methods": {"chunked": [row(1, 1.0)]}}, {}]) is None
+  # a method timed in one layout only (the other failed to compile) weighs on neither
+  result[1]["methods"] = {"pallas_chunked, batch layers": [row(27, 5.0)]}
+  applied = bench_train_many.apply_layer_layout(result)
+  assert applied["ms_per_run_step_summed"] == {"batch": 1.0, "channels": 0.9}, applied
 
 
 def test_group_against_alone_names_the_leaf_that_differs_most():
@@ -289,6 +342,11 @@ def test_precision_section_times_float32_and_tf32x3_against_tf32_with_their_grad
       np.full(4, off[trainer.cfg.matmul_precision])])
   r = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)[0]
   assert r["grad_rel_err_vs_float32"] == {"tensorfloat32": 0.1, "tf32x3": 0.01}, r
+  # each precision's time is set against TF32's (a clock: float32 2 s, TF32 1 s, tf32x3 3 s)
+  monkeypatch.setattr(bench_precision, "interleaved", lambda calls, reps: [2.0, 1.0, 3.0])
+  r = bench_precision.bench_precision(bench.step_config, ["negmamba"], reps=1)[0]
+  assert (r["float32_over_tf32"], r["tf32x3_over_tf32"], r["tensorfloat32_ms"]) == (
+      2.0, 3.0, 1000.0), r
   # a precision the device cannot compile is a result beside the others, not a crash
   monkeypatch.setattr(bench_step, "reference_grads", lambda trainer, state: 1 / 0 if (
       trainer.cfg.matmul_precision == "tf32x3") else [np.full(4, 1.0)])

@@ -46,6 +46,9 @@ def test_a_steps_bytes_are_its_loops_body_with_inner_loops_times_their_trips():
   assert moved == {"step_fusion": 3 * 64, "called_fusion": 2 * 64, "inner_fusion": 8 * 2 * 64}, (
       f"expected the body's and the called fusion once, the inner loop's 8 times, nothing "
       f"outside: {moved}")
+  # a loop whose trip count XLA does not know (a data-dependent condition) counts once
+  unknown = _PROGRAM.replace(', backend_config={"known_trip_count":{"n":"8"}}', "")
+  assert hlo.loop_body_bytes(unknown, steps=5)["inner_fusion"] == 2 * 64
   with pytest.raises(ValueError, match="no loop of 10 iterations"):
     hlo.loop_body_bytes(_PROGRAM, steps=10)
 
@@ -57,6 +60,7 @@ def test_compiled_section_sums_a_steps_bytes_by_kind_on_this_machine():
   for r in rows:
     assert r["gb_by_kind"]["matmul"] > 0 and r["top_ops"], f"an empty row: {r}"
     assert abs(sum(r["gb_by_kind"].values()) - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
+    assert abs(r["gb_per_run_step"] * r["k"] - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
   ratio = rows[1]["gb_per_step"] / rows[0]["gb_per_step"]
   assert 1.8 < ratio < 2.2, f"two runs' step should move about twice one run's, not {ratio:.2f}x"
   assert 0 < rows[0]["memory_gb"] < rows[1]["memory_gb"], (

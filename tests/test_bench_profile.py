@@ -26,6 +26,9 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
     assert set(gb) == set(r["ms_per_step"]) and gb["matmul"] > 0 and gb["fusion"] > 0, gb
     assert any(o.get("gb", 0) > 0 for o in r["top_ops"]), f"no op's bytes found: {r['top_ops']}"
   assert rows[1]["gb_per_step"]["matmul"] > rows[0]["gb_per_step"]["matmul"], "K=2 moves more"
+  for r in rows:  # the rate of all K runs' matmul work in the traced matmuls' time
+    want = round(r["matmul_gflop_per_run_step"] * r["k"] / r["ms_per_step"]["matmul"], 2)
+    assert r["matmul_tflops"] == want, (r["k"], r["matmul_tflops"], want)
   assert " GB " in bench_profile.render(rows) and "TB/s" in bench_profile.render(rows)
 
 
@@ -88,6 +91,19 @@ def test_profile_wall_time_leaves_out_the_profilers_start_and_stop(monkeypatch):
       "writing its trace: it must time the chunks untraced")
 
 
+def test_profile_wall_time_is_the_untraced_chunks_per_step(monkeypatch):
+  """The host gap is wall time minus device time: the wall time is the untraced chunks' alone
+  (a clock that ticks 1 s a reading: 1 s over 2 chunks of 5 steps, 100 ms a step)."""
+  import types
+  from launch import bench_profile
+  ticks = iter(range(10 ** 6))
+  monkeypatch.setattr(bench_profile, "time", types.SimpleNamespace(
+      perf_counter=lambda: float(next(ticks))))
+  [row] = bench_profile.bench_profile(lambda model, method: TINY.replace(model=model),
+                                      ["rnn"], [1], reps=2, steps_per_chunk=5)
+  assert row["wall_ms_per_step"] == 100.0, row
+
+
 def test_matmul_flops_count_every_dot_nested_and_each_scan_iteration():
   from launch import bench_profile
   a, b = jnp.ones((4, 5)), jnp.ones((5, 5))
@@ -117,7 +133,27 @@ def test_profile_kinds_of_gpu_ops():
   top = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01)["top_ops"]
   assert [(o["op"], o["ms"]) for o in top[:2]] == [("copy.4", 3.5), ("loop_gemm_fusion", 1.0)], top
   assert top[0]["detail"].startswith("%copy.4 = f32[27,256,60,128]"), top[0]
+  ev += [{"ph": "X", "pid": 1, "name": "copy.4", "dur": 100.0}]  # a later event says nothing
+  top = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01)["top_ops"]
+  assert top[0]["detail"].startswith("%copy.4 = f32[27,256,60,128]"), (
+      f"a later event without a description erased the op's: {top[0]}")
   assert not any(o["kind"].startswith("scan kernel") for o in top), "the kernel is not 'the rest'"
+
+
+def test_profile_times_and_bytes_are_per_training_step():
+  """The trace spans `steps` training steps: each kind's ms, GB and the host gap are per step;
+  the ms of ops the HLO gives no bytes for are reported apart (`ms_without_bytes`)."""
+  from launch import bench_profile
+  procs = {1: "/device:GPU:0"}
+  ev = [{"ph": "X", "pid": 1, "name": n, "dur": d} for n, d in (
+      ("fusion.1", 4000.0), ("copy.2", 2000.0), ("nvjet_gemm", 1000.0))]
+  out = bench_profile.summarize(ev, procs, steps=4, wall_s=0.008,
+                                moved={"fusion.1": 8e9, "copy.2": 4e9})
+  assert out["ms_per_step"] == {"fusion": 1.0, "copy / transpose": 0.5, "matmul": 0.25}, out
+  assert (out["device_ms_per_step"], out["wall_ms_per_step"], out["host_gap_ms_per_step"]) == (
+      1.75, 2.0, 0.25), out
+  assert out["gb_per_step"] == {"fusion": 2.0, "copy / transpose": 1.0, "matmul": 0.0}, out
+  assert out["ms_without_bytes"] == 0.25, f"only the gemm has no bytes in the HLO: {out}"
 
 
 def test_profile_kinds_take_the_optimizer_scope_and_the_primitive_from_the_program():

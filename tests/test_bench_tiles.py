@@ -244,6 +244,34 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
           pallas_chunked.FORWARD["real"]) == (time, (8, 1), state_tile), (
       "the time loop's forward was not applied as FORWARD_LOOP and FORWARD_BY_TIME")
 
+def test_a_faster_pass_that_is_wrong_is_never_chosen(monkeypatch):
+  """The passes of the kernels' loops (`pallas_chunked.PASS`) are timed after the tiles: with
+  every pass but one state 1% off and the clock making them the fastest, their rows say
+  MISMATCH and the best keeps one state a pass."""
+  from launch import bench_chunked_tiles, bench_tiles
+  from ssm_bench.scan import pallas_chunked
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  real = pallas_chunked.scan
+  wrong = lambda kw: any(p in ("ahead", "two") for p in (
+      [kw.get("per_pass")] if isinstance(kw.get("per_pass"), str) else kw.get("per_pass") or ()))
+  monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: real(f, **kw) * (
+      1.01 if wrong(kw) else 1.0))
+  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
+  timed = bench_tiles.timed
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
+      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
+                                                grid=ONE_TILE, need_gpu=False)
+  assert out["rows"][0]["ms_per_run"] == 50.0, "0.1 s for 2 runs: 50 ms per run"
+  checked = {r["kernel"]: r["matches_reference"] for r in out["rows"]}
+  assert {"forward, per pass: ahead", "backward, per pass: two"} <= set(checked), checked
+  assert not any(ok for kernel, ok in checked.items() if kernel.startswith(
+      ("forward, per pass: a", "forward, per pass: t", "backward, per pass: a",
+       "backward, per pass: t"))), checked
+  best = out["best"]["chunked"]["real"]
+  assert best["per_pass"] == ["one", "one"], f"a pass 1% off was chosen: {best}"
+
+
 def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_applied(monkeypatch):
   """The sweeps read batch-major factors; the layers hand channels-first ones to the kernels
   (`CHANNELS_FIRST_LAYERS`). A kernel 1% off on those alone passes every batch-major row, and
@@ -377,3 +405,7 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
       f"train_many did not run with the swept tiles: {seen[1]}")
   assert tiles_best["applied"]["pallas"]["real"]["chunk"] == 4, tiles_best
   assert "applied for the rest of this run" in bench_tiles_result.render({"k": 1, **tiles_best})
+  # the joined reductions exist in the real kind's backward only: a phase best leaves them
+  monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
+  bench_tiles_result.apply({"best": {"phase": dict(tiles_best["best"]["real"])}})
+  assert pallas.JOIN_REDUCTIONS is False, "the phase kind's best set the real kind's reductions"

@@ -98,9 +98,38 @@ def test_each_instruction_has_its_op_path_and_python_line():
   text = jax.jit(step).lower(w, x).compile().as_text()
   sources = hlo.sources(text)
   assert sources and all(not v.startswith("jit(") for v in sources.values()), sources
-  assert any("optimizer/" in v and "test_hlo.py:" in v and "(test_each_instruction" in v
+  assert any("optimizer/" in v and " @ test_hlo.py:" in v and "(test_each_instruction" in v
              for v in sources.values()), f"no scope or line of this test in {sources}"
   assert any("transpose(jvp(" in v for v in sources.values()), f"no backward op: {sources}"
   dotted = [n for n in sources if "." in n]
   assert dotted and all(sources.get(n.replace(".", "_")) == sources[n] for n in dotted), (
       "a kernel name (dots as underscores) does not find its instruction")
+
+
+def test_a_predicate_is_a_byte():
+  """XLA stores a pred (bool) element in a byte: `x > 0` over 1000 floats reads 4000 bytes and
+  writes 1000."""
+  text = jax.jit(lambda x: x > 0).lower(jnp.ones(1000)).compile().as_text()
+  moved = hlo.bytes_moved(text)
+  assert 5000 in moved.values(), moved
+
+
+def test_a_slice_of_a_bitcast_operand_counts_the_slice():
+  """A fusion that reshapes its (1024,) operand (a bitcast) and reads 4 floats of it through a
+  dynamic slice moves those 16 bytes (and its index), as without the bitcast."""
+  text = """%fused_read (param_0: f32[1024], param_1: s32[]) -> f32[1,4] {
+  %param_0 = f32[1024]{0} parameter(0)
+  %bitcast.1 = f32[256,4]{1,0} bitcast(%param_0)
+  %param_1 = s32[] parameter(1)
+  %constant.1 = s32[] constant(0)
+  %dynamic-slice.1 = f32[1,4]{1,0} dynamic-slice(%bitcast.1, %param_1, %constant.1), dynamic_slice_sizes={1,4}
+  ROOT %tanh.1 = f32[1,4]{1,0} tanh(%dynamic-slice.1)
+}
+
+ENTRY %main (a: f32[1024], i: s32[]) -> f32[1,4] {
+  %a = f32[1024]{0} parameter(0)
+  %i = s32[] parameter(1)
+  ROOT %fusion = f32[1,4]{1,0} fusion(%a, %i), kind=kLoop, calls=%fused_read
+}
+"""
+  assert hlo.bytes_moved(text)["fusion"] == 16 + 4 + 16, hlo.bytes_moved(text)  # and the index
