@@ -189,7 +189,8 @@ def profile_one(cfg, k: int, reps: int) -> dict:
          "matmul_gflop_per_run_step": round(step_matmul_gflop(trainer), 4)}
   matmul_ms = row["ms_per_step"].get("matmul")
   if matmul_ms:
-    row["matmul_tflops"] = round(row["matmul_gflop_per_run_step"] * k / matmul_ms, 2)
+    # three significant digits: a CPU's rate at a small cell rounds to 0.0 at two decimals
+    row["matmul_tflops"] = float(f"{row['matmul_gflop_per_run_step'] * k / matmul_ms:.3g}")
   return row
 
 

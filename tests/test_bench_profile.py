@@ -27,8 +27,8 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
     assert any(o.get("gb", 0) > 0 for o in r["top_ops"]), f"no op's bytes found: {r['top_ops']}"
   assert rows[1]["gb_per_step"]["matmul"] > rows[0]["gb_per_step"]["matmul"], "K=2 moves more"
   for r in rows:  # the rate of all K runs' matmul work in the traced matmuls' time
-    want = round(r["matmul_gflop_per_run_step"] * r["k"] / r["ms_per_step"]["matmul"], 2)
-    assert r["matmul_tflops"] == want, (r["k"], r["matmul_tflops"], want)
+    want = float(f"{r['matmul_gflop_per_run_step'] * r['k'] / r['ms_per_step']['matmul']:.3g}")
+    assert r["matmul_tflops"] == want > 0, (r["k"], r["matmul_tflops"], want)
   assert " GB " in bench_profile.render(rows) and "TB/s" in bench_profile.render(rows)
 
 
