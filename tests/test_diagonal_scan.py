@@ -267,6 +267,16 @@ def test_a_discretize_rule_other_than_the_real_families_step_size_fails_in_one_l
     scan.diagonal_scan(f.with_steps(discretize="softplus"), "chunked")
 
 
+def test_auto_on_a_gpu_picks_each_familys_kernel(monkeypatch):
+  """On a GPU `auto` is the chunked kernel for the families it has, and the step-by-step
+  kernel for s4d's constant family (`AUTO_BY_FAMILY`: 1.77x faster there than time-parallel)."""
+  monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+  got = {family: scan.resolve("auto", family) for family in
+         ("decay", "signed_decay", "rotation", "constant")}
+  assert got == {"decay": "pallas_chunked", "signed_decay": "pallas_chunked",
+                 "rotation": "pallas_chunked", "constant": "pallas"}, got
+
+
 def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):
   """One step per chunk (the complex families' CPU size) saves every state: off the CPU, where
   chunked is the memory-light fallback, every family must keep chunks of CHUNK steps."""

@@ -243,6 +243,30 @@ def test_the_default_steps_per_chunk_fill_the_warps_and_pad_least():
     pallas_chunked.span(60, 15, 8)
 
 
+def test_plan_fills_the_backward_tiles_warps_and_keeps_blocks_within_the_channels():
+  """`plan` resolves what a scan runs: the chunks that fill the backward tile's 32 lanes a warp
+  (over its channels, or over all states where it loops over channels) pick the steps per
+  chunk at 60 steps; channel blocks per backward program stop at what the channels hold, and
+  the channel loop takes one (it sums the shared rows itself)."""
+  plan = lambda **kw: pallas_chunked.plan("real", 60, **kw)
+  assert plan(channels=128, states=64, backward=(8, 1)).steps == (15, 15), "4 chunks: 4 of 15"
+  assert plan(channels=128, states=64, backward=(4, 1)).steps == (8, 8), "8 chunks: 8 of 8"
+  assert plan(channels=128, states=4, loop="channels").steps == (8, 8), "8 lanes of 4 states"
+  assert plan(channels=16, states=4, backward=(8, 1), blocks=8).blocks == 2, (
+      "16 channels hold 2 blocks of 8")
+  assert plan(channels=128, states=4, loop="channels", blocks=4).blocks == 1
+
+
+def test_channels_are_padded_to_a_multiple_of_both_kernels_tiles(monkeypatch):
+  """24 channels with forward tiles of 8 and backward tiles of 16: the kernels read 32."""
+  from launch.bench_tiles import random_factors
+  seen, fused = [], pallas_chunked._fused
+  monkeypatch.setattr(pallas_chunked, "_fused", lambda static, *ins: seen.append(
+      ins[0].shape) or fused(static, *ins))
+  y = pallas_chunked.scan(random_factors("decay", 2, 12, 24, 4), forward=(8, 1), backward=(16, 1))
+  assert y.shape == (2, 12, 24) and seen[0][1] == 32, (y.shape, seen)
+
+
 @pytest.mark.parametrize("family,length,steps,loop", [
     (family, length, steps, "states") for family in pallas_chunked.FAMILIES
     for length, steps in ((60, None), (37, 5))] + [
