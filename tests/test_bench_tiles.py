@@ -28,6 +28,15 @@ def keep_defaults(monkeypatch, *modules):
         monkeypatch.setattr(module, name, dict(value))
 
 
+def each_row_faster(monkeypatch):
+  """A clock under the tile sweeps that times each row faster than the one before (0.1 s, then
+  0.099 s, ...): the last rows of a sweep win wherever they match the reference."""
+  from launch import bench_tiles
+  clock, timed = iter(range(100, 0, -1)), bench_tiles.timed
+  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
+      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+
+
 def rejects_a_one_percent_error(monkeypatch, module, sweep, rows=None, **kwargs):
   """The sweep again with `module.scan` 1% off: no row (of its first `rows`) matches and none
   is best; off a GPU, the sweep without need_gpu=False refuses to run."""
@@ -111,7 +120,7 @@ def test_parallel_tiles_section_checks_each_tile_and_times_pallas_beside_it(monk
 def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside_it(monkeypatch):
   """The phase kind's sweep (the const kind has no chunked kernel: skipped), its best applied
   to pallas_chunked's defaults; then the real kind with a 1% error that no tile may pass."""
-  from launch import bench_chunked_tiles, bench_tiles
+  from launch import bench_chunked_tiles
   from ssm_bench.scan import pallas_chunked, pallas_parallel
   grid = {"forward": [(8, 1)], "backward": [(16, 1), (16, 2)]}  # none alike: apply's order
   tiny = dict(batch=2, length=36, d_model=16, d_state=4)
@@ -161,17 +170,14 @@ def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest
   the clock making it the fastest, it is best (its tile, 1 block, the channels-first check run
   on it) and `--apply_tiles` makes it the default; so is a forward tile with its own steps per
   chunk, timed after the plain one."""
-  from launch import bench_chunked_tiles, bench_tiles
+  from launch import bench_chunked_tiles
   from ssm_bench.scan import pallas_chunked
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
   grid = dict(ONE_TILE, forward=[(4, 1), (4, 1, 16)], channel_loop=[(8, 2)])
   real, loops = pallas_chunked.scan, []
   monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: loops.append(kw.get("loop")) or
                       real(f, **kw))
-  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
-  timed = bench_tiles.timed
-  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
-      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  each_row_faster(monkeypatch)
   out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
                                                 grid=grid, need_gpu=False)
   rows = [(r["kernel"], r["tile"], r.get("loop")) for r in out["rows"]]
@@ -208,7 +214,7 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
   that loops over time, checked as every tile; with the clock making it the fastest it is best
   (its (channels, warps) and `FORWARD_LOOP` "time", its passes timed as the state loop's are)
   and `--apply_tiles` sets `FORWARD_BY_TIME`, leaving the state loop's tile."""
-  from launch import bench_chunked_tiles, bench_tiles
+  from launch import bench_chunked_tiles
   from ssm_bench.scan import pallas_chunked
   time = bench_chunked_tiles.TIME
   assert all(t[-1] != time for t in bench_chunked_tiles.forward_tiles(
@@ -220,10 +226,7 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
   real, loops = pallas_chunked.scan, []
   monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: loops.append(
       kw.get("forward_loop")) or real(f, **kw))
-  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
-  timed = bench_tiles.timed
-  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
-      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  each_row_faster(monkeypatch)
   grid = dict(ONE_TILE, forward=[(4, 1), (8, 1, time)])
   out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
                                                 grid=grid, need_gpu=False)
@@ -244,22 +247,21 @@ def test_chunked_tiles_times_the_forward_that_loops_over_time_and_applies_it(mon
           pallas_chunked.FORWARD["real"]) == (time, (8, 1), state_tile), (
       "the time loop's forward was not applied as FORWARD_LOOP and FORWARD_BY_TIME")
 
+
 def test_a_faster_pass_that_is_wrong_is_never_chosen(monkeypatch):
   """The passes of the kernels' loops (`pallas_chunked.PASS`) are timed after the tiles: with
   every pass but one state 1% off and the clock making them the fastest, their rows say
   MISMATCH and the best keeps one state a pass."""
-  from launch import bench_chunked_tiles, bench_tiles
+  from launch import bench_chunked_tiles
   from ssm_bench.scan import pallas_chunked
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
   real = pallas_chunked.scan
-  wrong = lambda kw: any(p in ("ahead", "two") for p in (
-      [kw.get("per_pass")] if isinstance(kw.get("per_pass"), str) else kw.get("per_pass") or ()))
+  def wrong(kw):  # per_pass is one pass for both kernels, or a (forward, backward) pair
+    passes = kw.get("per_pass") or ()
+    return bool(({passes} if isinstance(passes, str) else set(passes)) & {"ahead", "two"})
   monkeypatch.setattr(pallas_chunked, "scan", lambda f, **kw: real(f, **kw) * (
       1.01 if wrong(kw) else 1.0))
-  clock = iter(range(100, 0, -1))  # each row timed is faster than the one before
-  timed = bench_tiles.timed
-  monkeypatch.setattr(bench_tiles, "timed", lambda fn, f, reps: (
-      lambda t: (t[0], next(clock) / 1e3) + t[2:])(timed(fn, f, reps=reps)))
+  each_row_faster(monkeypatch)
   out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds=("real",),
                                                 grid=ONE_TILE, need_gpu=False)
   assert out["rows"][0]["ms_per_run"] == 50.0, "0.1 s for 2 runs: 50 ms per run"
@@ -276,7 +278,7 @@ def test_a_best_pair_wrong_only_on_channels_first_factors_is_reported_and_not_ap
   """The sweeps read batch-major factors; the layers hand channels-first ones to the kernels
   (`CHANNELS_FIRST_LAYERS`). A kernel 1% off on those alone passes every batch-major row, and
   the best pair's channels-first check must catch it: reported, and kept out of the defaults."""
-  from launch import bench_chunked_tiles, bench_tiles
+  from launch import bench_chunked_tiles
   from ssm_bench.scan import pallas_chunked
   tiny = dict(batch=2, length=12, d_model=8, d_state=4)
   real = pallas_chunked.scan
