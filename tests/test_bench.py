@@ -313,8 +313,6 @@ def test_train_many_defaults_keep_the_cpu_bench_short(monkeypatch):
 
 def test_json_output_is_only_json_and_progress_goes_to_stderr():
   import json
-  import subprocess
-  import sys
   out = launcher.run(["launch.bench", "--json", "--sections=step",
                       "--models=rnn", "--reps=1", "--out=", "--batch=4", "--length=12",
                       "--d_model=8", "--d_state=2"], timeout=600)
