@@ -24,7 +24,6 @@ ratio to beat.
 """
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
