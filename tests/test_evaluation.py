@@ -49,3 +49,24 @@ def test_grid_past_1000_steps_by_200_to_the_evaluation_length():
   assert evaluation.grid(100) == (20, 40, 60, 80, 100)
   curve = evaluation.on_grid(np.ones(10000))
   assert list(curve)[-1] == "10000" and evaluation.max_len(curve) == 10000
+
+
+def test_a_windowed_task_is_scored_through_its_window():
+  """scored() hands on_grid the task's window: (aa)*'s labels alternate, and a model right at
+  even positions only must score 0.5 there, not the 1.0 of the one position per grid length."""
+  from tasks import registry
+  task = registry.get_task("lang-aa_star")
+  assert task.acc_window > 1
+  correct = np.tile([False, True], (4, 500))  # right at positions 2, 4, ... (1-based)
+  s = evaluation.scored(task, correct)
+  assert set(s["acc_curve"].values()) == {0.5}, "the window was not applied"
+  s1 = evaluation.scored(registry.get_task("C2"), correct)
+  assert s1["acc_curve"]["1000"] == 1.0  # a window of 1: the position itself
+
+
+def test_an_event_with_no_positions_has_no_accuracy():
+  """A stream without one kind of position (offset's events) says None there, not 0.0: a table
+  would read 0.0 as a model that failed at it."""
+  correct = np.array([[1, 0, 1], [1, 1, 0]], bool)
+  masks = {"some": np.array([[1, 1, 0], [0, 0, 0]], bool), "none": np.zeros((2, 3), bool)}
+  assert evaluation.event_accuracy(correct, masks) == {"some": 0.5, "none": None}

@@ -66,7 +66,9 @@ def test_abelian(name, abelian):
 
 
 def test_z_is_an_alias_of_c():
+  """Same table, and the name as given: a run of task Z6 and its tables say Z6."""
   assert np.array_equal(groups.get_group("Z6").table, groups.get_group("C6").table)
+  assert groups.get_group("Z6").name == "Z6" and groups.get_group("C2xZ3").name == "C2xZ3"
 
 
 @pytest.mark.parametrize("name", ["banana", "", "C0", "S0", "X3", "C2x", "xC2", "C-1", "q8", "C2*C3"])
@@ -79,6 +81,13 @@ def test_bad_names_state_the_grammar(name):
 def test_too_large_groups_are_refused_with_the_reason(name):
   with pytest.raises(groups.GroupError, match="too large"):
     groups.get_group(name)
+
+
+def test_a_group_of_the_largest_order_is_built():
+  """The limit is inclusive: S7 (5040, README's 'up to order 5040') is a task; C5041 is not."""
+  assert groups.get_group(f"C{groups.MAX_ORDER}").order == groups.MAX_ORDER == 5040
+  with pytest.raises(groups.GroupError, match="too large"):
+    groups.get_group(f"C{groups.MAX_ORDER + 1}")
 
 
 @pytest.mark.parametrize("name,size", [("S3", 2), ("A5", 2), ("S4", 2), ("C2xC4", 2),

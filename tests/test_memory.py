@@ -96,7 +96,6 @@ print(json.dumps({"while_measuring": measured, "training": len(hits) - measured}
 def test_the_program_measured_whole_is_the_one_training_loads_from_the_compilation_cache(tmp_path):
   """fits_whole's compile is not extra work only if training's program is the same one: with
   the persistent cache on, training's first chunk must be a cache hit."""
-  import json
   out = subprocess.run([sys.executable, "-c", CACHE_HIT, str(tmp_path)], capture_output=True,
                        text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]

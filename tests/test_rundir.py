@@ -1,5 +1,6 @@
 """Run directories (rundir.py): a directory holds one run's config, a run another process trains
 is refused and left untouched, and stored runs keep their names."""
+import dataclasses
 import json
 import os
 
@@ -100,3 +101,56 @@ def test_equal_layer_kwargs_name_the_same_run_however_written():
   assert runs.run_name(a) == runs.run_name(b), (runs.run_name(a), runs.run_name(b))
   assert runs.run_name(a) != runs.run_name(TrainConfig(model="deltaproduct",
                                                         layer_kwargs='{"n_h": 2}'))
+
+
+def test_an_unfinished_directory_of_another_run_is_refused_and_execution_fields_are_not_identity(
+    tmp_path):
+  """prepare() guards a directory with a config and no summary (a run that was stopped): another
+  run is refused there, while the same run executed otherwise (log and checkpoint intervals,
+  evaluation chunk) resumes in it with its stored config kept."""
+  from ssm_bench import rundir
+  d = str(tmp_path / "run")
+  rundir.prepare(TINY, d)
+  with pytest.raises(runs.RunError, match=r"different run \(seed 0 there, 5 here\)"):
+    rundir.prepare(TINY.replace(seed=5), d)
+  rundir.prepare(TINY.replace(log_every=20, checkpoint_every=40, eval_chunk=4), d)
+  assert json.load(open(os.path.join(d, "config.json")))["log_every"] == TINY.log_every
+
+
+def test_preparing_a_run_removes_the_temporaries_a_killed_writer_left(tmp_path):
+  from ssm_bench import rundir
+  d = tmp_path / "run"
+  d.mkdir()
+  (d / "summary.json.tmp-4242").write_text('{"status": "do')
+  rundir.prepare(TINY, str(d))
+  assert sorted(os.listdir(d)) == ["config.json"], os.listdir(d)
+
+
+def test_resuming_keeps_each_logged_step_once_up_to_the_checkpoint(tmp_path):
+  """truncate_metrics: the rows past the checkpoint resumed from go (they are logged again), a
+  step logged twice (a kill between a row and the checkpoint) is kept once, a cut line goes."""
+  from ssm_bench import rundir
+  d = str(tmp_path)
+  with open(rundir.metrics_path(d), "w") as f:
+    for step in (10, 20, 20, 30, 40):
+      f.write(json.dumps({"step": step, "loss": float(step)}) + "\n")
+    f.write('{"step": 50, "lo')
+  rundir.truncate_metrics(d, 20)
+  assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20]
+
+
+def test_a_done_summary_needs_both_curves_on_the_whole_grid():
+  """A summary that says done but lacks a curve (or has one cut short) is not a result: tables
+  list it as invalid rather than read a max_len without its evidence."""
+  from ssm_bench import evaluation
+  full = {str(L): 1.0 for L in evaluation.grid(TINY.eval_length)}
+  s = {"schema_version": 1, "run": "r", "config": dataclasses.asdict(TINY), "status": "done",
+       "max_len": 1000, "steps": 40, "wall_time_s": 1.0, "versions": {}, "backend": "cpu",
+       "device": "cpu", "acc_curve": full, "seq_acc_curve": full}
+  assert runs.validate_summary(s) == []
+  for key in ("acc_curve", "seq_acc_curve"):
+    assert runs.validate_summary({**s, key: None}), f"a done summary without {key} passed"
+    cut = dict(list(full.items())[:-1])
+    assert runs.validate_summary({**s, key: cut}), f"a done summary with {key} cut short passed"
+  assert runs.validate_summary({**s, "status": "diverged", "acc_curve": None,
+                                "seq_acc_curve": None}) == []

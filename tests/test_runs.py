@@ -422,9 +422,19 @@ def test_a_padded_run_is_evaluated_on_its_own_task_among_its_own_classes(tmp_pat
   made, make = [], evaluation.make_correctness_fn
   monkeypatch.setattr(evaluation, "make_correctness_fn",
                       lambda *a, **kw: made.append(make(*a, **kw)) or made[-1])
+  seen, program_of = [], runs.evaluation_program  # (classes, largest label) per evaluation
+
+  def recording(trainer, cfg):
+    program, extra = program_of(trainer, cfg)
+    return (lambda p, tokens, labels, *args: seen.append((int(args[0]), int(labels.max())))
+            or program(p, tokens, labels, *args)), extra
+  monkeypatch.setattr(runs, "evaluation_program", recording)
   summaries = runs.train_group(MIXED[:2], [str(tmp_path / "a"), str(tmp_path / "b")])
   assert [s["status"] for s in summaries] == ["done", "done"]
   assert [s["config"]["task"] for s in summaries] == ["C2", "S3"]
+  assert seen == [(2, 1), (6, 5)], (
+      f"(classes, largest label) per run: {seen}; want C2's 2 classes on C2's stream, then "
+      "S3's 6 on S3's")
   # chance on C2 is 0.5, on S3 1/6: an untrained C2 run predicting among 12 classes would not
   # reach chance, one among its own 2 does
   assert summaries[0]["acc_curve"]["20"] > 0.2, summaries[0]["acc_curve"]["20"]

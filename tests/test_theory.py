@@ -89,13 +89,16 @@ def test_a_bad_class_registration_is_one_line_and_registers_nothing(monkeypatch,
 
 
 @pytest.mark.parametrize("step", [lambda g, h, m: np.array([1]),  # no identity
-                                  lambda g, h, m: np.array([0, 1])])  # C4: {1, a} is no subgroup
+                                  lambda g, h, m: np.array([0, 1]),  # C4: {1, a} is no subgroup
+                                  # a subgroup, but not of h: from {1, a^2} back to all of C4
+                                  lambda g, h, m: np.array([0, 2]) if h.size == 4 else
+                                  np.arange(4)])
 def test_a_step_that_returns_no_subgroup_is_an_error_not_a_wrong_prediction(monkeypatch, step):
   _register_exponent_class(monkeypatch, step=step)
   with pytest.raises(theory.TheoryError, match="not a subgroup"):
     theory.min_depth("exponent", "C4")
   with pytest.raises(theory.TheoryError, match="not a subgroup"):
-    theory.expressible(["exponent"], "C4")
+    theory.expressible(["exponent"] * 2, "C4")
 
 
 def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
@@ -105,9 +108,20 @@ def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
                           step=lambda g, h, m: h)
 
 
+def test_another_lambda_of_the_same_module_is_other_rules(monkeypatch):
+  """Rules are compared by module, name and line: two lambdas of one module share a module and
+  the name '<lambda>', and only their lines tell a changed rule from the same one again."""
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  theory.register_class("lam", "d", "t", step=lambda g, h, m: h)
+  with pytest.raises(theory.TheoryError, match="already registered by"):
+    theory.register_class("lam", "d", "t", step=lambda g, h, m: h[:1])
+
+
 @pytest.mark.parametrize("cls,group,want", [
     ("householder:1", "C2", "1"),  # DeltaNet with beta = 2: a reflection per odd bit (parity)
     ("householder:1", "C3", "no theorem"),  # a rotation is two reflections
+    ("householder", "C2", "1"),  # no parameter: one reflection per token
+    ("householder", "S3", "no theorem"),
     ("householder:2", "S3", "1"),  # S3 on 3 points: at most 2 transpositions per element
     ("householder:2", "A4", "1"),  # the tetrahedron's rotations: two reflections each
     ("householder:2", "A5", "1"),  # the icosahedron's
@@ -203,6 +217,17 @@ def test_trivial_group_needs_no_layer():
   assert theory.min_depth("nonnegative_diagonal", "C1") == 0
 
 
+def test_a_class_without_a_theorem_for_the_group_predicts_no_depth():
+  """prediction: tc0 rules out no depth for a solvable group (its predict says None), so there
+  is no theorem there, not a 'never'; a hybrid stack has no one class's minimal depth."""
+  assert theory.prediction(["tc0"], "S3") == {
+      "expressible": None, "min_depth": None, "theorem": False}
+  assert theory.prediction(["tc0"], "A5") == {
+      "expressible": False, "min_depth": None, "theorem": True}
+  assert theory.prediction(["signed_diagonal", "unit_modulus_diagonal"], "C2") == {
+      "expressible": True, "min_depth": None, "theorem": True}
+
+
 def test_unknown_class_is_no_theorem_not_an_error():
   assert theory.expressible(["unknown"], "C2") is None
   assert theory.prediction(["unknown", "unknown"], "S3") == {
@@ -219,6 +244,7 @@ _REFLECTION = np.eye(2) - 2 * np.outer(_KEY, _KEY)  # beta = 2: spectral norm ex
 @pytest.mark.parametrize("cls,inside,outside", [
     ("nonnegative_diagonal", [0.0, 0.5, 1.0], [0.5, -1e-3]),
     ("signed_diagonal", [-1.0, 0.0, 0.9], [0.0, 1.001]),
+    ("signed_diagonal", [-1.0 + 0j, 0.5 + 1e-5j], [0.0, 0.5 + 1e-3j]),  # a real class is real
     ("unit_modulus_diagonal", np.exp(1j * np.array([0.1, 2.0])), [1.0, 1.001]),
     ("time_invariant", np.ones((2, 3, 4)), np.arange(24.0).reshape(2, 3, 4)),
     ("householder:1", _REFLECTION[None], 1.001 * _REFLECTION[None]),
@@ -228,6 +254,14 @@ def test_class_membership_check(cls, inside, outside):
   assert theory.check(cls, np.asarray(inside))["ok"] is True, f"{cls} rejects its own set"
   out = theory.check(cls, np.asarray(outside))
   assert out["checked"] and out["ok"] is False, f"{cls} accepts transitions outside its set"
+
+
+@pytest.mark.parametrize("cls", ["nonlinear_or_dense", "tc0", "unknown"])
+def test_a_class_with_no_set_checks_nothing(cls):
+  """A class that names no set of transitions checks none: the profile counts only checked
+  runs, so a run must not read as checked (and passing) where nothing was compared."""
+  assert theory.check(cls, np.full((2, 3, 4), 7.0)) == {
+      "checked": False, "ok": None, "detail": f"nothing to check for class {cls}"}
 
 
 def _register_keyed_layer(monkeypatch):

@@ -203,7 +203,7 @@ def _backward_block(r, dy_ref, outs, channels, add, kind, neg, span, n_states, t
     return dx + g * B, ddt + de * rows.column("lam", n)
 
   def complex_(n, carry):
-    dx_ref, da_refs = outs[0], outs[1:-4]  # phase: d theta; const: d ar, d ai
+    da_refs = outs[1:-4]  # phase: d theta; const: d ar, d ai (outs[0], dx: from the carry)
     dBr_ref, dBi_ref, dCr_ref, dCi_ref = outs[-4:]
     (dx,) = carry
     (hr, hi), (ar, ai), b, _ = rows.states(n, 1)

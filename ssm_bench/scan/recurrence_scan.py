@@ -112,7 +112,7 @@ def recurrence_scan(a, b, axis: int, reverse: bool = False):
 def _exclusive_segments(x, y, ar):
   """Segments as (A, H, Q, R): h_last = A h_before + H and h_(last-1) = Q h_before + R; a
   one-step segment is (a, b, 1, 0), and joining the earlier x to y gives the joined segment's."""
-  (xa, xh, xq, xr), (ya, yh, yq, yr) = x, y
+  (xa, xh, _, _), (ya, yh, yq, yr) = x, y  # x's Q, R drop out: the step before last is y's
   return ar.mul(xa, ya), ar.add(ar.mul(ya, xh), yh), ar.mul(yq, xa), ar.add(ar.mul(yq, xh), yr)
 
 
