@@ -99,6 +99,8 @@ def test_no_layer_names_outside_the_registry(path):
 @pytest.mark.parametrize("args,problem", [
     (["--plugins=no_such_pkg.layers", "--model=x"], "cannot import plugin 'no_such_pkg.layers'"),
     (["--plugins=plugin_layers.badshape:nope", "--model=wide"], "has no function 'nope'"),
+    (["--plugins=plugin_layers.badshape:nn", "--model=wide"],  # an attribute, not a function
+     "has no function 'nn' (nn is not callable)"),
     (["--plugins=plugin_layers.clash", "--model=mamba"], "'mamba' is already registered"),
     (["--plugins=plugin_layers.badclass", "--model=mamba"],
      "plugin 'plugin_layers.badclass': theory class name 'My-Class' must be lower-case"),
@@ -187,7 +189,9 @@ def test_a_plugins_preset_values_reach_the_runs_of_every_entry_point(tmp_path):
     (dict(presets={"cpu": {"d_modle": 8}}), "preset 'cpu' sets 'd_modle', not config fields"),
     (dict(presets={"cpu": {"d_model": -3}}), "preset 'cpu': d_model must be a positive integer"),
     (dict(constructions=(lambda task: True,)), "constructions must be analytic.Construction"),
-    (dict(description=5), "description must be a string, got 5")])
+    (dict(description=5), "description must be a string, got 5"),
+    # a family diagonal_scan does not know: its fused kernels would never apply, silently
+    (dict(scan_family="decayy"), "unknown scan_family 'decayy'; choose one of decay,")])
 def test_a_bad_record_is_refused_when_it_registers(monkeypatch, record, problem):
   """A typo in a preset's name or field was never applied, silently, and a bad value trained;
   a construction that is not a record failed every group's listing in launch.info."""

@@ -134,7 +134,10 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
           *[_summary("D4", d, s, 0, "negmamba") for d in (1, 2) for s in range(enough)],
           _summary("D4", 1, 0, 0, "aussm"), _summary("D4", 2, 0, 140, "aussm"),
           *[_summary("D4", 3, s, 0, "aussm") for s in range(enough)],
-          _summary("A5", 1, 0, 0, "aussm")]
+          _summary("A5", 1, 0, 0, "aussm"),
+          # the theory's depth 1 failed on enough runs, depth 2 then extrapolated: below
+          *[_summary("C2xC2", 1, s, 0, "negmamba") for s in range(enough)],
+          _summary("C2xC2", 2, 0, 300, "negmamba")]
   report = tracking_profile.markdown(tracking_profile.profile_data(runs))
   assert report.startswith("## All profiles"), report[:300]
   rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
@@ -143,6 +146,7 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
   assert rows["C3"] == ["·", "1 / never *beats?* |"], rows["C3"]
   assert rows["D4"] == ["2 / 2", "✘ / 2 **below** |"], rows["D4"]
   assert rows["A5"] == ["✘ / never", "· |"], rows["A5"]
+  assert rows["C2xC2"] == ["·", "2 / 1 **below** |"], rows["C2xC2"]
   one = tracking_profile.markdown(tracking_profile.profile_data(runs[:2]))
   assert "All profiles" not in one, "a single profile got an overview of itself"
 
@@ -217,3 +221,16 @@ def test_no_theorem_gives_no_verdict_and_untrained_depths_name_the_first_that_ex
   assert cells["C3"][1]["theory"] is None and tracking_profile.verdict(cells["C3"][1]) is None, (
       cells["C3"][1])
   assert cells["C2"][3]["solved_at"] == 1, cells["C2"][3]
+
+
+def test_a_run_whose_transitions_leave_the_declared_class_is_listed_with_the_reason():
+  """The profile says how many checked runs broke the layer's declaration, and which and why."""
+  detail = {"layer": "layer0", "class": "signed_diagonal", "ok": False,
+            "detail": "a in [-1.2, 0.9], outside [-1, 1]"}
+  bad = {**_summary("C2", 1, 0, 1000, "negmamba"),
+         "declaration": {"checked": True, "ok": False, "layers": [detail]}}
+  good = {**_summary("C2", 1, 1, 1000, "negmamba"),
+          "declaration": {"checked": True, "ok": True, "layers": [{**detail, "ok": True}]}}
+  _, report = _rows([bad, good])
+  assert "**Declaration violated** in 1 of 2 checked runs" in report, report
+  assert "`C2-negmamba-L1-s0`: layer0 (signed_diagonal): a in [-1.2, 0.9], outside" in report
