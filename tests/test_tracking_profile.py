@@ -153,17 +153,20 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
 
 def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_path):
   """launch.profile --compare_with=DIR: the report's overview sets the layer beside the other
-  layers' profiles stored in DIR at the same protocol (and those only); its sections stay its
-  own."""
+  layers' profiles stored in DIR at the same protocol (and those only: not another protocol's,
+  nor this layer's own runs stored there); its sections stay its own protocol's."""
   import json
   import os
   src = os.path.join(os.path.dirname(__file__), "..", "results", "runs",
                      "C2-mamba-L1-n4-lr0.003-cosine-s0-2c4dee78", "summary.json")
   base = json.load(open(src))
-  for where, name, model, preset in (("runs", "mine", "mamba", "profile_cpu"),
-                                     ("stored", "neg", "negmamba", "profile_cpu"),
-                                     ("stored", "tiny", "aussm", "profile_tiny")):
-    s = {**base, "run": name, "config": {**base["config"], "model": model, "preset": preset}}
+  for where, name, model, preset, max_len in (
+      ("runs", "mine", "mamba", "profile_cpu", 0), ("stored", "neg", "negmamba", "profile_cpu", 0),
+      ("stored", "tiny", "aussm", "profile_tiny", 0),
+      ("runs", "mine_tiny", "mamba", "profile_tiny", 0),  # another protocol: another report
+      ("stored", "mine_there", "mamba", "profile_cpu", 1000)):  # this layer's: not compared
+    s = {**base, "run": name, "max_len": max_len,
+         "config": {**base["config"], "model": model, "preset": preset}}
     os.makedirs(tmp_path / where / name)
     json.dump(s, open(tmp_path / where / name / "summary.json", "w"))
   p = launcher.run(["launch.profile", "--model=mamba", "--report_only",
@@ -173,6 +176,9 @@ def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_
   report = open(tmp_path / "profile_profile_cpu_mamba.md").read()
   assert "| group | order | mamba (depth 1) | negmamba (depth 1) |\n" in report, report
   assert "## negmamba" not in report and "## mamba (protocol profile_cpu" in report, report
+  assert "profile_tiny" not in report, "the profile_cpu report took in profile_tiny runs"
+  assert "| C2 | 2 | ✘ / never | ✘ / 1 *below?* |\n" in report, (
+      "the layer's own runs in --compare_with replaced its profile:\n" + report)
   assert "profile_profile_cpu_mamba_overview.png" in p.stdout, p.stdout  # drawn beside them too
   assert os.path.exists(tmp_path / "profile_profile_cpu_mamba_overview.png")
 
