@@ -43,6 +43,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=S3", "--d_state=4"], "needs --model"),
     ("info", ["--model=mamba", "--groups=S3,S0"], "--groups: unknown group 'S0'"),
     ("info", ["--group=S3", "--sample=0x4"], "positive integers"),
+    ("info", ["--group=S3", "--sample=4x0"], "positive integers"),
+    ("info", ["--group=S3", "--sample=1001x1000"], "1001000 tokens; print at most 1000000"),
     ("info", ["--groups=S3"], "it needs --model"),  # was: ignored, C2 described
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),

@@ -407,7 +407,9 @@ def test_a_plugins_state_width_sets_the_width_its_card_predicts_at():
   card = json.loads(out.stdout)
   assert card["predictions_width"] == 2, card["predictions_width"]
   assert card["predictions"]["A4"]["depth 1"] is None, card["predictions"]["A4"]
+  assert card["predictions"]["A4"]["min_depth"] == "no theorem", card["predictions"]["A4"]
   assert card["predictions"]["S3"]["depth 1"] is True, "S3 fits 2-wide keys"
   out = run("launch.info", "--model=deltaproduct", "--d_state=8", "--json", timeout=300)
   card = json.loads(out.stdout)
-  assert (card["predictions_width"], card["predictions"]["A4"]["depth 1"]) == (8, True), card
+  assert (card["predictions_width"], card["predictions"]["A4"]["depth 1"],
+          card["predictions"]["A4"]["min_depth"]) == (8, True, "1"), card
