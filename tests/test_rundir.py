@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from ssm_bench import rundir
 from ssm_bench import runs
 from ssm_bench.config import TrainConfig
 from test_runs import TINY
@@ -26,7 +27,6 @@ def test_a_run_another_process_is_training_is_refused_then_trained_once_free(tmp
   40 steps): a run directory is held while it trains. Held here through another open file (as
   another process would hold it), train_group refuses the run and writes nothing; freed, it
   trains it."""
-  from ssm_bench import rundir
   monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
   d = str(tmp_path / "run")
   with rundir.training_lock([d]):
@@ -43,7 +43,6 @@ def test_a_refused_group_leaves_no_empty_run_directory_behind(tmp_path, monkeypa
   """A group refused at its second run (another process trains it) had already made its first
   run's directory: left empty, it looked like a run that never started. The directories a
   refused launch made are removed; one that waits on a removed directory makes it again."""
-  from ssm_bench import rundir
   monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "0.3")
   first, held = str(tmp_path / "first"), str(tmp_path / "held")
   with rundir.training_lock([held]):
@@ -83,7 +82,6 @@ def test_a_file_system_without_locks_still_trains(tmp_path, monkeypatch):
 
 def test_committed_runs_are_named_by_their_configs():
   """A field added with a default must not rename stored runs (nor make them 'different')."""
-  from ssm_bench import rundir
   root = os.path.join(os.path.dirname(__file__), "..", "results", "runs")
   names = sorted(os.listdir(root))[:40]
   assert names, "no committed runs"
@@ -108,7 +106,6 @@ def test_an_unfinished_directory_of_another_run_is_refused_and_execution_fields_
   """prepare() guards a directory with a config and no summary (a run that was stopped): another
   run is refused there, while the same run executed otherwise (log and checkpoint intervals,
   evaluation chunk) resumes in it with its stored config kept."""
-  from ssm_bench import rundir
   d = str(tmp_path / "run")
   rundir.prepare(TINY, d)
   with pytest.raises(runs.RunError, match=r"different run \(seed 0 there, 5 here\)"):
@@ -118,7 +115,6 @@ def test_an_unfinished_directory_of_another_run_is_refused_and_execution_fields_
 
 
 def test_preparing_a_run_removes_the_temporaries_a_killed_writer_left(tmp_path):
-  from ssm_bench import rundir
   d = tmp_path / "run"
   d.mkdir()
   (d / "summary.json.tmp-4242").write_text('{"status": "do')
@@ -129,7 +125,6 @@ def test_preparing_a_run_removes_the_temporaries_a_killed_writer_left(tmp_path):
 def test_resuming_keeps_each_logged_step_once_up_to_the_checkpoint(tmp_path):
   """truncate_metrics: the rows past the checkpoint resumed from go (they are logged again), a
   step logged twice (a kill between a row and the checkpoint) is kept once, a cut line goes."""
-  from ssm_bench import rundir
   d = str(tmp_path)
   with open(rundir.metrics_path(d), "w") as f:
     for step in (10, 20, 20, 30, 40):
