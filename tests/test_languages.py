@@ -363,3 +363,105 @@ def test_a_language_run_scores_reads_above_the_threshold_and_a_diverged_run_zero
   if event_acc:
     s["event_acc"] = event_acc
   assert language_table.score(s) == want, (task, status, language_table.score(s))
+
+
+@pytest.mark.parametrize("name", list(languages.LANGUAGES))
+def test_a_walk_repeating_symbols_stays_inside_the_prefixes(name):
+  """`repeat` brings the previous symbol again only where it keeps the prefix live: on Dyck-1
+  of depth 2 a third '(' would leave the language (the walk's contract, not only tomita3's)."""
+  import numpy as np
+  d = languages.get(name)
+  tokens = np.asarray(jax.jit(languages.walk_sampler(d, repeat=0.9), static_argnums=(1, 2))(
+      jax.random.PRNGKey(1), 32, 200))
+  live, q = languages.live_states(d), np.full(32, d.start)
+  for t, a in enumerate(tokens.T):
+    q = d.delta[q, a]
+    assert live[q].all(), f"{name}: a repeated symbol left the prefixes at position {t}"
+
+
+def test_the_plain_walk_draws_one_symbol_a_step_with_that_steps_key():
+  """Without `repeat` a step's symbol is one categorical draw with the step's own key among the
+  live symbols, as the stored runs' streams were drawn (a repeat's extra split must not reach it)."""
+  import numpy as np
+  d = languages.get("dyck1_depth2")
+  key, batch, length = jax.random.PRNGKey(3), 4, 12
+  got = np.asarray(languages.walk_sampler(d)(key, batch, length))
+  allowed = languages.live_states(d)[d.delta]
+  q = np.full(batch, d.start)
+  for t, k in enumerate(jax.random.split(key, length)):
+    logits = np.where(allowed[q], 0.0, -np.inf).astype(np.float32)
+    a = np.asarray(jax.random.categorical(k, logits))
+    np.testing.assert_array_equal(got[:, t], a, err_msg=f"step {t} drew otherwise")
+    q = d.delta[q, a]
+
+
+def _full_transformations() -> languages.DFA:
+  """A language whose syntactic monoid is every map of 3 states (T3): letters t (swap 0, 1),
+  c (a 3-cycle) and p (2 -> 1). Its maximal subgroups: S3 (the permutations), C2 at each rank-2
+  idempotent, the trivial group at each constant."""
+  delta = {"0 t": "1", "1 t": "0", "2 t": "2", "0 c": "1", "1 c": "2", "2 c": "0",
+           "0 p": "0", "1 p": "1", "2 p": "1"}
+  return languages.from_spec("t3", "tcp", ["0", "1", "2"], "0", ["0"], delta,
+                             member=lambda w: True)
+
+
+def test_maximal_subgroups_are_one_per_idempotent_each_holding_it():
+  """One H-class per idempotent e, a group with e as its identity: T3 has 3 + 6 + 3 = 12
+  idempotents (the identity, 6 of rank 2, 3 constants), and so does every named language."""
+  from ssm_bench.language_theory import _compose
+  cases = [("t3", _full_transformations())] + [(n, languages.get(n)) for n in languages.LANGUAGES]
+  for name, d in cases:
+    monoid = language_theory.transition_monoid(language_theory.minimal_dfa(d)[0])
+    idempotents = [m for m in monoid if _compose(m, m) == m]
+    groups = language_theory.maximal_subgroups(monoid)
+    assert len(groups) == len(idempotents), f"{name}: {len(groups)} subgroups, " \
+        f"{len(idempotents)} idempotents"
+    for g in groups:
+      e = [x for x in g if _compose(x, x) == x]
+      assert len(e) == 1 and all(_compose(e[0], x) == x == _compose(x, e[0]) for x in g), name
+  assert len(language_theory.transition_monoid(
+      language_theory.minimal_dfa(_full_transformations())[0])) == 27
+
+
+def test_a_non_abelian_subgroup_is_named_so_and_its_depth_bounds_the_verdict():
+  """T3 holds S3 and C2: a unit-modulus stack tracks both (S3 at depth 2, C2 at 1), so the
+  language is not ruled out and the source names the deepest (<= 2); a signed one never tracks
+  S3 (✗)."""
+  d = language_theory.describe(_full_transformations())
+  assert d["star_free"] is False
+  assert d["maximal_subgroups"] == ["C2", "order 6, non-Abelian"], d["maximal_subgroups"]
+  unit = d["predictions"]["unit_modulus_diagonal"]
+  assert unit["verdict"] is None and "depth <= 2" in unit["source"], unit
+  assert d["predictions"]["signed_diagonal"]["verdict"] is False
+  klein = languages.from_spec("v4", "ab", ["0", "1", "2", "3"], "0", ["0"], {
+      "0 a": "1", "1 a": "0", "2 a": "3", "3 a": "2", "0 b": "2", "2 b": "0", "1 b": "3",
+      "3 b": "1"}, member=lambda w: True)
+  assert language_theory.describe(klein)["maximal_subgroups"] == ["order 4, Abelian"]
+
+
+@pytest.mark.parametrize("name", list(languages.LANGUAGES))
+def test_each_class_has_the_verdict_its_rule_gives(name):
+  """Star-free: non-negative and signed ✓ (the latter contains the former), unit-modulus no
+  theorem (the seed's result is about non-negative gates); otherwise non-negative ✗ and the
+  series classes from the maximal subgroups; a non-linear RNN ✓ on every regular language."""
+  d = language_theory.describe(languages.get(name))
+  got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
+  if d["star_free"]:
+    want = {"nonnegative_diagonal": True, "signed_diagonal": True,
+            "unit_modulus_diagonal": None, "nonlinear_or_dense": True}
+  else:
+    _, subgroups = language_theory._describe(languages.get(name))
+    want = {"nonnegative_diagonal": False, "nonlinear_or_dense": True,
+            **{cls: language_theory.series_verdict(cls, False, subgroups)["verdict"]
+               for cls in ("signed_diagonal", "unit_modulus_diagonal")}}
+  assert got == want, f"{name}: {got}"
+
+
+@pytest.mark.parametrize("name", ["dyck1", "shuffle_dyck2", "anbn", "anbncn"])
+def test_counter_languages_are_predicted_modelled_by_nonnegative_and_signed_diagonals(name):
+  """Sarrof et al. 2024: SSMs with unbounded integer state values (a = 1 counters) model these;
+  no other class gets a verdict, and a plugin's class gets none either (no finite monoid)."""
+  d = language_theory.describe_language(name)
+  got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
+  assert got == {"nonnegative_diagonal": True, "signed_diagonal": True}, got
+  assert language_theory.class_prediction(name, "householder(2)") is None
