@@ -367,6 +367,22 @@ def test_the_layers_initialise_as_spec_says():
       f"aussm's b_theta does not look U(-pi, pi): [{b.min():.3f}, {b.max():.3f}]")
 
 
+def test_the_baselines_initialise_as_build_notes_says():
+  """ids4's A(v) starts near 0.9 I (its bias; stable at init); the lstm's forget-gate bias starts
+  at 1 and its other gates' at 0 (the [i, f, g, o] layout its formula splits)."""
+  from ssm_bench import models
+  n = 3
+  got = {}
+  for name in ("ids4", "lstm"):
+    cfg = ModelConfig(layers=(name,), vocab_size=4, num_classes=4, d_model=8, d_state=n)
+    got[name] = models.StateTracker(cfg).init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))[
+        "params"]["layer0"]
+  np.testing.assert_allclose(got["ids4"]["A"]["bias"], 0.9 * np.eye(n).ravel(),
+                             err_msg="ids4's A bias is not 0.9 I")
+  np.testing.assert_array_equal(got["lstm"]["W"]["bias"], np.repeat([0.0, 1.0, 0.0, 0.0], n),
+                                err_msg="the lstm's gate biases are not [i 0, f 1, g 0, o 0]")
+
+
 def test_mambas_step_size_projection_has_rank_d_over_16_rounded_up():
   """Delta_t = softplus(W_up W_down u_t + b) with W_down of rank ceil(d / 16) (Mamba's dt_rank)."""
   from ssm_bench import models

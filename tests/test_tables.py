@@ -308,3 +308,76 @@ def test_the_committed_tables_are_what_the_stored_runs_give(tmp_path):
                    else f"{name} (not committed)")
   assert not stale, ("committed tables differ from `python -m launch.tables "
                      f"--runs=results/runs --out=results`: {stale}")
+
+
+def test_a_summary_that_parses_but_breaks_the_schema_is_listed_as_corrupt(tmp_path):
+  """Valid JSON is not enough: a done summary whose curve misses grid lengths (or whose status is
+  unknown) never reaches a cell; it is listed with what is wrong."""
+  cut = fake_summary("C2", "mamba", 1, 1000)
+  cut["acc_curve"] = {"20": 1.0}
+  odd = fake_summary("C2", "mamba", 1, 1000, seed=1)
+  odd["status"] = "finished"
+  for name, s in (("cut-curve", cut), ("odd-status", odd)):
+    os.makedirs(tmp_path / name)
+    json.dump(s, open(tmp_path / name / "summary.json", "w"))
+  rs = tables.load(str(tmp_path))
+  reasons = dict(rs.problems)
+  assert not rs.good, f"a summary breaking the schema reached the cells: {rs.good}"
+  assert "acc_curve must map every grid length" in reasons["cut-curve"], reasons
+  assert "unknown status 'finished'" in reasons["odd-status"], reasons
+
+
+def test_a_cells_theory_reads_its_widest_run():
+  """Runs of one cell at d_state 2 and 4 (A5, DeltaProduct n_h 2: keys of width 3 needed): the
+  theory allows the cell if it allows one of its runs, so the widest decides (✓, not ?)."""
+  import dataclasses
+  from ssm_bench.config import PRESETS
+  summaries = []
+  for d_state in (2, 4):
+    c = dataclasses.asdict(TrainConfig(**{**PRESETS["table2_ext_cpu"], "task": "A5",
+                                          "model": "deltaproduct", "d_state": d_state}))
+    summaries.append({"config": c, "status": "done", "max_len": 0, "run": f"x{d_state}"})
+  assert tables.cell_width(summaries) == 4
+  md = tables.markdown_extended(tables.extended_data(tables.table2_data(
+      tables.RunSet(summaries, []))))
+  assert "| A5 | ✘ (0/2) / ✓ |" in md, md
+
+
+@pytest.mark.parametrize("paper", [{"depth_1": {}}, {"columns": "mamba"},
+                                   {"columns": ["mamba"], "depth_2": [1000]}])
+def test_a_paper_table_without_columns_or_with_a_non_dict_depth_is_refused(tmp_path, paper):
+  path = tmp_path / "paper.json"
+  path.write_text(json.dumps(paper))
+  with pytest.raises(ValueError, match="expected an object with 'columns'"):
+    tables.load_paper(str(path))
+
+
+def test_execution_fields_never_split_a_protocol():
+  """How often a run logs, checkpoints or splits its evaluation changes no number in its cell:
+  such runs pool with the preset's others under the preset's name."""
+  from ssm_bench.config import EXECUTION_FIELDS
+  base = fake_summary("C2", "mamba", 1, 1000)["config"]
+  for field in EXECUTION_FIELDS:
+    cfg = {**base, field: 7}
+    assert tables.protocol(cfg) == "paper", f"{field} split the protocol: {tables.protocol(cfg)}"
+
+
+def test_tables_without_out_print_markdown_noting_other_runs_and_unloaded_plugins(tmp_path):
+  """No --out prints the tables (as --format=markdown does) instead of writing files; Table 2
+  names the finished runs no table reads, and a profile whose plugin cannot be loaded says so
+  above its table (its layer's theory then reads `?`)."""
+  other = fake_summary("C2-gen", "mamba", 1, 0)
+  profile = fake_summary("C2", "mamba", 1, 1000)
+  profile["config"].update(preset="profile_cpu", model="ghost", plugins="no_such_plugin_module")
+  profile["run"] = "profile-ghost"
+  for s in (fake_summary("C2", "negmamba", 1, 1000), other, profile):
+    os.makedirs(tmp_path / s["run"])
+    json.dump(s, open(tmp_path / s["run"] / "summary.json", "w"))
+  out = launcher.run(["launch.tables", f"--runs={tmp_path}"], timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  for text in ("# Table 2", "| C2 | 1000 (1/1) |",
+               "1 finished run in no table's cells (a task or protocol no table reads)",
+               "# State-tracking profiles", "Not loaded (theory shown as ?):",
+               "no_such_plugin_module"):
+    assert text in out.stdout, f"{text!r} not printed:\n{out.stdout}"
+  assert not [n for n in os.listdir(tmp_path) if n.endswith(".md")], "files written without --out"
