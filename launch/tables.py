@@ -13,6 +13,7 @@ from absl import flags
 from launch import common
 from ssm_bench import figures
 from ssm_bench import grid_breakdown
+from ssm_bench import language_table
 from ssm_bench import report
 from ssm_bench import tables
 
@@ -107,7 +108,7 @@ def as_json(data: dict) -> dict:
           "offset": data["offset"], "runs_done": len(rs.good),
           "languages": {f"{lang} ({target})": {
               **{k: v for k, v in entry.items() if k != "cells"},
-              "cells": {f"{model} x{depth}": c for (model, depth), c in entry["cells"].items()}}
+              "cells": {language_table.column(*mc): c for mc, c in entry["cells"].items()}}
               for (lang, target), entry in data["languages"].items()},
           "other": {p: {f"{task} {stack}": e for (task, stack), e in rows.items()}
                     for p, rows in data["other"].items()},

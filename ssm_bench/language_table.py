@@ -51,7 +51,8 @@ def takes(summary) -> bool:
 
 
 def language_data(summaries) -> dict:
-  """{(language, target): {"star_free", "subgroups", "cells": {(model, depth): entry}}}."""
+  """{(language, target): {"star_free", "subgroups", "cells": {(model, depth, layer_kwargs):
+  entry}}}: runs of one layer at other kwargs are cells of their own (their class may differ)."""
   out = {}
   for s in summaries:
     key = _language(s["config"]["task"])
@@ -65,7 +66,8 @@ def language_data(summaries) -> dict:
       out[key] = {"language": key[0], "star_free": d["star_free"],
                   "subgroups": d["maximal_subgroups"], "cells": {}}
     c = s["config"]
-    cell = out[key]["cells"].setdefault((c["model"], c["depth"]), {"scores": []})
+    cell = out[key]["cells"].setdefault((c["model"], c["depth"], c.get("layer_kwargs", "")),
+                                        {"scores": []})
     cell["scores"].append(score(s))
     out[key]["reads"] = is_read_task(c["task"])
   return dict(sorted(out.items()))
@@ -88,28 +90,33 @@ def predicted(task: str, model: str, kwargs: str = "") -> bool | None:
   return None if key is None else _prediction(key[0], model, kwargs)
 
 
-def _solved_at(entry, model: str, depth: int) -> int | None:
+def column(model: str, depth: int, kwargs: str = "") -> str:
+  """A cell's column: `model xDEPTH`, with the layer's kwargs when the runs gave any."""
+  return f"{model}{' ' + kwargs if kwargs else ''} x{depth}"
+
+
+def _solved_at(entry, model: str, kwargs: str, depth: int) -> int | None:
   """The shallowest depth below `depth` at which a run of the model succeeded, if any."""
-  scores = lambda d: entry["cells"].get((model, d), {"scores": []})["scores"]
+  scores = lambda d: entry["cells"].get((model, d, kwargs), {"scores": []})["scores"]
   return next((d for d in range(1, depth) if any(good for _, good in scores(d))), None)
 
 
 def markdown(data: dict) -> str:
   columns = sorted({mc for e in data.values() for mc in e["cells"]})
   lines = ["| language | target | star-free | subgroups | "
-           + " | ".join(f"{m} x{d}" for m, d in columns) + " |",
+           + " | ".join(column(*mc) for mc in columns) + " |",
            "|---|---|---|---|" + "---|" * len(columns)]
   for (name, target), e in data.items():
     cells = []
-    for m, depth in columns:
-      c = e["cells"].get((m, depth))
+    for m, depth, kwargs in columns:
+      c = e["cells"].get((m, depth, kwargs))
       if not c:  # skipped, a shallower stack succeeded (as in the profile), or not trained
-        cells.append(untrained_cell(_solved_at(e, m, depth)))
+        cells.append(untrained_cell(_solved_at(e, m, kwargs, depth)))
         continue
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
       shown = f"{best:.2f}" if e["reads"] else (CROSS if best < EXTRAPOLATES else best)
-      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {MARK[_prediction(e['language'], m)]}")
+      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {MARK[_prediction(e['language'], m, kwargs)]}")
     star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
     lines.append(f"| {name} | {target} | {star_free} | "
                  f"{', '.join(e['subgroups']) or '-'} | " + " | ".join(cells) + " |")

@@ -42,6 +42,7 @@ def test_compare_names_the_farthest_look_ahead():
   moved = logits.copy()
   moved[1, 1, 0] = 0.5  # row 1 (cut 5 of 6 on 2 rows) moved at position 1: 4 ahead
   moved[0, 0, 2] = 1e-7  # rounding, not a dependence
+  moved[1, 4, 1] = 0.9  # a larger move, but only 1 ahead: the farthest is what is named
   out = causality.compare(logits, moved, causality.cuts(2, 6))
   assert out["ok"] is False and "position 1 moved by 0.5" in out["detail"], out
   assert "reads at least 4 positions ahead" in out["detail"], out
@@ -51,6 +52,14 @@ def test_compare_names_the_farthest_look_ahead():
   small_moved = small.copy()
   small_moved[0, 0, 1] += 1e-3
   assert causality.compare(small, small_moved, causality.cuts(2, 6))["ok"] is False
+
+
+def test_a_one_token_vocabulary_is_not_called_checked():
+  """With one token nothing can be changed after a cut, so the check says it checked nothing
+  rather than 'causal'."""
+  out = causality.check_at_init(ModelConfig(layers=("mamba",), vocab_size=1, num_classes=2,
+                                            d_model=8, d_state=2))
+  assert out == {"checked": False, "ok": None, "detail": "one token: nothing to change"}, out
 
 
 def test_a_layer_that_reads_ahead_is_caught_at_initialisation():

@@ -465,3 +465,30 @@ def test_counter_languages_are_predicted_modelled_by_nonnegative_and_signed_diag
   got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
   assert got == {"nonnegative_diagonal": True, "signed_diagonal": True}, got
   assert language_theory.class_prediction(name, "householder(2)") is None
+
+
+def test_a_membership_run_is_its_own_row_beside_the_next_set_run():
+  """lang-<name>-member is the membership target of <name>: a row of its own, never pooled with
+  the predictive (next set) target's runs."""
+  from ssm_bench import language_table
+  data = language_table.language_data([_run("lang-tomita3-member", "rnn", 1000),
+                                       _run("lang-tomita3", "rnn", 40)])
+  assert list(data) == [("tomita3", "membership"), ("tomita3", "next set")], list(data)
+  assert data[("tomita3", "membership")]["cells"][("rnn", 1, "")]["scores"] == [(1000, True)]
+
+
+def test_a_layers_runs_at_other_kwargs_are_columns_of_their_own_with_their_own_prediction():
+  """The clock at m = 3 and m = 4 on parity: two columns, ✗ (cube roots never track C2) and ?,
+  each scored on its own runs; before, both pooled in one cell under the default m's class."""
+  from ssm_bench import language_table, plugins
+  plugins.load("examples.clock")
+  runs = []
+  for kwargs, max_len in (('{"m":3}', 0), ('{"m":4}', 1000)):
+    r = _run("lang-parity", "clock", max_len)
+    r["config"].update(layer_kwargs=kwargs, plugins="examples.clock")
+    runs.append(r)
+  data = language_table.language_data(runs)
+  md = language_table.markdown(data)
+  header, _, row = md.splitlines()
+  assert header.endswith('| clock {"m":3} x1 | clock {"m":4} x1 |'), header
+  assert row.endswith("| ✘ (0/1) ✗ | 1000 (1/1) ? |"), row

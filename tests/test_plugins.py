@@ -248,6 +248,11 @@ def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
   honest = ModelConfig(layers=("negmamba",), d_model=8, d_state=2, conv_kernel=0)
   m = models.StateTracker(honest)
   assert declaration.check(m, m.init(jax.random.PRNGKey(0), tokens), tokens)["ok"] is True
+  # an honest layer under it does not clear the stack: one violation is the stack's verdict
+  mixed = models.StateTracker(ModelConfig(layers=("negmamba", "liar"), d_model=8, d_state=2,
+                                          conv_kernel=0))
+  out = declaration.check(mixed, mixed.init(jax.random.PRNGKey(0), tokens), tokens)
+  assert [r["ok"] for r in out["layers"]] == [True, False] and out["ok"] is False, out
   # through a run: the summary and the profile report say so
   c = TrainConfig(task="C2", model="liar", plugins="plugin_layers.liar",
                   **{**PRESETS["profile_tiny"], "steps": 10})
@@ -269,6 +274,16 @@ def test_the_declaration_records_each_layers_kwargs_with_registry_defaults():
   want = registry.layer_kwargs(cfg.layers, cfg.layer_kwargs)
   assert want[0]["heads"] == 2 and want[0]["sink"] is True, want
   assert [r.get("kwargs") for r in rows] == want, f"declaration rows {rows} lack kwargs {want}"
+
+
+def test_the_declaration_checks_a_layer_against_its_class_at_the_runs_kwargs():
+  """DeltaProduct with n_h = 3 declares householder:3: its transitions (three reflections a
+  token) are checked against that set, not the default n_h's (householder:2, which they leave)."""
+  cfg = ModelConfig(layers=("deltaproduct",), d_model=8, d_state=4, layer_kwargs='{"n_h": 3}')
+  model = models.StateTracker(cfg)
+  tokens = declaration.random_tokens(2)
+  out = declaration.check(model, model.init(jax.random.PRNGKey(0), tokens), tokens)
+  assert out["layers"][0]["class"] == "householder:3" and out["ok"] is True, out
 
 
 def test_a_layers_description_defaults_to_its_own_docstrings_first_line(monkeypatch):
