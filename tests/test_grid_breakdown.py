@@ -35,3 +35,11 @@ def test_a_stack_the_theory_says_nothing_of_is_not_pooled():
   allows, so its runs give no row, as a stack the theory rules out gives none."""
   runs = [_run("C2", "mystery", 1000, 1e-3), _run("C2", "mystery", 0, 1e-2)]
   assert grid_breakdown.breakdown(runs) == {}, grid_breakdown.breakdown(runs)
+
+
+def test_rows_list_the_papers_models_in_its_order_before_the_others():
+  """As Table 2's columns: the paper's models in the paper's order, then other layers by name
+  (deltanet sorts before negmamba by name, and comes after it here)."""
+  runs = [_run("C2", m, 1000, lr) for m in ("deltanet", "negmamba") for lr in (1e-3, 1e-2)]
+  rows = list(grid_breakdown.breakdown(runs)["paper"]["lr"])
+  assert rows == [("negmamba", 1), ("deltanet", 1)], rows

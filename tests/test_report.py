@@ -61,3 +61,14 @@ def test_a_sweep_prints_every_table_its_own_runs_fill(tmp_path):
   for title in ("# Formal languages", "# Minimal depth", "# Runs in no other table",
                 "| C2 | 1000 (1/1) |", "All 4 runs finished (status done)."):
     assert title in text, f"{title!r} not printed at the sweep's end:\n{text}"
+
+
+def test_other_runs_count_a_run_at_100_as_one_that_extrapolates():
+  """The same line as Table 2's: max_len >= 100 extrapolates, so a best of exactly 100 is a
+  success shown as 100, not a cross."""
+  from ssm_bench import other_runs
+  from test_tables import fake_summary
+  runs = [fake_summary("C2-gen", "mamba", 1, 100), fake_summary("C2-gen", "mamba", 1, 80, seed=1)]
+  (entry,) = other_runs.other_data(runs)["paper"].values()
+  assert (entry["max_len"], entry["successes"], entry["runs"]) == (100, 1, 2), entry
+  assert "| C2-gen | mamba x1 | 100 (1/2) | ✗ |" in other_runs.markdown(other_runs.other_data(runs))
