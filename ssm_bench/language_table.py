@@ -7,6 +7,7 @@ import functools
 
 from ssm_bench import evaluation
 from ssm_bench import language_theory
+from ssm_bench import neighbours
 from ssm_bench import registry
 from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK, untrained_cell
 from tasks import languages
@@ -92,7 +93,7 @@ def predicted(task: str, model: str, kwargs: str = "") -> bool | None:
 
 def column(model: str, depth: int, kwargs: str = "") -> str:
   """A cell's column: `model xDEPTH`, with the layer's kwargs when the runs gave any."""
-  return f"{model}{' ' + kwargs if kwargs else ''} x{depth}"
+  return f"{neighbours.layer_label(model, kwargs)} x{depth}"
 
 
 def _solved_at(entry, model: str, kwargs: str, depth: int) -> int | None:

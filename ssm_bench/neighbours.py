@@ -22,9 +22,16 @@ NEAR_SOLUTION = "near_solution"  # preset label of the near-solution sweep, base
 SOLVED = 0.9  # accuracy at the evaluation length that counts as solved
 
 
+def layer_label(model: str, kwargs: str = "") -> str:
+  """A layer as the tables name it: with its kwargs when the run gave any, so runs of one layer
+  at other kwargs (another class, another size) are rows of their own, never pooled."""
+  return f"{model} {kwargs}" if kwargs else model
+
+
 def stack_name(c: dict) -> str:
   """A stack as the neighbour tables name it: a hybrid's list, else `model xDEPTH`."""
-  return c["model"] if "," in c["model"] else f"{c['model']} x{c['depth']}"
+  label = layer_label(c["model"], c.get("layer_kwargs", ""))
+  return label if "," in c["model"] else f"{label} x{c['depth']}"
 
 
 def _last(curve: dict | None):
@@ -121,7 +128,8 @@ def illusion_data(summaries) -> dict:
     if acc is None:
       continue
     c = s["config"]
-    cell = out.setdefault(c["task"], {}).setdefault(c["model"], {}).setdefault(
+    layer = layer_label(c["model"], c.get("layer_kwargs", ""))
+    cell = out.setdefault(c["task"], {}).setdefault(layer, {}).setdefault(
         str(c["train_length"]), {"depth": None, "tried": 0, "best": 0.0})
     cell["tried"] = max(cell["tried"], c["depth"])
     cell["best"] = max(cell["best"], acc)

@@ -99,3 +99,26 @@ def test_illusion_figure_is_written_from_the_table_data(tmp_path):
   assert figures.write_illusion(data, str(tmp_path)) == ["illusion_depth.png"]
   assert (tmp_path / "illusion_depth.png").stat().st_size > 1000
   assert figures.write_illusion({}, str(tmp_path / "none")) == []
+
+
+def test_runs_of_one_layer_at_other_kwargs_are_rows_of_their_own():
+  """ids4 and ids4 with row_norm (another layer in effect) are two rows of the parity and the
+  illusion tables, and of other runs; a hybrid's name stays its list."""
+  from ssm_bench import other_runs
+  plain, normed = _parity("ids4", 1, 1.0, 1.0, 1.0), _parity("ids4", 1, 0.6, 0.5, 0.5)
+  normed["config"]["layer_kwargs"] = '{"row_norm":true}'
+  assert sorted(neighbours.parity_data([plain, normed])) == [
+      ("ids4 x1", 10000), ('ids4 {"row_norm":true} x1', 10000)]
+  fixed = []
+  for kwargs, acc in (("", 0.95), ('{"row_norm":true}', 0.2)):
+    s = fake_summary("A5", "ids4", 1, 0)
+    s["config"].update(train_length=10, curriculum_start=10, layer_kwargs=kwargs)
+    s["acc_at_train_length"] = acc
+    fixed.append(s)
+  assert sorted(neighbours.illusion_data(fixed)["A5"]) == ["ids4", 'ids4 {"row_norm":true}']
+  gen = [fake_summary("C2-gen", "ids4", 1, 1000), fake_summary("C2-gen", "ids4", 1, 0, seed=1)]
+  gen[1]["config"]["layer_kwargs"] = '{"row_norm":true}'
+  rows = [key for proto in other_runs.other_data(gen).values() for key in proto]
+  assert ("C2-gen", 'ids4 {"row_norm":true} x1') in rows and ("C2-gen", "ids4 x1") in rows, rows
+  assert neighbours.stack_name({"model": "s4d,mamba", "depth": 2, "layer_kwargs": ""}) == \
+      "s4d,mamba"
