@@ -15,7 +15,13 @@ def test_illusion_table_takes_the_minimal_depth_per_length():
   s["config"].update(train_length=20, curriculum_start=20)
   s["acc_at_train_length"] = 0.2
   runs_.append(s)
-  data = neighbours.illusion_data(runs_)
+  late = fake_summary("A5", "mamba", 1, 0, seed=1)  # a weaker run read last: best stays 0.99
+  late["config"].update(train_length=10, curriculum_start=10)
+  late["acc_at_train_length"] = 0.3
+  curriculum = fake_summary("A5", "mamba", 1, 1000)  # Table 2's protocol: not a fixed length
+  curriculum["acc_at_train_length"] = 1.0
+  assert not neighbours.takes_illusion(curriculum)
+  data = neighbours.illusion_data(runs_ + [late, curriculum])
   assert data == {"A5": {"mamba": {"10": {"depth": 2, "tried": 3, "best": 0.99},
                                    "20": {"depth": None, "tried": 4, "best": 0.2}}}}
   runs_[1]["seq_acc_at_train_length"] = 0.6  # every position right in only 60% of sequences
@@ -58,6 +64,8 @@ def test_near_solution_table_counts_runs_per_noise_and_the_default_init_apart():
   table = neighbours.near_solution_markdown(data)
   assert "| construction + noise 0.1 | 2 | 300 | 180 | 1 | 1 |" in table, table
   assert "| default init | 1 | 0 | 0 | 0 | 0 |" in table, table
+  assert "| runs >= 100 | runs >= 240 (4x train) |" in table, "4x the training length of 60"
+  assert table.index("noise 0.1") < table.index("default init"), "the baseline is not last"
   assert not tables.is_table2_run(runs_[-1]["config"]), "the baseline leaked into Table 2"
   assert tables.is_table2_run(other["config"])
 
@@ -78,6 +86,11 @@ def test_offset_table_reports_each_stream_and_kind_of_position():
   table = neighbours.offset_markdown(data)
   assert "| s4d x1 | cycles | 2 | 0.750 | 0.900 | 0.900 | · | 1.000 |" in table, table
   assert "| s4d x1 | two_isi | 2 | 1.000 | 0.500 | 0.250 | 0.000 | 1.000 |" in table, table
+  # a diverged run is a run of every stream, with no accuracy to take a median of
+  table = neighbours.offset_markdown(neighbours.offset_data(
+      runs_ + [fake_summary("offset", "s4d", 1, 0, status="diverged")]))
+  assert "| s4d x1 | cycles | 3 | 0.750 | 0.900 | 0.900 | · | 1.000 |" in table, table
+  assert "| s4d x1 | double_isi | 1 | · | · | · | · | · |" in table, table
 
 
 def test_curve_figures_keep_protocols_apart_and_leave_out_other_experiments(tmp_path):
