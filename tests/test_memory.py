@@ -158,3 +158,17 @@ def test_the_evaluation_chunk_is_sized_on_the_program_evaluation_runs():
   assert traced and all(isinstance(o, jax.core.Tracer) for o in traced), (
       f"sized on another program than evaluation runs: {traced}")
   assert memory.eval_chunk(trainer, 1.0, masked, args) == 1, "nothing fits: one sequence"
+
+
+def test_a_padded_group_shares_one_estimate_across_its_tasks():
+  """With pad_order (one program per shape across tasks) every task's vocabulary and classes are
+  the padded order's, so C2 and S3 at pad 60 share a key, and not the unpadded C2's."""
+  tiny = dict(PRESETS["tiny"], model="mamba")
+  padded = [memory._key(TrainConfig(task=t, pad_order=60, **tiny)) for t in ("C2", "S3")]
+  assert padded[0] == padded[1] and padded[0] != memory._key(TrainConfig(task="C2", **tiny))
+
+
+def test_the_cpus_memory_is_the_machines_ram():
+  import os
+  ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+  assert memory.device_bytes() == float(ram), (memory.device_bytes(), ram)

@@ -255,3 +255,33 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
   assert out.returncode == 0, out.stderr
   assert "2 runs not needed" in out.stdout, out.stdout
   assert os.listdir(tmp_path) == [os.path.basename(shallow_dir)], "a skipped depth was trained"
+
+
+def test_an_extra_seed_of_a_cell_with_no_finished_first_run_trains():
+  """Nothing to judge the cell by (its first runs not finished, or a --config.seed= override on
+  an extra seed): table2_cpu's and the languages' extra seeds train rather than being skipped."""
+  from ssm_bench.config import TrainConfig
+  cfg = TrainConfig(task="C2", model="negmamba", preset="table2_cpu",
+                    seed=sweep_stages.TABLE2_CPU_MORE_SEEDS[0])
+  assert sweep_stages.verdict_settled(cfg, []) is False
+  lang = TrainConfig(task="lang-parity", model="negmamba", seed=sweep_stages.LANGUAGE_MORE_SEEDS[0])
+  assert sweep_stages.language_settled(lang, []) is False
+
+
+def test_a_language_cells_extra_seed_asks_the_theory_with_the_runs_kwargs():
+  """The clock at m = 3 cannot track parity's C2 (✗): two first runs that both model parity go
+  against that on too few runs, so its extra seed trains; at the default m = 4 (no theorem, ?)
+  the same runs would settle the cell."""
+  from ssm_bench import evaluation, plugins
+  from ssm_bench.config import TrainConfig
+  plugins.load("examples.clock")
+  base = TrainConfig(task="lang-parity", model="clock", plugins="examples.clock",
+                     layer_kwargs='{"m":3}', seed=0)
+  solved = {str(n): 1.0 for n in evaluation.grid()}
+  import dataclasses
+  finished = [(c, {"config": dataclasses.asdict(c), "status": "done", "max_len": 1000,
+                   "seq_acc_curve": solved}) for c in (base.replace(lr=3e-3), base.replace(lr=3e-2))]
+  extra = base.replace(seed=sweep_stages.LANGUAGE_MORE_SEEDS[0])
+  assert sweep_stages.language_settled(extra, finished) is False, "m = 3 read as the default m"
+  at_default = [(c.replace(layer_kwargs=""), s) for c, s in finished]
+  assert sweep_stages.language_settled(extra.replace(layer_kwargs=""), at_default) is True
