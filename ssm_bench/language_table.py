@@ -117,7 +117,8 @@ def markdown(data: dict) -> str:
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
       shown = f"{best:.2f}" if e["reads"] else (CROSS if best < EXTRAPOLATES else best)
-      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {MARK[_prediction(e['language'], m, kwargs)]}")
+      mark = MARK[_prediction(e["language"], m, kwargs)]
+      cells.append(f"{shown} ({ok}/{len(c['scores'])}) {mark}")
     star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
     lines.append(f"| {name} | {target} | {star_free} | "
                  f"{', '.join(e['subgroups']) or '-'} | " + " | ".join(cells) + " |")
