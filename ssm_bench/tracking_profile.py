@@ -11,6 +11,7 @@ reported too: a layer whose transitions leave its declared set is flagged.
 from __future__ import annotations
 
 from ssm_bench import analytic
+from ssm_bench import neighbours
 from ssm_bench import registry
 from ssm_bench.tables import (CROSS, EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, THEORY_MARK as MARK,
                               cell_width, protocol, untrained_cell)
@@ -187,7 +188,7 @@ def overview_heading(p: dict, several_protocols: bool) -> str:
       [] if tuple(p["depths"]) == DEPTHS else
       ["depth" + ("s " if len(p["depths"]) > 1 else " ") + ", ".join(map(str, p["depths"]))]) + (
       [f"{diverged} of {p['runs']} runs diverged"] if diverged else [])
-  return (p["model"] + (f" {p['layer_kwargs']}" if p["layer_kwargs"] else "")
+  return (neighbours.layer_label(p["model"], p["layer_kwargs"])
           + (f" ({'; '.join(notes)})" if notes else ""))
 
 
