@@ -128,6 +128,7 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
   """One heatmap per profiled model: groups x depths, colour = best max_len, each cell marked
   with the theory's verdict (✓ / ✗ / ?) and outlined red where they disagree (dashed where
   that rests on too few runs: tracking_profile.tentative)."""
+  from ssm_bench import neighbours
   from ssm_bench import tracking_profile as tp
   plt = _pyplot()
   if plt is None or not data:
@@ -156,12 +157,13 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
     ax.imshow(values, cmap="Greens", vmin=0, vmax=1000, aspect="auto")
     ax.set_xticks(range(len(ds)), [f"depth {d}" for d in ds])
     ax.set_yticks(range(len(gs)), gs)
-    kw = f" {p['layer_kwargs']}" if p["layer_kwargs"] else ""
-    ax.set_title(f"{p['model']}{kw} ({p['class']})\nmax_len, theory; "
+    ax.set_title(f"{neighbours.layer_label(p['model'], p['layer_kwargs'])} ({p['class']})\n"
+                 "max_len, theory; "
                  "red: disagree (dashed: tentative)"
                  + ("; div.: runs that diverged" if tp.diverged_runs(p) else ""), fontsize=8)
     digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
-    name = f"profile_{_file_label(p['protocol'])}_{p['model']}" + (f"_{digest}" if kw else "")
+    name = (f"profile_{_file_label(p['protocol'])}_{p['model']}"
+            + (f"_{digest}" if p["layer_kwargs"] else ""))
     written.append(_save(fig, plt, out_dir, name + ".png"))
   return written
 

@@ -336,8 +336,8 @@ def problems_markdown(rs: RunSet) -> str:
   by_kind = {}
   for s in rs.diverged:
     c = s["config"]
-    kwargs = f" {c['layer_kwargs']}" if c.get("layer_kwargs") else ""
-    by_kind.setdefault(f"{c['model']}{kwargs} ({c.get('preset') or 'no preset'})", []).append(s)
+    layer = neighbours.layer_label(c["model"], c.get("layer_kwargs", ""))
+    by_kind.setdefault(f"{layer} ({c.get('preset') or 'no preset'})", []).append(s)
   for kind, ss in sorted(by_kind.items()):
     steps = sorted(s.get("diverged_at") or 0 for s in ss)
     at = f"at step {steps[0]}" if steps[0] == steps[-1] else f"at steps {steps[0]}-{steps[-1]}"
