@@ -101,15 +101,17 @@ def as_json(data: dict) -> dict:
   return {"table2": {p: {str(k): v for k, v in t.items()} for p, t in data["table2"].items()},
           "grid": grid_breakdown.as_json(data["grid"]),
           "illusion": data["illusion"],
-          "parity": {f"{stack} at {length}": slot for (stack, length), slot in data["parity"].items()},
-          "near_solution": {f"{task} {stack} (train {length})": {
+          "parity": {p: {f"{stack} at {length}": slot for (stack, length), slot in d.items()}
+                     for p, d in data["parity"].items()},
+          "near_solution": {p: {f"{task} {stack} (train {length})": {
               "default init" if k is None else f"noise {k:g}": v for k, v in by_noise.items()}
-              for (task, stack, length), by_noise in data["near_solution"].items()},
+              for (task, stack, length), by_noise in d.items()}
+              for p, d in data["near_solution"].items()},
           "offset": data["offset"], "runs_done": len(rs.good),
-          "languages": {f"{lang} ({target})": {
+          "languages": {p: {f"{lang} ({target})": {
               **{k: v for k, v in entry.items() if k != "cells"},
               "cells": {language_table.column(*mc): c for mc, c in entry["cells"].items()}}
-              for (lang, target), entry in data["languages"].items()},
+              for (lang, target), entry in d.items()} for p, d in data["languages"].items()},
           "other": {p: {f"{task} {stack}": e for (task, stack), e in rows.items()}
                     for p, rows in data["other"].items()},
           "profile": [{**{k: v for k, v in p.items() if k != "cells"},
@@ -144,7 +146,7 @@ def main(argv):
     if _FIGURES.value:
       written += figures.write_curves(data["rs"], _OUT.value)
       written += figures.write_examples(data["rs"], _OUT.value)
-      written += figures.write_illusion(data["illusion"], _OUT.value)
+      written += figures.write_illusions(data["illusion"], _OUT.value)
       written += figures.write_profiles(data["profile"], _OUT.value)
       written += figures.write_profile_overview(data["profile"], _OUT.value)
   except OSError as e:

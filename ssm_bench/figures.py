@@ -65,7 +65,15 @@ def write_curves(rs, out_dir: str) -> list[str]:
   return written
 
 
-def write_illusion(data: dict, out_dir: str) -> list[str]:
+def write_illusions(by_protocol: dict, out_dir: str) -> list[str]:
+  """One minimal-depth figure (write_illusion) per protocol of the illusion table's runs."""
+  return [name for proto, data in by_protocol.items()
+          for name in write_illusion(data, out_dir, f"illusion_depth_{_file_label(proto)}.png",
+                                     proto)]
+
+
+def write_illusion(data: dict, out_dir: str, name: str = "illusion_depth.png",
+                   proto: str = "") -> list[str]:
   """Paper 002, Fig. 3: minimal depth against training length, one panel per group and one line
   per model; a length no depth solved is drawn hollow one above the deepest stack tried."""
   plt = _pyplot()
@@ -92,7 +100,9 @@ def write_illusion(data: dict, out_dir: str) -> list[str]:
            yticklabels=[str(d) for d in range(1, top + 1)] + [f"> {top}"])
   handles = [plt.Line2D([], [], marker="o", color=f"C{i}", label=m) for i, m in enumerate(models)]
   axes[0, 0].legend(handles=handles, fontsize=7, loc="center right")
-  return [_save(fig, plt, out_dir, "illusion_depth.png")]
+  if proto:
+    fig.suptitle(f"protocol: {proto}", fontsize=7)
+  return [_save(fig, plt, out_dir, name)]
 
 
 def write_examples(rs, out_dir: str) -> list[str]:

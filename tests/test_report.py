@@ -1,7 +1,10 @@
 """The list of tables (ssm_bench/report.py): every finished run is read by some table, the runs
 no table is for are listed in other_runs.md, and a sweep prints every table its runs fill."""
+import copy
 import json
 import os
+
+import pytest
 
 from ssm_bench import report
 from ssm_bench import tables
@@ -72,3 +75,37 @@ def test_other_runs_count_a_run_at_100_as_one_that_extrapolates():
   (entry,) = other_runs.other_data(runs)["paper"].values()
   assert (entry["max_len"], entry["successes"], entry["runs"]) == (100, 1, 2), entry
   assert "| C2-gen | mamba x1 | 100 (1/2) | ✗ |" in other_runs.markdown(other_runs.other_data(runs))
+
+
+_MADE_FOR = {"languages": "language", "illusion": "illusion", "parity": "parity",
+             "near_solution": "near", "offset": "offset"}
+
+
+@pytest.mark.parametrize("table", [t for t in report.TABLES if t.axes is not None],
+                         ids=lambda t: t.key)
+def test_runs_under_another_protocol_are_a_table_of_their_own(table):
+  """A stack's runs at another step budget are never pooled into its row: the table is one table
+  per protocol, each headed by its name (as Table 2)."""
+  run = _runs()[_MADE_FOR[table.key]]
+  longer = copy.deepcopy(run)
+  longer["config"]["steps"] = run["config"]["steps"] * 2
+  built = report.build([run, longer])[table]
+  assert len(built) == 2, f"{table.key}: runs of two step budgets pooled into {list(built)}"
+  assert all(built.values()), f"{table.key}: a protocol's table is empty: {built}"
+  text = table.render(built)
+  assert text.count("### Protocol: ") == 2 and f"steps={run['config']['steps'] * 2}" in text, text
+
+
+@pytest.mark.parametrize("table,axis,value", [
+    ("illusion", "train_length", 20), ("parity", "eval_length", 500),
+    ("near_solution", "init_from_analytic", 0.1), ("languages", "layer_kwargs", '{"x":1}'),
+    ("offset", "seed", 3)])
+def test_runs_that_differ_on_a_tables_own_axis_stay_in_one_protocol(table, axis, value):
+  (t,) = [t for t in report.TABLES if t.key == table]
+  run = _runs()[_MADE_FOR[table]]
+  other = copy.deepcopy(run)
+  other["config"][axis] = value
+  if axis == "train_length":
+    other["config"]["curriculum_start"] = value
+  built = report.build([run, other])[t]
+  assert len(built) == 1, f"{table}: its own axis {axis} split it into protocols {list(built)}"

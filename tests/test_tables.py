@@ -177,7 +177,7 @@ def test_json_format_and_missing_dir(tmp_path):
   assert data["runs_done"] == 7 and len(data["problems"]) == 3
   missing = [t.key for t in report.TABLES + (report.OTHER,) if t.key not in data]
   assert not missing, f"tables left out of the JSON: {missing}"
-  assert data["languages"]["tomita3 (next set)"]["cells"]["rnn x1"]["scores"] == [[1000, True]]
+  assert data["languages"]["paper"]["tomita3 (next set)"]["cells"]["rnn x1"]["scores"] == [[1000, True]]
   assert list(data["other"]["paper"]) == ["C2-gen mamba x1"], data["other"]
   bad = launcher.run(["launch.tables", "--runs=/nonexistent"], timeout=300)
   assert bad.returncode != 0 and "Traceback" not in bad.stderr
