@@ -1,4 +1,6 @@
 """The neighbouring papers' tables read the right numbers out of stored summaries."""
+import os
+
 from ssm_bench import neighbours
 from ssm_bench import tables
 from test_tables import fake_summary
@@ -112,6 +114,24 @@ def test_illusion_figure_is_written_from_the_table_data(tmp_path):
   assert figures.write_illusion(data, str(tmp_path)) == ["illusion_depth.png"]
   assert (tmp_path / "illusion_depth.png").stat().st_size > 1000
   assert figures.write_illusion({}, str(tmp_path / "none")) == []
+
+
+def test_illusion_figures_are_one_per_protocol(tmp_path):
+  """Each protocol's minimal depths get a figure of their own, named by the protocol as the
+  curves are (its preset, then a hash of the fields that differ from it)."""
+  from ssm_bench import figures
+  from ssm_bench import report
+  runs = []
+  for steps in (2000, 4000):
+    s = fake_summary("A5", "mamba", 1, 0)
+    s["config"].update(train_length=4, curriculum_start=4, steps=steps)
+    s["seq_acc_at_train_length"] = 0.95
+    runs.append(s)
+  (table,) = [t for t in report.TABLES if t.key == "illusion"]
+  names = figures.write_illusions(report.build(runs)[table], str(tmp_path))
+  assert len(names) == 2 and len(set(names)) == 2, f"two protocols drew {names}"
+  assert all(n.startswith("illusion_depth_paper-") for n in names), names
+  assert sorted(os.listdir(tmp_path)) == sorted(names)
 
 
 def test_runs_of_one_layer_at_other_kwargs_are_rows_of_their_own():
