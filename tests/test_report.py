@@ -62,7 +62,9 @@ def test_a_sweep_prints_every_table_its_own_runs_fill(tmp_path):
     json.dump(s, open(tmp_path / s["run"] / "summary.json", "w"))
   text = report.sweep_table(str(tmp_path))
   for title in ("# Formal languages", "# Minimal depth", "# Runs in no other table",
-                "| C2 | 1000 (1/1) |", "All 4 runs finished (status done)."):
+                "| C2 | 1000 (1/1) |", "All 4 runs finished (status done).",
+                "### Protocol: paper\n\n| language |", "| tomita3 | next set |",
+                "| mamba | 1 |"):
     assert title in text, f"{title!r} not printed at the sweep's end:\n{text}"
 
 

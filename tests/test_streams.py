@@ -90,6 +90,34 @@ def test_adversarial_parity_is_blocks_of_zeros_then_odd_ones():
     assert len(set(inner_ones)) <= 1 and len(set(len(r) for r in runs[1:-1] if r[0] == 0)) <= 1
 
 
+def test_adversarial_parity_starts_anywhere_in_its_period():
+  """Each sequence starts at a random phase of its (0^k 1^m) period, so the stream is not
+  always led by a full block of zeros: some rows open with ones, and the opening zeros vary."""
+  tokens, _ = jitted("parity")(jax.random.PRNGKey(1), 64, 100, "adversarial")
+  tokens = np.asarray(tokens)
+  assert 0 < tokens[:, 0].sum() < 64, f"first tokens all {tokens[0, 0]}: the phase is fixed"
+  # a row opening with zeros opens with a whole block (k of them, as its next block) or part of one
+  whole = [row for row in tokens if row[0] == 0 and _runs(row)[0][1] == _runs(row)[2][1]]
+  assert len(whole) < (tokens[:, 0] == 0).sum(), "every row opens with a whole block of zeros"
+
+
+def test_flipflop_labels_read_the_last_written_bit():
+  """Token 1 writes 0, token 2 writes 1, token 0 keeps the bit; before any write the bit is 0."""
+  task = registry.get_task("flipflop")
+  tokens = np.array([[0, 2, 0, 1, 0, 2, 2, 1]], np.int32)
+  np.testing.assert_array_equal(task.labels(tokens), [[0, 1, 1, 0, 0, 1, 1, 0]],
+                                err_msg="flip-flop labels are not the last written bit")
+
+
+def test_offset_cycles_fill_a_long_evaluation_sequence():
+  """At the evaluation length (1000) the cycles go on to the end: the sequence never closes
+  with a gap longer than the training ITIs, even where every ITI is drawn short."""
+  tokens, _ = jitted("offset")(jax.random.PRNGKey(0), 64, 1000, None)
+  for row in np.asarray(tokens):
+    last = _runs(row)[-1]
+    assert last[0] == 1 or last[1] <= 40, f"the sequence ends with {last[1]} zeros"
+
+
 def test_modcount_counts():
   tokens, labels = jitted("modcount5")(jax.random.PRNGKey(0), 2, 12, None)
   np.testing.assert_array_equal(labels[0], (np.arange(1, 13)) % 5)
