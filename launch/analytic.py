@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from absl import flags
 import jax
-import numpy as np
 
 from launch import common
 from ssm_bench import analytic
@@ -36,12 +35,9 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
   num_seqs -= num_seqs % chunk
   tokens, labels = evaluation.eval_set(task, num_seqs, length)
   model = models.StateTracker(cfg)
-  correct = np.asarray(evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels))
-  per_pos, seq = evaluation.curves(correct)
-  wrong = np.nonzero(~correct.all(0))[0]
+  correct = evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels)
   return {"task": task_name, "model": ",".join(sorted(set(cfg.layers))), "depth": cfg.depth,
-          "length": length, "accuracy": float(seq[-1]), "acc_at_length": float(per_pos[-1]),
-          "first_error": int(wrong[0]) + 1 if wrong.size else None,
+          "length": length, **evaluation.at_length(correct),
           "num_seqs": num_seqs, "backend": jax.default_backend()}
 
 

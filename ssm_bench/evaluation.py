@@ -63,6 +63,17 @@ def curves(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
   return correct.mean(0), np.cumprod(correct, axis=1).mean(0)
 
 
+def at_length(correct: np.ndarray) -> dict:
+  """A construction's check at its full length: the share of sequences right at every position
+  (`accuracy`), the share right at the last position (`acc_at_length`), and the first position
+  (1-based) where some sequence is wrong (`first_error`, None where none is)."""
+  correct = np.asarray(correct)
+  per_pos, seq = curves(correct)
+  wrong = np.nonzero(~correct.all(0))[0]
+  return {"accuracy": float(seq[-1]), "acc_at_length": float(per_pos[-1]),
+          "first_error": int(wrong[0]) + 1 if wrong.size else None}
+
+
 def on_grid(per_position: np.ndarray, window: int = 1) -> dict:
   """{"20": acc(20), ...} over grid(len(per_position)): string keys, so it is JSON as it is.
   With `window` > 1, acc(L) is the mean over the `window` positions ending at L: a stream with

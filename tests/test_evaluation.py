@@ -70,3 +70,12 @@ def test_an_event_with_no_positions_has_no_accuracy():
   correct = np.array([[1, 0, 1], [1, 1, 0]], bool)
   masks = {"some": np.array([[1, 1, 0], [0, 0, 0]], bool), "none": np.zeros((2, 3), bool)}
   assert evaluation.event_accuracy(correct, masks) == {"some": 0.5, "none": None}
+
+
+def test_a_constructions_check_names_its_first_wrong_position_from_one():
+  """launch.analytic's numbers: whole-sequence accuracy, accuracy at the last position, and the
+  first position (counted from 1) where any sequence is wrong."""
+  correct = np.array([[1, 1, 0, 1], [1, 1, 1, 1], [1, 1, 1, 0]], bool)
+  got = evaluation.at_length(correct)
+  assert got == {"accuracy": 1 / 3, "acc_at_length": 2 / 3, "first_error": 3}, got
+  assert evaluation.at_length(np.ones((2, 5), bool))["first_error"] is None

@@ -47,6 +47,16 @@ def test_recurrence_scan_is_the_linear_recurrence_forward_and_reversed(reverse, 
   np.testing.assert_allclose(prod, cum, rtol=1e-5, atol=1e-5, err_msg="not the running product")
 
 
+@pytest.mark.parametrize("shapes", [((3, 9), (3, 8), (3, 9), (3, 8)), ((3, 9),) * 3])
+def test_recurrence_scan_refuses_operands_of_other_shapes_or_counts(shapes):
+  """Operands that disagree in shape, or a count that is neither (a, b) nor two (re, im) pairs,
+  are refused when traced, naming what it takes, not scanned into a wrong or ragged result."""
+  from ssm_bench.scan.recurrence_scan import recurrence_scan_p
+  ops = [jnp.zeros(s, jnp.float32) for s in shapes]
+  with pytest.raises(ValueError, match=r"\(a, b\) or \(a_re, a_im, b_re, b_im\) of one shape"):
+    jax.eval_shape(lambda *o: recurrence_scan_p.bind(*o, axis=1, reverse=False), *ops)
+
+
 @pytest.mark.parametrize("family,length", [("decay", 60), ("signed_decay", 1), ("rotation", 23),
                                            ("constant", 12)])
 def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(family, length):
