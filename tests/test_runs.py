@@ -157,6 +157,21 @@ def test_the_update_is_adamw_after_clipping_by_global_norm():
                                err_msg="the training step's update is not clipped AdamW")
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["task", "padded"])
+def test_each_step_draws_a_fresh_batch_that_its_seed_and_step_fix(padded):
+  """A run's batch at a step is a function of (seed, step): the same again at that step, another
+  at the next step (a run does not fit one batch for its whole budget), another under another
+  seed; padded runs (their task as data) too."""
+  cfg = MIXED[1] if padded else TINY
+  trainer = train.Trainer(cfg)
+  hps = [jax.tree.map(lambda v: v[0], train.hparams([cfg.replace(seed=s)])) for s in (0, 1)]
+  state = trainer.init(hps[0])
+  tokens = lambda hp, step: np.asarray(trainer.batch({**state, "step": np.int32(step)}, hp)[0])
+  np.testing.assert_array_equal(tokens(hps[0], 3), tokens(hps[0], 3))
+  assert not np.array_equal(tokens(hps[0], 3), tokens(hps[0], 4)), "steps 3 and 4 drew one batch"
+  assert not np.array_equal(tokens(hps[0], 3), tokens(hps[1], 3)), "seeds 0 and 1 drew one batch"
+
+
 def _group_and_alone(cfgs, chunks=3):
   """The runs trained together for `chunks` chunks, and each trained alone: (group state and
   last metrics, [(state, metrics) alone]), from one compiled program per group size."""
