@@ -96,3 +96,16 @@ def test_a_shorter_bucket_computes_the_full_lengths_loss_and_gradients(model):
                           jax.tree.leaves(g_short)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6,
                                err_msg=f"{model}: gradient {jax.tree_util.keystr(path)}")
+
+
+def test_a_log_interval_of_several_chunks_reports_their_mean_and_the_last_length():
+  """A logged row over chunks at growing buckets: loss and accuracy averaged over the chunks,
+  curriculum length and learning rate as they stand at its end, not at its start."""
+  parts = [{"loss": np.array([2.0]), "acc": np.array([0.5]), "length": np.array([8]),
+            "lr": np.array([1e-3])},
+           {"loss": np.array([1.0]), "acc": np.array([0.9]), "length": np.array([16]),
+            "lr": np.array([5e-4])}]
+  m = train.merge_metrics(parts)
+  np.testing.assert_allclose([m["loss"][0], m["acc"][0]], [1.5, 0.7])
+  assert (int(m["length"][0]), float(m["lr"][0])) == (16, 5e-4), (
+      f"the row reports length {m['length']} and lr {m['lr']}, not the last chunk's")
