@@ -79,3 +79,12 @@ def test_a_constructions_check_names_its_first_wrong_position_from_one():
   got = evaluation.at_length(correct)
   assert got == {"accuracy": 1 / 3, "acc_at_length": 2 / 3, "first_error": 3}, got
   assert evaluation.at_length(np.ones((2, 5), bool))["first_error"] is None
+
+
+def test_an_example_output_is_the_probability_of_class_one_on_the_first_sequence():
+  """The offset figures draw p(next token is 1) against the signal, from the first sequence."""
+  import jax.numpy as jnp
+  logits = jnp.log(jnp.array([[[0.8, 0.2], [0.3, 0.7]], [[0.5, 0.5], [0.5, 0.5]]]))
+  tokens, labels = np.array([[0, 1], [1, 1]]), np.array([[1, 0], [0, 0]])
+  ex = evaluation.example_output(lambda params, t: logits[:t.shape[0]], None, tokens, labels)
+  assert ex == {"tokens": [0, 1], "labels": [1, 0], "p1": [0.2, 0.7]}, ex
