@@ -196,10 +196,10 @@ def _dense(p, x):
     ("layernorm", "mlp", "gelu"), ("rmsnorm", "linear", "relu"), ("none", "mlp", "tanh")])
 def test_the_stack_is_embedding_residual_blocks_final_norm_and_decoder(norm, decoder, activation):
   """SPEC: x <- x + out(act(layer(norm(x)))) per layer after the embedding, then a final norm
-  and the decoder head (an MLP with a ReLU, or linear), recomputed here in float64 from each
-  layer's own output."""
+  and the decoder head (an MLP with a ReLU at decoder_hidden's width, or linear), recomputed
+  here in float64 from each layer's own output."""
   model, params, tokens = build(("s4d", "negmamba"), norm=norm, decoder=decoder,
-                                activation=activation, conv_kernel=0)
+                                activation=activation, conv_kernel=0, decoder_hidden=24)
   p = jax.tree.map(lambda a: np.asarray(a, np.float64), params["params"])
   act = {"gelu": lambda v: np.asarray(jax.nn.gelu(v)), "relu": lambda v: np.maximum(v, 0),
          "tanh": np.tanh}[activation]
@@ -211,6 +211,8 @@ def test_the_stack_is_embedding_residual_blocks_final_norm_and_decoder(norm, dec
     x = x + _dense(p[f"out{i}"], act(np.asarray(y, np.float64)))
   x = _reference_norm(norm, x, p.get("norm_f"))
   if decoder == "mlp":
+    assert p["head_hidden"]["kernel"].shape == (model.cfg.d_model, 24), (
+        f"decoder_hidden=24 built a hidden layer of {p['head_hidden']['kernel'].shape}")
     x = np.maximum(_dense(p["head_hidden"], x), 0)
   want = _dense(p["head_out"], x)
   np.testing.assert_allclose(np.asarray(model.apply(params, tokens)), want, rtol=1e-4, atol=1e-5,
