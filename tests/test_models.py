@@ -340,6 +340,24 @@ def test_tf32x3_is_three_tf32_passes_on_a_gpu_and_float32_elsewhere(monkeypatch)
       "the CUDA lowering lost the three-pass algorithm")
 
 
+@pytest.mark.parametrize("vocab,lookup", [(models.ONE_HOT_MAX_VOCAB, "one-hot matmul"),
+                                          (models.ONE_HOT_MAX_VOCAB + 1, "gather")])
+def test_a_large_vocabulary_is_looked_up_by_a_gather_not_a_one_hot_matmul(vocab, lookup):
+  """Up to ONE_HOT_MAX_VOCAB tokens the embedding is a one-hot matmul (a reproducible gradient);
+  past it (S6, order 720) a gather, where the one-hot matrix (batch x time x vocab) would cost
+  more memory than the lookup saves."""
+  cfg = ModelConfig(layers=("s4d",), vocab_size=vocab, num_classes=4, d_model=8, d_state=2)
+  model = models.StateTracker(cfg)
+  tokens = jnp.zeros((2, 5), jnp.int32)
+  params = jax.eval_shape(model.init, jax.random.PRNGKey(0), tokens)
+  jaxpr = jax.make_jaxpr(model.apply)(params, tokens).jaxpr
+  prims = {e.primitive.name for e in equations(jaxpr)
+           if models.LOOKUP_SCOPE in str(e.source_info.name_stack)
+           or e.primitive.name == "gather"}
+  got = "gather" if "gather" in prims else "one-hot matmul" if "dot_general" in prims else prims
+  assert got == lookup, f"a vocabulary of {vocab} is looked up by {got}, not a {lookup}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_training_step_has_no_scatter_add_whose_updates_collide(name):
   """A scatter-add with more updates than operand elements adds several into one element; XLA's
