@@ -105,19 +105,30 @@ def write_illusion(data: dict, out_dir: str, name: str = "illusion_depth.png",
   return [_save(fig, plt, out_dir, name)]
 
 
+def _layer_part(model: str, kwargs: str) -> str:
+  """A layer at its kwargs as a file-name part: its name, then a short hash of any kwargs."""
+  return model + (f"_{hashlib.sha1(kwargs.encode()).hexdigest()[:8]}" if kwargs else "")
+
+
 def write_examples(rs, out_dir: str) -> list[str]:
-  """Output against signal (paper 001, Figs. 1-8): per model stack, the first seed's run with a
-  stored example, one panel per evaluation stream."""
+  """Output against signal (paper 001, Figs. 1-8): per protocol of the offset table and model
+  stack (a layer at its kwargs), the first seed's run with a stored example, one panel per
+  evaluation stream."""
+  from ssm_bench import neighbours
+  from ssm_bench import report
+  from ssm_bench.tables import protocol
   plt = _pyplot()
   if plt is None:
     return []
+  axes = next(t.axes for t in report.TABLES if t.key == "offset")
   first = {}
   for s in sorted(rs.good, key=lambda s: (s["config"]["seed"], s["run"])):
     c = s["config"]
     if "example" in s and c["task"] == "offset":  # flip-flop languages store one too
-      first.setdefault((c["task"], c["model"], c["depth"]), s)
+      first.setdefault((c["task"], _file_label(protocol(c, axes)),
+                        _layer_part(c["model"], c.get("layer_kwargs", "")), c["depth"]), s)
   written = []
-  for (task, model, depth), s in sorted(first.items()):
+  for (task, label, layer, depth), s in sorted(first.items()):
     streams = {s["eval_stream"]: s, **s.get("other_streams", {})}
     fig, axes = plt.subplots(len(streams), 1, figsize=(8, 1.8 * len(streams)), squeeze=False)
     for ax, (name, res) in zip(axes[:, 0], streams.items()):
@@ -126,11 +137,12 @@ def write_examples(rs, out_dir: str) -> list[str]:
               label="next token (signal)")
       ax.plot(ex["p1"], color="C0", lw=1.2, label="model P(next = 1)")
       ax.set(ylim=(-0.05, 1.05), ylabel=name)
-    axes[0, 0].set_title(f"{task}: {model} x{depth}, lr {s['config']['lr']:g}, seed "
-                         f"{s['config']['seed']}")
+    c = s["config"]
+    axes[0, 0].set_title(f"{task}: {neighbours.stack_name(c)}, lr {c['lr']:g}, seed {c['seed']}"
+                         f" (protocol {label})")
     axes[0, 0].legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("position")
-    written.append(_save(fig, plt, out_dir, f"example_{task}_{model}_depth{depth}.png"))
+    written.append(_save(fig, plt, out_dir, f"example_{task}_{label}_{layer}_depth{depth}.png"))
   return written
 
 
@@ -171,9 +183,7 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
                  "max_len, theory; "
                  "red: disagree (dashed: tentative)"
                  + ("; div.: runs that diverged" if tp.diverged_runs(p) else ""), fontsize=8)
-    digest = hashlib.sha1(p["layer_kwargs"].encode()).hexdigest()[:8]
-    name = (f"profile_{_file_label(p['protocol'])}_{p['model']}"
-            + (f"_{digest}" if p["layer_kwargs"] else ""))
+    name = f"profile_{_file_label(p['protocol'])}_{_layer_part(p['model'], p['layer_kwargs'])}"
     written.append(_save(fig, plt, out_dir, name + ".png"))
   return written
 

@@ -134,6 +134,25 @@ def test_illusion_figures_are_one_per_protocol(tmp_path):
   assert sorted(os.listdir(tmp_path)) == sorted(names)
 
 
+def test_offset_examples_are_one_figure_per_protocol_and_layer_at_its_kwargs(tmp_path):
+  """An offset run's stored example is drawn per (protocol, layer at its kwargs, depth), from
+  the first seed; a flip-flop language run's example is not (its table has no figure)."""
+  from ssm_bench import figures
+  ex = {"tokens": [0, 1, 1, 0], "labels": [1, 1, 0, 0], "p1": [0.1, 0.9, 0.2, 0.1]}
+
+  def run(task="offset", seed=0, **config):
+    s = fake_summary(task, "s4d", 1, 0, seed=seed)
+    s["config"].update(config)
+    s.update(eval_stream="cycles", example=ex, other_streams={"two_isi": {"example": ex}})
+    return s
+  runs_ = [run(), run(seed=1), run(steps=999), run(layer_kwargs='{"r_min":0.5}'),
+           run(task="lang-flipflop_language")]
+  names = figures.write_examples(tables.RunSet(runs_, []), str(tmp_path))
+  assert len(names) == 3 and len(set(names)) == 3, f"three offset stacks drew {names}"
+  assert all(n.startswith("example_offset_paper") for n in names), names
+  assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
 def test_runs_of_one_layer_at_other_kwargs_are_rows_of_their_own():
   """ids4 and ids4 with row_norm (another layer in effect) are two rows of the parity and the
   illusion tables, and of other runs; a hybrid's name stays its list."""
