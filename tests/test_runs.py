@@ -344,49 +344,6 @@ def test_schedules():
   np.testing.assert_allclose(warm, [0.1, 0.5, 1.0, 1.0], atol=1e-6)
 
 
-def test_tensorboard_scalars_and_hparams(tmp_path):
-  from tensorboard.backend.event_processing import event_accumulator
-  from tensorboard.plugins.hparams import api_pb2
-  from tensorboard.plugins.hparams import metadata
-  d = str(tmp_path / "run")
-  runs.train_group([TINY], [d])
-  acc = event_accumulator.EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
-  acc.Reload()
-  tags = set(acc.Tags()["scalars"])
-  assert {"train/loss", "train/acc", "train/length", "train/lr", "eval/acc_vs_length",
-          "eval/max_len"} <= tags, tags
-  assert [e.step for e in acc.Scalars("eval/acc_vs_length")] == list(evaluation.GRID), (
-      "the accuracy-vs-length curve is not drawn against the length")
-  content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
-  assert metadata.EXPERIMENT_TAG in content and metadata.SESSION_START_INFO_TAG in content
-  start = metadata.parse_session_start_info_plugin_data(content[metadata.SESSION_START_INFO_TAG])
-  assert start.hparams["lr"].number_value == pytest.approx(TINY.lr)
-  assert start.hparams["model"].string_value == "mamba"
-  experiment = metadata.parse_experiment_plugin_data(content[metadata.EXPERIMENT_TAG])
-  assert [m.name.tag for m in experiment.metric_infos] == ["eval/max_len"], (
-      "the HParams table has no max_len column")
-  end = metadata.parse_session_end_info_plugin_data(content[metadata.SESSION_END_INFO_TAG])
-  assert end.status == api_pb2.STATUS_SUCCESS, f"a finished run's session ends {end.status}"
-
-
-def test_tensorboard_ends_a_diverged_runs_session_as_failed(tmp_path):
-  """The HParams table marks a run that did not finish (diverged) as failed, not successful."""
-  from tensorboard.backend.event_processing import event_accumulator
-  from tensorboard.plugins.hparams import api_pb2
-  from tensorboard.plugins.hparams import metadata
-  from ssm_bench import tb
-  for ok, want in ((True, api_pb2.STATUS_SUCCESS), (False, api_pb2.STATUS_FAILURE)):
-    d = str(tmp_path / str(ok))
-    w = tb.Writer(d)
-    w.end_session(ok)
-    w.close()
-    acc = event_accumulator.EventAccumulator(d, size_guidance={"tensors": 0})
-    acc.Reload()
-    content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
-    end = metadata.parse_session_end_info_plugin_data(content[metadata.SESSION_END_INFO_TAG])
-    assert end.status == want, f"end_session({ok}) wrote status {end.status}"
-
-
 def test_offset_run_stores_per_position_event_accuracy_an_example_and_eval_length(tmp_path):
   """One run checks both: a next-token task's extra results and an eval_length past 1000."""
   cfg = TINY.replace(task="offset", model="s4d", steps=10, checkpoint_every=10, train_length=200,
