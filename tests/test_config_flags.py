@@ -125,6 +125,9 @@ def test_installed_versions_are_inside_the_pinned_ranges():
     (dict(steps=250), "steps (250) must be a multiple of log_every (100)"),
     (dict(checkpoint_every=150), "checkpoint_every (150) must be a multiple of log_every (100)"),
     (dict(eval_seqs=100), "eval_seqs (100) must be a multiple of eval_chunk (64)"),
+    (dict(eval_length=10, train_length=8), "eval_length (10) must be >= 20, the first length"),
+    (dict(weight_decay=-0.1), "weight_decay must be a finite number >= 0, got -0.1"),
+    (dict(curriculum_threshold=float("nan")), "curriculum_threshold must be a finite number"),
     (dict(seed=2 ** 31), "seed must be an integer in [0, 2^31), got 2147483648"),
     (dict(seed=-1), "seed must be an integer in [0, 2^31), got -1"),
     (dict(depth=True), "depth must be int, got True"),
@@ -135,3 +138,11 @@ def test_a_config_that_cannot_train_as_meant_is_refused_naming_the_rule(fields, 
   message as its one error line: test_cli_errors)."""
   with pytest.raises(config.ConfigError, match=re.escape(problem)):
     config.TrainConfig(**fields)
+
+
+def test_an_integer_given_for_a_float_field_is_taken_as_that_float():
+  """`--config.lr=1` or a preset's `weight_decay: 0` is a float field's value, stored as a float
+  (so the run's name and config hash are the same as for 1.0)."""
+  cfg = config.TrainConfig(lr=1, weight_decay=0)
+  assert (cfg.lr, cfg.weight_decay) == (1.0, 0.0) and isinstance(cfg.lr, float), cfg
+  assert cfg == config.TrainConfig(lr=1.0, weight_decay=0.0)
