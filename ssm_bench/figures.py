@@ -120,15 +120,15 @@ def write_examples(rs, out_dir: str) -> list[str]:
   plt = _pyplot()
   if plt is None:
     return []
-  axes = next(t.axes for t in report.TABLES if t.key == "offset")
+  offset_axes = next(t.axes for t in report.TABLES if t.key == "offset")
   first = {}
   for s in sorted(rs.good, key=lambda s: (s["config"]["seed"], s["run"])):
     c = s["config"]
     if "example" in s and c["task"] == "offset":  # flip-flop languages store one too
-      first.setdefault((c["task"], _file_label(protocol(c, axes)),
+      first.setdefault((c["task"], protocol(c, offset_axes),
                         _layer_part(c["model"], c.get("layer_kwargs", "")), c["depth"]), s)
   written = []
-  for (task, label, layer, depth), s in sorted(first.items()):
+  for (task, proto, layer, depth), s in sorted(first.items()):
     streams = {s["eval_stream"]: s, **s.get("other_streams", {})}
     fig, axes = plt.subplots(len(streams), 1, figsize=(8, 1.8 * len(streams)), squeeze=False)
     for ax, (name, res) in zip(axes[:, 0], streams.items()):
@@ -138,11 +138,12 @@ def write_examples(rs, out_dir: str) -> list[str]:
       ax.plot(ex["p1"], color="C0", lw=1.2, label="model P(next = 1)")
       ax.set(ylim=(-0.05, 1.05), ylabel=name)
     c = s["config"]
-    axes[0, 0].set_title(f"{task}: {neighbours.stack_name(c)}, lr {c['lr']:g}, seed {c['seed']}"
-                         f" (protocol {label})")
+    axes[0, 0].set_title(f"{task}: {neighbours.stack_name(c)}, lr {c['lr']:g}, seed {c['seed']}")
     axes[0, 0].legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("position")
-    written.append(_save(fig, plt, out_dir, f"example_{task}_{label}_{layer}_depth{depth}.png"))
+    fig.suptitle(f"protocol: {proto}", fontsize=7)
+    name = f"example_{task}_{_file_label(proto)}_{layer}_depth{depth}.png"
+    written.append(_save(fig, plt, out_dir, name))
   return written
 
 
