@@ -11,6 +11,7 @@ import pytest
 from launch import executors
 from launch import progress
 from launch import sweep
+from ssm_bench import paper
 from ssm_bench import runs
 
 from fake_runs import finish_with
@@ -25,8 +26,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_only_regex_filters_and_bad_regex_is_a_usage_error():
   groups = sweep.plan("table2", "/tmp/unused", only=r"^C2-negmamba-L1-n32-")
   assert sum(len(c) for c, _ in groups) == 27
+  # a search, as the flag says ("whose name matches"), not anchored at the name's start
+  inner = sweep.plan("table2", "/tmp/unused", only=r"-negmamba-L1-n32-lr0\.0001-")
+  assert {c.task for cfgs, _ in inner for c in cfgs} == set(paper.TABLE2_GROUPS), (
+      "--only matched from the name's start only")
   with pytest.raises(Exception, match="not a valid regular expression"):
     sweep.plan("table2", "/tmp/unused", only="(")
+
+
+def test_a_workdir_that_cannot_be_made_or_written_is_one_usage_error(tmp_path, monkeypatch):
+  """Said before any run starts (as root every directory is writable, so the write check is
+  reached through os.access)."""
+  (tmp_path / "file").write_text("")
+  with pytest.raises(sweep.common.UsageError, match="cannot create workdir"):
+    sweep.check_workdir(str(tmp_path / "file" / "runs"))
+  sweep.check_workdir(str(tmp_path / "ok"))
+  monkeypatch.setattr(os, "access", lambda path, mode: False)
+  with pytest.raises(sweep.common.UsageError, match="is not writable"):
+    sweep.check_workdir(str(tmp_path / "ok"))
 
 
 def test_interrupted_sweep_completes_with_every_run_done_once(tmp_path):
