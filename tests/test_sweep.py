@@ -34,6 +34,21 @@ def test_only_regex_filters_and_bad_regex_is_a_usage_error():
     sweep.plan("table2", "/tmp/unused", only="(")
 
 
+def test_a_sweep_of_built_in_layers_is_not_built_or_compiled_again_to_check_it(monkeypatch):
+  """The layer checks (a plugin's shapes and causality, each a compiled program) are for layers
+  the suite has not checked itself: planning table2_lite builds none of its built-in networks
+  again; a built-in layer given kwargs is built and checked."""
+  from ssm_bench import causality, models
+  checked = []
+  monkeypatch.setattr(models, "check", lambda cfg: checked.append(cfg.layers))
+  monkeypatch.setattr(causality, "require", lambda cfg: checked.append(cfg.layers))
+  sweep.plan("table2_lite", "/tmp/unused")
+  assert checked == [], f"built-in networks checked: {checked[:4]}"
+  sweep.plan("illusion", "/tmp/unused", only="^A5-ids4-L1-",
+             overrides={"layer_kwargs": '{"row_norm": true}'})
+  assert checked and all(layers == ("ids4",) for layers in checked), checked
+
+
 def test_a_workdir_that_cannot_be_made_or_written_is_one_usage_error(tmp_path, monkeypatch):
   """Said before any run starts (as root every directory is writable, so the write check is
   reached through os.access)."""
