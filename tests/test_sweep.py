@@ -422,6 +422,12 @@ def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path
   assert sweep.to_train(groups, fit) == groups[1:] and measured == ["negmamba"], measured
   assert sweep.to_train(groups) == groups[1:] and measured == ["negmamba"], (
       "a sweep without a memory budget measured a group")
+  # a group split to fit: the part whose runs all finished is not trained again
+  (cfgs, dirs), = groups[1:]
+  finish_with(cfgs[0], dirs[0], 0)
+  halves = lambda gs: [([c], [d]) for g in gs for c, d in zip(*g)]
+  assert sweep.to_train(groups[1:], halves) == [([cfgs[1]], [dirs[1]])], (
+      "a split group's finished part is trained again")
 
 
 def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
