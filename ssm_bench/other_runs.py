@@ -19,13 +19,13 @@ INTRO = ("Finished runs that neither Table 2 nor another table reads (their task
 def other_data(summaries) -> dict:
   """{protocol: {(task, stack): {"runs", "max_len", "successes", "theory"}}}, sorted; diverged
   runs count as runs with max_len 0."""
-  by_protocol = {}
-  for s in summaries:
-    c = s["config"]
-    by_protocol.setdefault(tables.protocol(c), {}).setdefault(
-        (c["task"], neighbours.stack_name(c)), []).append(s)
-  return {p: {key: _entry(runs) for key, runs in sorted(rows.items())}
-          for p, rows in sorted(by_protocol.items())}
+  out = {}
+  for p, runs in tables.by_protocol(summaries).items():
+    rows = {}
+    for s in runs:
+      rows.setdefault((s["config"]["task"], neighbours.stack_name(s["config"])), []).append(s)
+    out[p] = {key: _entry(rows[key]) for key in sorted(rows)}
+  return out
 
 
 def _entry(runs) -> dict:

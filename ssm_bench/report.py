@@ -33,10 +33,7 @@ class Table:
     """Its data from the summaries it takes: {protocol: data} when it has axes."""
     if self.axes is None:
       return self.data(summaries)
-    by_protocol = {}
-    for s in summaries:
-      by_protocol.setdefault(tables.protocol(s["config"], self.axes), []).append(s)
-    built = {p: self.data(runs) for p, runs in sorted(by_protocol.items())}
+    built = {p: self.data(runs) for p, runs in tables.by_protocol(summaries, self.axes).items()}
     return {p: d for p, d in built.items() if d}
 
   def render(self, data) -> str:

@@ -183,13 +183,18 @@ def takes(summary) -> bool:
   return is_table2_run(summary["config"])
 
 
+def by_protocol(summaries, axes: tuple = CELL_FIELDS) -> dict:
+  """{protocol (over a table's axes): its summaries}, protocols sorted: every table pools runs
+  of one protocol only."""
+  out = {}
+  for s in summaries:
+    out.setdefault(protocol(s["config"], axes), []).append(s)
+  return dict(sorted(out.items()))
+
+
 def table2_runs(summaries) -> dict:
   """{protocol: its Table 2 runs}, protocols sorted."""
-  by_protocol = {}
-  for s in summaries:
-    if takes(s):
-      by_protocol.setdefault(protocol(s["config"]), []).append(s)
-  return dict(sorted(by_protocol.items()))
+  return by_protocol([s for s in summaries if takes(s)])
 
 
 def table2_data(rs: RunSet, paper: dict | None = None) -> dict:
