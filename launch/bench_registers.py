@@ -150,10 +150,16 @@ def compile_usage(ttir: str, warps: int, arch: int = 90) -> dict:
     suffix = "a" if arch >= 90 else ""
     report = subprocess.run([ptxas, "-v", f"--gpu-name=sm_{arch}{suffix}", ptx, "-o",
                              os.devnull], capture_output=True, text=True, check=True).stderr
-  usage = parse_ptxas(report)
-  usage["fits"] = usage["registers"] * 32 * warps <= REGISTER_FILE
-  usage.update(count_instructions(kernel.asm["ptx"]))
-  return usage
+  return usage(report, kernel.asm["ptx"], warps)
+
+
+def usage(report: str, ptx: str, warps: int) -> dict:
+  """A program of `warps` warps: ptxas's report, whether its registers fit an SM's file (one
+  that does not cannot launch), and the PTX's instruction counts."""
+  out = parse_ptxas(report)
+  out["fits"] = out["registers"] * 32 * warps <= REGISTER_FILE
+  out.update(count_instructions(ptx))
+  return out
 
 
 def count_instructions(ptx: str) -> dict:

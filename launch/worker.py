@@ -30,14 +30,12 @@ def main() -> int:
   report = os.fdopen(os.dup(1), "w")
   os.dup2(2, 1)
   from launch import common
-  from ssm_bench import plugins
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
   common.enable_compilation_cache()
   common.catch_lost_interrupts()
+  # (a plugin's layers register here when train.model_config loads each config's plugins)
   cfgs = [TrainConfig(**c) for c in job["configs"]]
-  for c in cfgs:
-    plugins.load(c.plugins)  # a plugin's layers register in this process too
   try:
     runs.train_group(cfgs, job["dirs"], progress=lambda _: watchdog.beat())
   except runs.RunError as e:  # not the group's failure but the sweep's: the parent stops

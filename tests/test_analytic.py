@@ -124,10 +124,11 @@ def test_perturb_adds_noise_of_the_given_scale():
 @pytest.mark.parametrize("model", ["aussm"])  # simple_aussm's: the construction tests above
 def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   out = launcher.run(["launch.analytic", "--task=S3", "--length=10000",
-                      f"--model={model}", "--num_seqs=16", "--json"], timeout=300)
+                      f"--model={model}", "--num_seqs=16", "--chunk=6", "--json"], timeout=300)
   assert out.returncode == 0, out.stderr
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
+  assert res["num_seqs"] == 12, f"16 sequences in chunks of 6 are 2 whole chunks: {res}"
   assert res["model"] == model, res
   bad = launcher.run(["launch.analytic", "--task=A5", "--model=aussm",
                       "--json"], timeout=300)

@@ -158,3 +158,97 @@ def test_render_names_a_forward_tile_with_its_own_steps_per_chunk():
                                  "rows": [row([8, 1], "forward", 434),
                                           row([8, 1, 16], "forward", 412)]})
   assert "8x1 95/0 434i" in text and "8x1 L16 95/0 412i" in text, text
+
+
+def test_a_program_fits_when_its_registers_times_its_threads_fill_at_most_an_sm():
+  """65,536 registers per SM: 256 per thread fit 8 warps exactly, 257 do not, nor 255 in 16."""
+  at = lambda registers, warps: bench_registers.usage(
+      SPILLING.replace("Used 255", f"Used {registers}"), PTX, warps)
+  assert at(256, 8)["fits"] and not at(257, 8)["fits"], "the register file's bound is off"
+  assert at(255, 8)["fits"] and not at(255, 16)["fits"], "a program's warps were not counted"
+  assert at(255, 8)["loop_instructions"] == 25 and at(255, 8)["spill_stores"] == 836
+
+
+def fake_compiler(monkeypatch, arch_seen=None):
+  """The section's loop without triton: each module 'compiles' to 40 registers and the PTX
+  above (an error for a module with `raise` set); the modules compiled are recorded."""
+  import types
+  monkeypatch.setattr(bench_registers, "_triton",
+                      lambda: (types.SimpleNamespace(__version__="fake"), None))
+  compiled = []
+
+  def compile_usage(ttir, warps, arch=90):
+    compiled.append((ttir, warps, arch))
+    return bench_registers.usage(SPILLING.replace("Used 255", "Used 40"), PTX, warps)
+  monkeypatch.setattr(bench_registers, "compile_usage", compile_usage)
+  return compiled
+
+
+def test_each_loop_variant_is_reported_for_its_own_kernel_only(monkeypatch):
+  """The chunked real kind: the state loop's forward and backward at each tile, the channel
+  loop's backward only, the time loop's forward only (their other kernel is the state loop's,
+  already a row), each with the H100 issue time its count predicts on sm_90."""
+  compiled = fake_compiler(monkeypatch)
+  sizes = {"length": 12, "d_model": 16, "d_state": 4}
+  result = bench_registers.bench_registers(
+      sizes, kernels=("pallas_chunked",), kinds=("real",), grid=[(8, 2)],
+      channel_loop_grid=[(16, 2)], time_loop_grid=[(16, 1)])
+  rows = [(r["which"], r["tile"], r.get("loop")) for r in result["rows"]]
+  assert rows == [("forward", [8, 2], None), ("backward", [8, 2], None),
+                  ("backward", [16, 2], "channels"), ("forward", [16, 1], "time")], rows
+  assert len(compiled) == 4, f"{len(compiled)} modules compiled for 4 rows"
+  assert all(r["h100_issue_ms_per_run"] == round(bench_registers.warp_instructions_per_run(
+      r, sizes) / bench_registers.H100_WARP_INSTRUCTIONS_PER_MS, 4) for r in result["rows"]), (
+      "a row lacks the issue time its count predicts")
+
+
+def test_oversize_tiles_are_skipped_other_archs_get_no_h100_time_and_errors_are_rows(monkeypatch):
+  compiled = fake_compiler(monkeypatch)
+  sizes = {"length": 12, "d_model": 16, "d_state": 4}
+  run = lambda **kw: bench_registers.bench_registers(
+      sizes, kernels=("pallas_parallel",), kinds=("real",), grid=[(8, 1), (8, 2)],
+      layouts=(False,), **kw)["rows"]
+  rows = run()
+  per_thread = {tuple(r["tile"]): r["elements_per_thread"] for r in rows}
+  assert per_thread[(8, 1)] > per_thread[(8, 2)], per_thread
+  monkeypatch.setattr(bench_registers, "MAX_ELEMENTS_PER_THREAD", per_thread[(8, 2)])
+  compiled.clear()
+  rows = run(arch=80)
+  assert [("skipped" in r) for r in rows] == [True, True, False, False], rows
+  assert len(compiled) == 2 and {arch for _, _, arch in compiled} == {80}, compiled
+  assert all("h100_issue_ms_per_run" not in r and r["warp_instructions_per_run"] > 0
+             for r in rows if "skipped" not in r), "sm_80 code was timed at the H100's rate"
+  monkeypatch.setattr(bench_registers, "compile_usage", lambda *a: 1 / 0)
+  rows = run()
+  assert [r.get("error", "")[:17] for r in rows if "skipped" not in r] == [
+      "ZeroDivisionError"] * 2, "a compiler failure is not its tile's row"
+  text = bench_registers.render({"sizes": sizes, "triton": "fake", "arch": "sm_90",
+                                 "rows": rows})
+  assert "8x1 - | -" in text and "8x2 error | error" in text, text
+
+
+def test_render_marks_a_program_that_does_not_fit_an_sm():
+  row = lambda which, fits: {"kernel": "pallas", "kind": "real", "family": "decay",
+                             "tile": [8, 4], "which": which, "registers": 255,
+                             "spill_stores": 0, "fits": fits, "instructions": 10}
+  text = bench_registers.render({"sizes": {"length": 60}, "triton": "3.9.0", "arch": "sm_90",
+                                 "rows": [row("forward", True), row("backward", False)]})
+  assert "8x4 255/0 10i | 255/0! 10i" in text, text
+
+
+def test_calibration_leaves_out_wrong_tiles_and_other_layouts():
+  """A timed tile that missed the reference, or a time-major row, is not fitted."""
+  sizes = {"batch": 4, "d_model": 32, "d_state": 8}
+  rows, timed = [], []
+  for i, tile in enumerate([[4, 1], [8, 2], [16, 4]]):
+    row = {"kernel": "pallas_parallel", "kind": "real", "which": "forward", "tile": tile,
+           "instructions": 100 + 37 * i, "loop_instructions": 80 + 30 * i}
+    rows.append(row)
+    timed.append({"kind": "real", "kernel": "forward", "tile": tile, "ms_per_run":
+                  bench_registers.warp_instructions_per_run(row, sizes) / 5e6})
+  timed.append({"kind": "real", "kernel": "forward", "tile": [32, 8], "ms_per_run": 99.0,
+                "matches_reference": False})
+  rows.append(dict(rows[0], tile=[32, 8]))
+  rows.append(dict(rows[1], time_major=True, instructions=9999))  # same tile, another layout
+  fit = bench_registers.calibrate(rows, timed, sizes)
+  assert fit["tiles"] == 3 and fit["max_rel_err_forward"] < 1e-9, fit

@@ -312,6 +312,8 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
       batch=cfg.eval_chunk, length=cfg.eval_length, d_model=128, d_state=64,
       eval_seqs=cfg.eval_seqs), "the eval regime took the training cell's batch or length"
   tiny = bench_eval_tiles.regime(dict(d_model=8, d_state=4), batch=2, length=12)
+  keep_defaults(monkeypatch, pallas)
+  pallas.FORWARD["real"], pallas.PREFETCH["real"] = (4, 2), False  # the defaults: a timed row
   real, asked = pallas.scan, []
   monkeypatch.setattr(pallas, "scan", lambda f, **kw: asked.append((f.x.shape, kw)) or real(f, **kw))
   clock = iter(range(100, 0, -1))  # each configuration timed is faster than the one before
@@ -336,6 +338,8 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
   best = out["best"]["evaluation"]["real"]
   assert (best["forward"], best["chunk"], best["prefetch"], best["family"]) == (
       win["tile"], win["chunk"], win["kernel"].endswith("prefetch"), "signed_decay"), best
+  assert best["default_ms_per_call"] == rows[0]["ms_per_run"], (
+      f"the defaults' time is not their row's: {best}")
   assert [kw for shape, kw in asked if shape[0] == cfg.eval_seqs] == [dict(
       forward=tuple(win["tile"]), chunk=win["chunk"], prefetch=best["prefetch"])], asked
   # the best once more, on the whole evaluation set in one call
@@ -348,6 +352,14 @@ def test_eval_tiles_section_times_the_step_by_step_forward_in_evaluations_regime
   bench_tiles_result.apply(out)
   assert (pallas.FORWARD["real"], pallas.CHUNK["real"], pallas.PREFETCH["real"]) == (
       tuple(win["tile"]), win["chunk"], best["prefetch"]), "the best was not applied"
+  # the whole set in one call 1% off: the best stays, its whole-set time is not reported
+  monkeypatch.setattr(pallas, "scan", lambda f, **kw: real(f, **kw) * (
+      1.01 if f.x.shape[0] == cfg.eval_seqs else 1.0))
+  out = bench_eval_tiles.bench_eval_tiles(reps=1, sizes=tiny, models=("negmamba",), grid=grid,
+                                          chunks=(4,), need_gpu=False)
+  best = out["best"]["evaluation"]["real"]
+  assert not out["rows"][-1]["matches_reference"] and best["whole_set_ms_per_run_layer"] is None, (
+      f"a whole-set call that missed the reference was timed: {best}")
   rejects_a_one_percent_error(monkeypatch, pallas, bench_eval_tiles.bench_eval_tiles,
                               sizes=tiny, models=("aussm",), grid=grid)
 

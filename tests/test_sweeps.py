@@ -142,3 +142,33 @@ def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
   assert {c.depth for c in added} == set(tracking_profile.DEPTHS)
   own = sweeps.expand("profile", base, {"model": "negmamba"})
   assert {c.task for c in own} == set(tracking_profile.GROUPS)
+
+
+# Sweeps with no committed runs, or only some: table2 (the order of 100 GPU-hours), smoke_p (its
+# rates are test_the_smoke_rates_...'s), tiny (for tests).
+NOT_COMMITTED = ("table2", "smoke_p", "tiny")
+
+
+def test_every_committed_sweeps_first_stage_is_stored_under_the_names_it_plans_today():
+  """The stored runs are today's protocol: a preset, grid or layer-preset change (the rnn's wide
+  table2_cpu values, a learning rate) renames a sweep's runs, so the committed tables would read
+  an old protocol and the same command would train the sweep again. Every run of each committed
+  sweep's first stage (the one no earlier result can skip), and of each profiled built-in layer's
+  profile, is stored finished in results/runs."""
+  from ssm_bench import registry, rundir
+  stored = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "results", "runs")
+  configs = [json.load(open(os.path.join(stored, d, "config.json"))) for d in os.listdir(stored)]
+  profiled = {c["model"] for c in configs if c["preset"] == "profile_cpu"}
+  plans = [(name, {}) for name in sweeps.SWEEPS if name not in NOT_COMMITTED + ("profile",)]
+  plans += [("profile", {"model": m}) for m in sorted(profiled)
+            if registry.find(m) is not None and registry.get(m).builtin]
+  assert len(plans) > 15, f"too few sweeps and profiles to check: {plans}"
+  for name, overrides in plans:
+    groups = sweep.plan(name, stored, overrides=overrides, check=False)
+    stage = sweeps.SWEEPS[name].stage or (lambda c: 0)
+    first = min(stage(c) for cfgs, _ in groups for c in cfgs)
+    dirs = [d for cfgs, ds in groups for c, d in zip(cfgs, ds) if stage(c) == first]
+    missing = [os.path.basename(d) for d in dirs if not rundir.is_finished(d)]
+    assert not missing, (f"{name} {overrides}: {len(missing)} of its {len(dirs)} first-stage "
+                         f"runs are not stored under today's names, e.g. {missing[:3]}")
