@@ -3,8 +3,6 @@ test_sweeps.py; the staged sweeps' skips: test_sweep_stages.py; progress lines:
 test_progress.py)."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -428,67 +426,6 @@ def test_a_resumed_sweep_measures_and_trains_only_its_unfinished_groups(tmp_path
   halves = lambda gs: [([c], [d]) for g in gs for c, d in zip(*g)]
   assert sweep.to_train(groups[1:], halves) == [([cfgs[1]], [dirs[1]])], (
       "a split group's finished part is trained again")
-
-
-def test_watchdog_restarts_a_sweep_that_hangs_and_it_finishes(tmp_path):
-  """A group that hangs (as the XLA CPU runtime did: results/pilots.md, "Incidents") is killed
-  after --stall_s
-  without progress and the sweep relaunched; it resumes and finishes every run once."""
-  env = {**os.environ, "SSM_BENCH_FAULT": "group_start:2:hang"}
-  try:
-    out = launcher.run(["launch.sweep", "--sweep=tiny",
-                        f"--workdir={tmp_path}", "--stall_s=10", "--quiet"], env=env, timeout=150)
-  except subprocess.TimeoutExpired:
-    pytest.fail("the hung sweep was never restarted")
-  assert out.returncode == 0, f"exit {out.returncode}:\n{out.stderr[-2000:]}"
-  assert "no progress for 10s" in out.stderr, f"no restart reported:\n{out.stderr[-2000:]}"
-  dirs = [d for _, ds in sweep.plan("tiny", str(tmp_path)) for d in ds]
-  assert all(runs.read_summary(d)["status"] == "done" for d in dirs), "a run did not finish"
-  for d in dirs:
-    steps = [json.loads(l)["step"] for l in open(os.path.join(d, "metrics.jsonl"))]
-    assert len(steps) == len(set(steps)), f"{d}: a step logged twice after the restart"
-
-
-def test_watchdog_gives_up_after_its_restarts_with_one_line(monkeypatch, capsys):
-  """A sweep that never makes progress is launched 1 + restarts times, then the supervisor
-  stops with status 1 and says so (finished runs are kept)."""
-  from launch import watchdog
-  launched = []
-
-  def spawn(args, **kwargs):
-    launched.append(args)
-    return subprocess.Popen(["sleep", "60"])
-
-  monkeypatch.setattr(watchdog, "spawn", spawn)
-  assert watchdog.supervise(["--sweep=tiny"], stall_s=0.4, restarts=2) == 1
-  err = capsys.readouterr().err
-  assert len(launched) == 3, f"launched {len(launched)} times, not 1 + 2 restarts"
-  assert "restarting it (2 of 2)" in err and "stalled 3 times" in err, err
-
-
-def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_ctrl_c(
-    monkeypatch, capsys):
-  """Ctrl-C: a child stopping cleanly (saving a checkpoint) is waited for and its status kept;
-  one that ignores SIGINT is killed after the grace period, reported as interrupted (130)."""
-  from launch import watchdog
-  stopping = subprocess.Popen([sys.executable, "-c",
-                               "import time; time.sleep(1); raise SystemExit(130)"])
-  assert watchdog.stop(stopping) == 130 and stopping.returncode == 130, (
-      f"a child stopping on its own ended with {stopping.returncode}")
-  monkeypatch.setenv("SSM_BENCH_STOP_GRACE_S", "0.5")
-  deaf = subprocess.Popen([sys.executable, "-c", "import signal, time; "
-                           "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"])
-  assert watchdog.stop(deaf) == 130 and deaf.returncode == -9, deaf.returncode
-  assert "interrupted" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("rc", [-15, 3])
-def test_a_supervised_sweep_exits_as_its_child_did(rc):
-  """The supervisor dies by the signal that killed its child (what a caller of an unsupervised
-  sweep would see), or exits with the child's status."""
-  code = f"from launch import watchdog; watchdog.exit_like({rc})"
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-  assert out.returncode == rc, f"exit_like({rc}) ended with {out.returncode}: {out.stderr[-500:]}"
 
 
 def test_a_sweep_prints_the_table_of_its_own_runs_only(tmp_path, tiny_local):
