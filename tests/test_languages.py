@@ -13,17 +13,6 @@ from tasks import registry
 import launcher
 
 
-def _run(task: str, model: str, max_len: int, status: str = "done", depth: int = 1) -> dict:
-  """A language run's summary whose whole strings are right up to `max_len` and whose
-  per-position max_len reads 1000 (what a last-symbol rule scored on a^n b^n c^n)."""
-  import dataclasses
-  from ssm_bench import evaluation
-  from ssm_bench.config import TrainConfig
-  return {"config": dataclasses.asdict(TrainConfig(task=task, model=model, depth=depth)),
-          "status": status, "max_len": 1000,
-          "seq_acc_curve": {str(n): float(n <= max_len) for n in evaluation.grid()}}
-
-
 @pytest.mark.parametrize("name", list(languages.LANGUAGES))
 def test_dfa_agrees_with_brute_force_membership(name):
   d = languages.get(name)
@@ -107,48 +96,6 @@ def test_task_labels_agree_with_brute_force(name):
         assert labels[b, t] == want, f"{name} ({'member' if member else 'next'}) at {word!r}"
 
 
-def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
-  from ssm_bench import language_table
-  runs = [_run(f"lang-{lang}", m, ml, st)
-          for lang, m, st, ml in [("parity", "mamba", "done", 0), ("parity", "rnn", "done", 1000),
-                                  ("parity", "rnn", "diverged", 0), ("tomita4", "mamba", "done", 400)]]
-  md = language_table.markdown(language_table.language_data(runs))
-  rows = {line.split("|")[1].strip(): line for line in md.splitlines()[2:]}
-  assert "| no | C2 |" in rows["parity"] and "✘ (0/1) ✗" in rows["parity"], md
-  assert "1000 (1/2) ✓" in rows["parity"], "a diverged run must count as a run"
-  assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
-
-
-@pytest.mark.parametrize("kwargs,parity,tomita3", [('{"m":3}', False, False),
-                                                   ('{"m":4}', None, None)])
-def test_a_plugin_class_predicts_on_languages_by_its_series_with_its_parameter(kwargs, parity,
-                                                                             tomita3):
-  """examples/clock.py's roots_of_unity:<m>: parity's and tomita3's monoids hold C2, which cube
-  roots cannot track at any depth (✗), 4th roots can (?: the rest of the monoid has no
-  theorem); a counter language is no monoid (?)."""
-  from ssm_bench import language_table, plugins
-  plugins.load("examples.clock")
-  got = [language_table.predicted(f"lang-{lang}", "clock", kwargs)
-         for lang in ("parity", "tomita3", "dyck1")]
-  assert got == [parity, tomita3, None], f"clock {kwargs}: predicted {got}"
-
-
-def test_language_table_tells_a_skipped_deeper_cell_from_one_not_trained_yet():
-  """Depth 2 trains only where depth 1 failed: a missing depth-2 cell reads `= d1` (skipped, as
-  in the profile) only when a depth-1 run succeeded, else `·` (an interrupted sweep's gap must
-  not read as a skip)."""
-  from ssm_bench import language_table
-  runs = [_run(f"lang-{lang}", "rnn", ml, depth=d)
-          for lang, d, ml in [("tomita1", 1, 1000), ("parity", 1, 0), ("tomita4", 1, 0),
-                              ("tomita4", 2, 100), ("tomita7", 1, 0), ("tomita7", 1, 1000)]]
-  md = language_table.markdown(language_table.language_data(runs))
-  rows = {line.split("|")[1].strip(): line.rstrip(" |").rsplit("|", 1)[1].strip()
-          for line in md.splitlines()[2:]}
-  # one depth-1 success of two is a success (the skip rule's); 100 reaches the line, no cross
-  assert rows == {"parity": "·", "tomita1": "= d1", "tomita4": "100 (1/1) ✓",
-                  "tomita7": "= d1"}, f"rnn x2 cells: {rows}"
-
-
 def test_flipflop_variants_have_their_ignore_rates_and_mark_read_positions():
   import jax
   import numpy as np
@@ -176,28 +123,6 @@ def test_a_language_is_scored_on_every_phase_not_one_position_per_grid_length():
   acc = evaluation.on_grid(even_only, task.acc_window)
   assert set(acc.values()) == {0.5}, acc
   assert evaluation.max_len(acc) == 0
-
-
-def test_flipflop_rows_score_the_reads_and_depth_2_trains_where_reads_failed():
-  """Every flip-flop run reached max_len 1000 over all positions while its reads were at chance
-  (sparse: reads are 1% of positions): the table and the sweep's depth staging must use reads."""
-  import dataclasses
-  from launch import sweep_stages
-  from ssm_bench import language_table
-  from ssm_bench.config import TrainConfig
-  cfg = TrainConfig(task="lang-flipflop_sparse", model="mamba", preset="cpu")
-  chance = {"config": dataclasses.asdict(cfg), "status": "done", "max_len": 1000,
-            "event_acc": {"after_read": 0.59}}
-  md = language_table.markdown(language_table.language_data([chance]))
-  assert "0.59 (0/1)" in md, md
-  deeper = cfg.replace(depth=2)
-  assert not sweep_stages.shallower_modelled(deeper, [(cfg, chance)]), "depth 2 skipped on max_len"
-  solved = {**chance, "event_acc": {"after_read": 0.97}}
-  assert sweep_stages.shallower_modelled(deeper, [(cfg, solved)])
-  group = TrainConfig(task="lang-parity", model="mamba", preset="cpu")
-  assert sweep_stages.shallower_modelled(group.replace(depth=2), [(group, {
-      "config": dataclasses.asdict(group), "status": "done", "max_len": 1000,
-      "seq_acc_curve": {"20": 1.0, "100": 1.0}})])
 
 
 def test_flipflop_runs_stay_out_of_the_offset_table_and_its_figures():
@@ -297,21 +222,6 @@ def test_no_rule_that_reads_only_the_last_symbols_extrapolates_on_a_language(tas
         f"{hits.mean():.3f} of positions)")
 
 
-def test_a_language_run_is_judged_on_whole_strings_and_a_group_run_per_position():
-  """A model right everywhere but once per string (at position 30) is right at 99.9% of
-  positions: a group task's max_len is 1000, a language's 20; the language table reads stored
-  runs from their whole-string curve, whatever their max_len field says."""
-  import numpy as np
-  from ssm_bench import evaluation, language_table
-  hits = np.ones((64, 1000), bool)
-  hits[:, 29] = False
-  assert evaluation.scored(registry.get_task("C2"), hits)["max_len"] == 1000
-  scored = evaluation.scored(registry.get_task("lang-dyck1"), hits)
-  assert scored["max_len"] == 20, f"a language scored per position: {scored['max_len']}"
-  stored = _run("lang-dyck1", "mamba", 20)  # its max_len field: 1000
-  assert language_table.score(stored) == (20, False)
-
-
 def test_membership_decided_by_the_last_symbol_is_refused_in_one_line():
   """On a walk inside Tomita 1, 4 or 7 every prefix is a member, inside (10)* or the flip-flop
   language exactly those ending in a 0 or a bit: the -member label is the last symbol's, a task
@@ -348,22 +258,6 @@ def test_one_untrackable_maximal_subgroup_rules_a_language_out():
   both = language_theory.series_verdict("signed_diagonal", False, [c2, c3])
   assert both["verdict"] is False, both
   assert language_theory.series_verdict("signed_diagonal", False, [c2])["verdict"] is None
-
-
-@pytest.mark.parametrize("task,event_acc,status,want", [
-    ("lang-flipflop_language", {"after_read": 0.9}, "done", (0.9, False)),  # success is above 0.9
-    ("lang-flipflop_language", {"after_read": 0.95}, "done", (0.95, True)),
-    ("lang-flipflop_language", None, "diverged", (0.0, False)),
-    ("lang-tomita3", None, "diverged", (0, False)),
-])
-def test_a_language_run_scores_reads_above_the_threshold_and_a_diverged_run_zero(
-    task, event_acc, status, want):
-  from ssm_bench import language_table
-  from test_tables import fake_summary
-  s = fake_summary(task, "mamba", 1, 1000, status=status)
-  if event_acc:
-    s["event_acc"] = event_acc
-  assert language_table.score(s) == want, (task, status, language_table.score(s))
 
 
 @pytest.mark.parametrize("name", list(languages.LANGUAGES))
@@ -466,30 +360,3 @@ def test_counter_languages_are_predicted_modelled_by_nonnegative_and_signed_diag
   got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
   assert got == {"nonnegative_diagonal": True, "signed_diagonal": True}, got
   assert language_theory.class_prediction(name, "householder(2)") is None
-
-
-def test_a_membership_run_is_its_own_row_beside_the_next_set_run():
-  """lang-<name>-member is the membership target of <name>: a row of its own, never pooled with
-  the predictive (next set) target's runs."""
-  from ssm_bench import language_table
-  data = language_table.language_data([_run("lang-tomita3-member", "rnn", 1000),
-                                       _run("lang-tomita3", "rnn", 40)])
-  assert list(data) == [("tomita3", "membership"), ("tomita3", "next set")], list(data)
-  assert data[("tomita3", "membership")]["cells"][("rnn", 1, "")]["scores"] == [(1000, True)]
-
-
-def test_a_layers_runs_at_other_kwargs_are_columns_of_their_own_with_their_own_prediction():
-  """The clock at m = 3 and m = 4 on parity: two columns, ✗ (cube roots never track C2) and ?,
-  each scored on its own runs; before, both pooled in one cell under the default m's class."""
-  from ssm_bench import language_table, plugins
-  plugins.load("examples.clock")
-  runs = []
-  for kwargs, max_len in (('{"m":3}', 0), ('{"m":4}', 1000)):
-    r = _run("lang-parity", "clock", max_len)
-    r["config"].update(layer_kwargs=kwargs, plugins="examples.clock")
-    runs.append(r)
-  data = language_table.language_data(runs)
-  md = language_table.markdown(data)
-  header, _, row = md.splitlines()
-  assert header.endswith('| clock {"m":3} x1 | clock {"m":4} x1 |'), header
-  assert row.endswith("| ✘ (0/1) ✗ | 1000 (1/1) ? |"), row
