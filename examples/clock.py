@@ -24,11 +24,16 @@ Depth 1 is proven for this layer, which has no input term: its state after a str
 image of the stream's letters in the Abelian group of n-tuples of m-th roots of unity, so two
 streams with the letters in another order, or one with a letter repeated m more times, end in
 the same state; the group product must agree on them (ab = ba, g^m = 1) for the readout to
-name it. For deeper stacks the rule is paper 000's cascade argument (Theorems 4.1-4.2) with
-characters valued in the m-th roots, assumed here, not proven: the profile tests it.
+name it. For deeper stacks, that k clocks suffice where the series reaches the identity in k
+steps is built: the record's construction is paper 000's unit-modulus cascade with every angle
+one of the m roots (`analytic_cascade.cascade_construction`; S4 in three clocks at m = 6 is
+exact at 10^6 steps, `python -m launch.analytic --plugins=examples.clock --model=clock
+--task=S4`). That fewer do not suffice (the rest of Theorems 4.1-4.2 with characters valued in
+the m-th roots) is assumed here, not proven: the profile tests it.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import flax.linen as nn
@@ -36,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ssm_bench import analytic_cascade
+from ssm_bench import registry
 from ssm_bench import scan
 from ssm_bench import theory
 from ssm_bench.layers import common
@@ -67,8 +74,9 @@ theory.register_class(
     "roots_of_unity", "input-dependent diagonal whose every transition is an m-th root of unity",
     "one layer tracks the Abelian groups of exponent dividing m, k layers the groups with a "
     "series of length k whose factors are such groups: G -> G^m [G, G] (depth 1 proven for a "
-    "layer with no input term, examples/clock.py; deeper stacks: paper 000's Theorems 4.1-4.2 "
-    "with characters valued in the m-th roots, assumed)",
+    "layer with no input term, examples/clock.py; k layers suffice: built, the unit-modulus "
+    "cascade with m-th roots; that fewer do not for deeper stacks: paper 000's Theorems "
+    "4.1-4.2 with characters valued in the m-th roots, assumed)",
     step=_exponent_step, contains=_roots_of_unity)
 
 
@@ -94,6 +102,40 @@ class Clock(nn.Module):
     return nn.Dense(d, name="readout")(jnp.concatenate([h.real, h.imag], -1)) + D * v
 
 
+class _ClockWeights(analytic_cascade.SimpleLayers):
+  """The cascade's rotations as the clock's choices: the channel that carries a one-hot input
+  raises the logit of the root its angle is (10, against the identity's 1 for every state when
+  no such channel is on), so the argmax turns the state by exactly that angle."""
+
+  def __init__(self, p, cfg):
+    super().__init__(p, cfg)
+    self.m = registry.layer_kwargs(cfg.layers[:1], cfg.layer_kwargs)[0]["m"]
+    for i in range(len(cfg.layers)):
+      p[f"layer{i}"]["logits"]["bias"][::self.m] = 1.0  # root 0, the identity, of each state
+
+  def rotate(self, i, channel, coord, angle):
+    k = angle * self.m / (2 * math.pi)
+    if abs(k - round(k)) > 1e-6:
+      raise ValueError(f"clock: angle {angle} is not a multiple of 2 pi / {self.m}")
+    self.p[f"layer{i}"]["logits"]["kernel"][channel, coord * self.m + round(k) % self.m] = 10.0
+
+
+def cascade_m(task: str) -> str:
+  """The cascade's kwargs: the default m where its roots hold every character of the group's
+  derived quotients, else the least m that does (the least common multiple of the quotients'
+  exponents). At such an m the class's series is the derived series, so the class claims the
+  group at exactly the cascade's depth."""
+  m = math.lcm(*analytic_cascade.derived_exponents(task))
+  default = module_kwargs(Clock)["m"]
+  return "" if default % m == 0 else registry.canonical_kwargs(json.dumps({"m": m}))
+
+
+CASCADE = analytic_cascade.cascade_construction(
+    "any solvable group in derived-length-many clocks (at the default m where its roots hold "
+    "the derived quotients' characters, else the least m that does): the unit-modulus cascade "
+    "with every angle one of the m roots (paper 000, Theorem 4.2)",
+    layer="clock", writer=_ClockWeights, kwargs=cascade_m)
+
 register_layer("clock", Clock, theory_class=lambda kwargs: f"roots_of_unity:{kwargs['m']}",
-               kwargs=module_kwargs(Clock),
+               kwargs=module_kwargs(Clock), constructions=(CASCADE,),
                description="each transition one of the m-th roots of unity (examples/clock.py)")

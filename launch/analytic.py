@@ -37,7 +37,7 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
   model = models.StateTracker(cfg)
   correct = evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels)
   return {"task": task_name, "model": ",".join(sorted(set(cfg.layers))), "depth": cfg.depth,
-          "length": length, **evaluation.at_length(correct),
+          "layer_kwargs": cfg.layer_kwargs, "length": length, **evaluation.at_length(correct),
           "num_seqs": num_seqs, "backend": jax.default_backend()}
 
 
@@ -48,7 +48,8 @@ def main(argv):
   if _JSON.value:
     common.print_json(out)
   else:
-    print(f"{out['task']}: {out['model']} x{out['depth']} at length {out['length']}: "
+    kwargs = f" {out['layer_kwargs']}" if out["layer_kwargs"] else ""
+    print(f"{out['task']}: {out['model']}{kwargs} x{out['depth']} at length {out['length']}: "
           f"sequence accuracy {out['accuracy']:.4f}, accuracy at L {out['acc_at_length']:.4f}")
 
 

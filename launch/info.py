@@ -114,7 +114,8 @@ def card(model: str, d_state: int | None = None, group_names=None, kwargs: str =
       model, {"d_state": d_state}, kwargs))
   out["predictions"] = {
       g: {"min_depth": theory.min_depth_text(cls, g, width),
-          "by_hand": model in analytic.constructions(g),  # weights set by hand track it
+          # weights set by hand track it: null, or the kwargs they are built at
+          "by_hand": analytic.held_by_hand(g, model, kwargs),
           **{f"depth {d}": theory.expressible([cls] * d, g, width)
              for d in tracking_profile.DEPTHS}}
       for g in predicted}
@@ -176,8 +177,15 @@ def _print_card(c: dict):
   for g, p in c["predictions"].items():
     print("  " + g.ljust(col) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
                                                    for d in (1, 2, 3))
-          + "  " + ("yes" if p["by_hand"] else "-"))
+          + "  " + _by_hand(p["by_hand"]))
   _print_checks(c)
+
+
+def _by_hand(held) -> str:
+  """The card's column: yes at the card's kwargs, else the kwargs the weights are built at."""
+  if not held:
+    return "-"
+  return "yes" if held["at_these_kwargs"] else f"at {held['layer_kwargs'] or 'the defaults'}"
 
 
 def _print_stack_card(c: dict):

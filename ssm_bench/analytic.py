@@ -233,6 +233,9 @@ class Construction:
   # task name -> why the construction is not built for a task it would hold ('' where it is
   # built or does not apply): the error then says so instead of only "no construction"
   limit: Callable[[str], str] = lambda task: ""
+  # task name -> the layer kwargs the build writes into its config (config text; '' for the
+  # layer's defaults): a card or profile at other kwargs does not count the task as held
+  kwargs: Callable[[str], str] = lambda task: ""
 
 
 def _abelian_group(task_name: str) -> bool:
@@ -337,6 +340,24 @@ def constructions(task_name: str) -> dict:
     return {name: c.description for name, c in _constructions(task_name).items()}
   except NoConstruction:
     return {}
+
+
+def held_by_hand(task_name: str, model: str, layer_kwargs: str = "") -> dict | None:
+  """None where no construction of `model` layers tracks the task; else the kwargs it is built at
+  and whether they are `layer_kwargs` (the layer's defaults filled in on both sides). A layer
+  at other kwargs may not hold the task at all (the clock's C3 takes m = 3, not 4)."""
+  try:
+    c = _constructions(task_name).get(model)
+  except NoConstruction:
+    return None
+  if c is None:
+    return None
+  from ssm_bench import registry as layer_registry
+  built, why = _ask("kwargs", c.kwargs, _held_task(task_name))
+  if why:
+    raise NoConstruction(f"{model}: {why}")
+  full = lambda text: layer_registry.layer_kwargs((model,), text)[0]
+  return {"layer_kwargs": built, "at_these_kwargs": full(built) == full(layer_kwargs)}
 
 
 def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):

@@ -101,10 +101,12 @@ def _match_weights(lv: _Level, q: int, root_n: float) -> tuple[np.ndarray, float
   return np.concatenate([np.cos(ph), np.sin(ph)]) * root_n / delta, -k / delta
 
 
-class _SimpleLayers:
-  """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v."""
-  def __init__(self, p, n: int):
-    self.p, self.n = p, n
+class SimpleLayers:
+  """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v.
+  A plugin layer of the same form but for its angles (`examples/clock.py`) overrides `rotate`:
+  the channel that carries a one-hot input turns state coordinate `coord` by `angle`."""
+  def __init__(self, p, cfg: ModelConfig):
+    self.p, self.n = p, cfg.d_state
 
   def rotate(self, i, channel, coord, angle):  # the one-hot `channel` turns `coord` by angle
     self.p[f"layer{i}"]["theta"]["kernel"][channel, coord] = angle
@@ -128,17 +130,18 @@ class _SimpleLayers:
       self.p[f"layer{i}"]["D"][c] = 2.0  # + 2 (the stream's copy of the pair's one-hot)
 
 
-class _AussmLayers(_SimpleLayers):
+class _AussmLayers(SimpleLayers):
   """The same level in a full AUSSM layer: u = 32 v, theta = W u / sqrt(d) (sqrt(d) a power of
   2 when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
   entries written in polar form, a bias read from a state coordinate that never rotates (the
   last: h0 = 1 / sqrt(n) there), the pairs as `pair` says, and the output gate silu(32) = 32
   undone in the output projection."""
 
-  def __init__(self, p, n: int, d: int, depth: int):
-    super().__init__(p, n)
+  def __init__(self, p, cfg: ModelConfig):
+    super().__init__(p, cfg)
+    n, d = cfg.d_state, cfg.d_model
     self.const, self.root_d = n - 1, math.sqrt(d)
-    for i in range(depth):
+    for i in range(len(cfg.layers)):
       lay = p[f"layer{i}"]
       lay["in_u"]["kernel"][:] = _GATE_ON * np.eye(d)  # u = 32 v: silu(32) = 32, silu(0) = 0
       lay["in_z"]["bias"][:] = _GATE_ON
@@ -186,10 +189,14 @@ def _series_levels(task_name: str, series: str) -> tuple:
   return g, _levels(g, getattr(g, f"{series}_series"))
 
 
-def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str):
+def derived_exponents(task_name: str) -> list[int]:
+  """The exponents of the Abelian quotients along the task's group's derived series, top first
+  (the orders of the roots of unity a unit-modulus cascade's angles need)."""
+  return [lv.e for lv in _series_levels(task_name, "derived")[1]]
+
+
+def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer_kwargs: str = ""):
   """(group, levels, pairs, channels, ModelConfig) of the solvable cascade; nothing built."""
-  if layer not in ("simple_aussm", "aussm"):
-    raise ValueError(f"the solvable cascade is built from simple_aussm or aussm, not {layer!r}")
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
@@ -205,20 +212,29 @@ def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str):
     ch.add(("pair", i), 2 * len(pairs[i]))  # (a, a - 1) per pair, each fed the pair's one-hot
     ch.add(("feat", i), 4 * lv.chars.shape[0])  # relu(+-Re h_j), relu(+-Im h_j)
   width = max(d_model, _power_of_4_at_least(ch.size) if full else ch.size)
-  cfg = ModelConfig(layers=(layer,) * depth, vocab_size=g.order, num_classes=g.order,
-                    d_model=width, d_state=n, norm="none", activation="relu",
-                    initial_state="ones", conv_kernel=0)
+  cfg = ModelConfig(layers=(layer,) * depth, layer_kwargs=layer_kwargs, vocab_size=g.order,
+                    num_classes=g.order, d_model=width, d_state=n, norm="none",
+                    activation="relu", initial_state="ones", conv_kernel=0)
   return g, levels, pairs, ch, cfg
 
 
-def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm"):
-  """(ModelConfig, params): derived-length-many unit-modulus layers (simple_aussm or the full
-  aussm) tracking the group."""
-  g, levels, pairs, ch, cfg = _solvable_plan(task_name, d_model, d_state, layer)
-  depth, full, n, width = len(levels), layer == "aussm", cfg.d_state, cfg.d_model
+_WRITERS = {"simple_aussm": SimpleLayers, "aussm": _AussmLayers}
+
+
+def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm",
+             writer=None, layer_kwargs: str = ""):
+  """(ModelConfig, params): derived-length-many unit-modulus layers tracking the group: the
+  simple_aussm or full aussm, or a plugin's layer of simple_aussm's form with `writer(params,
+  cfg)`, a `SimpleLayers` that writes its angles (`layer_kwargs`: the layers' own)."""
+  writer = writer or _WRITERS.get(layer)
+  if writer is None:
+    raise ValueError(f"the solvable cascade is built from {' or '.join(_WRITERS)}, or a layer "
+                     f"with a writer of its own, not {layer!r}")
+  g, levels, pairs, ch, cfg = _solvable_plan(task_name, d_model, d_state, layer, layer_kwargs)
+  n = cfg.d_state
   root_n = math.sqrt(n)
   p = analytic.zeros_like_init(cfg)["params"]
-  writer = _AussmLayers(p, n, width, depth) if full else _SimpleLayers(p, n)
+  writer = writer(p, cfg)
 
   def one_hot_targets(i: int, z: int) -> list[int]:
     """The channels that carry 'level i reads z': its one-hot and its pairs' copies."""
@@ -383,20 +399,30 @@ def _solvable_group(task_name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _size_limit(task_name: str, layer: str) -> str:
+def _size_limit(task_name: str, layer: str, layer_kwargs: str = "") -> str:
   """Why the task's cascade of `layer`s at its own width is not built ('' where it is): its
   channels grow as |G / G'| |G| and its kernels as their square (S4xC30's simple_aussm cascade:
   87,228 channels), so it is sized from its plan before `launch.info` lists it."""
   plan = (_signed_plan(task_name, 0, 0) if layer == "negmamba"
-          else _solvable_plan(task_name, 0, 0, layer))
+          else _solvable_plan(task_name, 0, 0, layer, layer_kwargs))
   return analytic.oversize(plan[-1])
 
 
-def _sized(applies, layer: str) -> dict:
+def _sized(applies, layer: str, kwargs=lambda task: "") -> dict:
   """A cascade's `applies` and `limit`: it holds the tasks `applies` accepts, and is built for
-  those within analytic.MAX_PARAMS."""
-  return {"applies": lambda task: applies(task) and not _size_limit(task, layer),
-          "limit": lambda task: _size_limit(task, layer) if applies(task) else ""}
+  those within analytic.MAX_PARAMS (`kwargs(task)`: the layers' own for that task)."""
+  return {"applies": lambda task: applies(task) and not _size_limit(task, layer, kwargs(task)),
+          "limit": lambda task: _size_limit(task, layer, kwargs(task)) if applies(task) else ""}
+
+
+def cascade_construction(description: str, layer: str, writer, kwargs=lambda task: "",
+                         **fields) -> analytic.Construction:
+  """A plugin layer's solvable cascade as a `Construction` for its registry record: every
+  solvable group's uniform stream (order > 1), in derived-length-many `layer`s written by
+  `writer(params, cfg)` at `kwargs(task)` (`solvable`), sized as the built-in cascades are."""
+  return analytic.Construction(
+      description, build=lambda task, dm, ds: solvable(task, dm, ds, layer, writer, kwargs(task)),
+      kwargs=kwargs, **_sized(_solvable_group, layer, kwargs), **fields)
 
 
 SOLVABLE = analytic.Construction(

@@ -52,8 +52,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   # embedding: n_h key blocks of n channels, then the read-out pairs (w, -w), 2 r channels
   feats = n_h * n
   d = max(d_model, feats + 2 * r)
-  kwargs = "" if n_h == 2 else json.dumps({"n_h": n_h})  # 2: the registered default
-  cfg = ModelConfig(layers=("deltaproduct",), layer_kwargs=kwargs, vocab_size=order,
+  cfg = ModelConfig(layers=("deltaproduct",), layer_kwargs=_kwargs(n_h), vocab_size=order,
                     num_classes=order, d_model=d, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
   p = analytic.zeros_like_init(cfg)["params"]
@@ -88,6 +87,16 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   return cfg, analytic.finish({"params": p})
 
 
+def _kwargs(n_h: int) -> str:
+  return "" if n_h == 2 else json.dumps({"n_h": n_h})  # 2: the registered default
+
+
+def layer_kwargs(task_name: str) -> str:
+  """The kwargs `deltaproduct` builds the task's layer at: n_h its reflection length (at least 1)."""
+  g = registry.get_task(task_name).group
+  return _kwargs(max(reflections.witness(g, reflections.reflection_width(g))[0], 1))
+
+
 def _group(task_name: str):
   """The task's group, or None (`analytic` hands a `-gen` task's group name here)."""
   try:
@@ -113,4 +122,5 @@ def _limit(task_name: str) -> str:
 ANY_GROUP = analytic.Construction(
     "any finite group in one layer, n_h = its reflection length: each token a product of "
     "reflections in a faithful orthogonal representation (Cartan-Dieudonne; Grazzi et al. "
-    f"2025); built up to order {reflections.MAX_ORDER}", _built, deltaproduct, limit=_limit)
+    f"2025); built up to order {reflections.MAX_ORDER}", _built, deltaproduct, limit=_limit,
+    kwargs=layer_kwargs)

@@ -87,9 +87,11 @@ def _one(key, runs) -> dict:
           "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
           "state_width": width,
-          # groups this layer type holds exactly with weights set by hand (at the construction's
-          # own width, depth and kwargs): a "below theory" cell there is a training failure
-          "by_hand": [g for g in names if model in analytic.constructions(g)],
+          # groups this layer type holds exactly with weights set by hand at the profile's kwargs
+          # (at the construction's own width and depth): a "below theory" cell there is a
+          # training failure
+          "by_hand": [g for g in names if (analytic.held_by_hand(g, model, key[1]) or {}).get(
+              "at_these_kwargs")],
           "declaration": {"checked": len(checked),
                           "violations": [(r, _violation(d)) for r, d in checked if d["ok"] is False]}}
 

@@ -257,3 +257,50 @@ def test_deltaproduct_is_not_offered_above_the_order_its_representation_is_searc
                      match="no deltaproduct construction for C2xC400; choose one of simple_aussm"
                            ".* above order 720, and C2xC400 has order 800"):
     analytic.build("C2xC400", model="deltaproduct")  # other layers' constructions exist
+
+
+@pytest.mark.parametrize("name,kwargs", [("C4", ""), ("D4", ""), ("Q8", ""), ("S3", '{"m":6}'),
+                                         ("A4", '{"m":6}'), ("S4", '{"m":6}'), ("C3", '{"m":3}')])
+def test_a_plugins_clock_cascade_tracks_exactly_at_the_depth_its_class_claims(name, kwargs):
+  """examples/clock.py builds the unit-modulus cascade from clocks (every transition an m-th root
+  of unity), at the default m = 4 where its roots hold the derived quotients' characters, else at
+  the least m that does: exact at 2000 steps, every transition one of the m roots, at the
+  depth the class roots_of_unity:m claims, the kwargs it declares the ones it builds at."""
+  from ssm_bench import plugins, registry as layer_registry, theory
+  plugins.load("examples.clock")
+  cfg, params = analytic.build(name, model="clock")
+  assert cfg.layer_kwargs == kwargs, f"{name}: built at {cfg.layer_kwargs!r}, want {kwargs!r}"
+  assert analytic.held_by_hand(name, "clock", kwargs) == {"layer_kwargs": kwargs,
+                                                          "at_these_kwargs": True}
+  cls = layer_registry.theory_class_of("clock", kwargs)
+  assert len(cfg.layers) == theory.min_depth(cls, registry.get_task(name).group.name), (
+      f"{name}: {len(cfg.layers)} clocks built, {cls} claims {theory.min_depth(cls, name)}")
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 2000)
+  logits, sown = declaration.forward(models.StateTracker(cfg), params, tokens)
+  errors = int((np.asarray(logits).argmax(-1) != labels).sum())
+  assert errors == 0, f"{name}: {errors} wrong predictions out of {labels.size}"
+  m = layer_registry.layer_kwargs(("clock",), kwargs)[0]["m"]
+  for k, a in enumerate(declaration._find(sown)):
+    dev = float(np.abs(np.asarray(a, np.complex128) ** m - 1).max())
+    assert dev <= 1e-5, f"{name}: layer {k}'s transitions are no {m}-th roots (off by {dev:.3g})"
+
+
+def test_every_construction_declares_the_kwargs_it_builds_at():
+  """A construction's `kwargs(task)` is what its build writes into the config (DeltaProduct's
+  n_h, the clock's m): a card or profile at other kwargs then does not count the task as held."""
+  from ssm_bench import plugins, registry as layer_registry
+  plugins.load("examples.clock")
+  checked = 0
+  for name in ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5", "parity",
+               "modcount5"):
+    for model in analytic.construction_models(name):
+      cfg, _ = analytic.build(name, model=model)
+      held = analytic.held_by_hand(name, model, cfg.layer_kwargs)
+      assert held["at_these_kwargs"], f"{name} {model}: declares {held}, builds at {cfg.layer_kwargs!r}"
+      full = layer_registry.layer_kwargs((model,), held["layer_kwargs"])[0]
+      assert full == layer_registry.layer_kwargs((model,), cfg.layer_kwargs)[0], (name, model)
+      checked += 1
+  assert checked > 30, f"only {checked} constructions checked"
+  assert analytic.held_by_hand("Q8", "deltaproduct") == {"layer_kwargs": '{"n_h": 4}',
+                                                         "at_these_kwargs": False}
+  assert analytic.held_by_hand("S3", "mamba") is None

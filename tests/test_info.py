@@ -93,6 +93,21 @@ def test_a_plugin_brings_its_own_theory_class_and_the_card_reads_its_kwargs(kwar
   assert "roots of unity" in card["declaration_at_init"]["layers"][0]["detail"]
 
 
+def test_a_card_says_where_the_weights_by_hand_are_built_at_other_kwargs():
+  """The clock's cascade is built at m = 4 where 4th roots hold its group, else at the least m
+  that does (C3: 3): the card at m = 4 says `yes` for D4 and `at {"m":3}` for C3, where its
+  class says no depth tracks C3; at m = 6 D4's weights are the defaults', not its own."""
+  out = run_info("--plugins=examples.clock", "--model=clock", "--groups=C3,D4")
+  assert out.returncode == 0, out.stderr[-2000:]
+  rows = {l.split()[0]: l.split(None, 5)[-1] for l in out.stdout.splitlines()
+          if l.startswith("  ") and l.split()[0] in ("C3", "D4")}
+  assert rows == {"C3": 'at {"m":3}', "D4": "yes"}, out.stdout
+  out = run_info("--plugins=examples.clock", "--model=clock", "--groups=D4",
+                 '--layer_kwargs={"m": 6}', "--json")
+  held = json.loads(out.stdout)["predictions"]["D4"]["by_hand"]
+  assert held == {"layer_kwargs": "", "at_these_kwargs": False}, held
+
+
 def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
   cards = {}
   for model in ("negmamba,aussm", "aussm,negmamba"):
@@ -120,7 +135,8 @@ def test_a_layer_card_predicts_for_any_groups_asked():
   assert list(p) == ["C4", "D3", "C2xC4"], list(p)
   # C4 -> C4^2 [C4, C4] = C2 -> 1: two signed layers; D3 (order 6) is not a 2-group
   assert [p[g]["min_depth"] for g in p] == ["2", "never", "2"], p
-  assert (p["C4"]["depth 1"], p["C4"]["depth 2"], p["C4"]["by_hand"]) == (False, True, True), p
+  assert (p["C4"]["depth 1"], p["C4"]["depth 2"], p["C4"]["by_hand"]) == (False, True, {
+      "layer_kwargs": "", "at_these_kwargs": True}), p
   out = run_info("--model=negmamba,aussm", "--groups=D3,D4,A5")
   assert out.returncode == 0, out.stderr[-2000:]
   rows = {l.split()[0]: l.split()[1] for l in out.stdout.splitlines()

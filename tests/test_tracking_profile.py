@@ -124,6 +124,17 @@ def test_the_report_names_the_groups_the_layer_holds_by_hand():
   assert "hand-built `mamba`" not in report, "mamba has no construction, yet one is named"
 
 
+def test_the_report_names_only_the_groups_held_by_hand_at_the_profiles_kwargs():
+  """The clock's weights for C3 are built at m = 3: a profile at the default m = 4 (where no
+  depth tracks C3) must not read its C3 cell as a training failure; D4 is built at m = 4."""
+  from ssm_bench import plugins
+  plugins.load("examples.clock")
+  runs = [_summary(g, 1, 0, 0, "clock") for g in ("C3", "D4")]
+  _, report = _rows(runs)
+  held = [l for l in report.splitlines() if l.startswith("- Held exactly by hand-built `clock`")]
+  assert len(held) == 1 and held[0].endswith(": D4."), f"held at m = 4: {held}"
+
+
 def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theorys():
   """profile.md opens with every profile side by side: per group, the smallest depth at which a
   run reached 100 / the theory's minimal depth, flagged where they disagree on a trained depth;
