@@ -267,8 +267,9 @@ def markdown(data: dict, compare: dict | None = None) -> str:
       out.append("- Declaration check: not checked (the layer sows no transitions, or its class "
                  "has no set to check).")
     if p["by_hand"]:
-      out.append(f"- Held exactly by hand-built `{p['model']}` weights (at the construction's own "
-                 f"width and depth: `python -m launch.info --group=G`): {', '.join(p['by_hand'])}.")
+      out.append(f"- Held exactly by hand-built `{p['model']}` weights at these kwargs (at the "
+                 "construction's own width and depth: `python -m launch.info --group=G`): "
+                 f"{', '.join(p['by_hand'])}.")
     out.append("")
   return "\n".join(out)
 
