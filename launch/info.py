@@ -53,6 +53,9 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   common.load_plugins()
   from ssm_bench import analytic
   out["constructions"] = analytic.constructions(name)
+  # the layer kwargs each is built at ('' for the layer's defaults; the clock's C3: m = 3)
+  out["construction_kwargs"] = {m: analytic.held_by_hand(name, m)["layer_kwargs"]
+                                for m in out["constructions"]}
   out["construction_limits"] = analytic.construction_limits(name)  # built only up to a size
   out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
   out["min_depth_by_layer"] = min_depth_by_layer(name)
@@ -299,7 +302,8 @@ def main(argv):
         + (f" (python -m launch.analytic --task={info['name']} --model=LAYER)"
            if info["constructions"] else ""))
   for layer, how in info["constructions"].items():
-    print(f"    {layer}: {how}")
+    kwargs = info["construction_kwargs"][layer]
+    print(f"    {layer}{' ' + kwargs if kwargs else ''}: {how}")
   for layer, why in info["construction_limits"].items():
     print(f"    not built: {layer}: {why}")
   if info["diagonal_limit"]:

@@ -357,7 +357,8 @@ def held_by_hand(task_name: str, model: str, layer_kwargs: str = "") -> dict | N
   if why:
     raise NoConstruction(f"{model}: {why}")
   full = lambda text: layer_registry.layer_kwargs((model,), text)[0]
-  return {"layer_kwargs": built, "at_these_kwargs": full(built) == full(layer_kwargs)}
+  return {"layer_kwargs": layer_registry.canonical_kwargs(built),
+          "at_these_kwargs": full(built) == full(layer_kwargs)}
 
 
 def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):

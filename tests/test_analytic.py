@@ -301,6 +301,6 @@ def test_every_construction_declares_the_kwargs_it_builds_at():
       assert full == layer_registry.layer_kwargs((model,), cfg.layer_kwargs)[0], (name, model)
       checked += 1
   assert checked > 30, f"only {checked} constructions checked"
-  assert analytic.held_by_hand("Q8", "deltaproduct") == {"layer_kwargs": '{"n_h": 4}',
+  assert analytic.held_by_hand("Q8", "deltaproduct") == {"layer_kwargs": '{"n_h":4}',
                                                          "at_these_kwargs": False}
   assert analytic.held_by_hand("S3", "mamba") is None

@@ -60,7 +60,10 @@ def test_info_lists_the_layers_that_hold_a_group_by_hand():
   out = run_info("--group=A5")
   assert out.returncode == 0, out.stderr
   assert "held exactly by hand: deltaproduct (" in out.stdout, out.stdout
+  assert "    deltaproduct: any finite group" in out.stdout, "A5's n_h (2) is the default's"
   assert "A5 is not solvable: no stack of diagonal" in out.stdout, out.stdout
+  out = run_info("--group=Q8", "--json")
+  assert json.loads(out.stdout)["construction_kwargs"]["deltaproduct"] == '{"n_h":4}', out.stdout
 
 
 def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
