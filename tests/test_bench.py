@@ -288,10 +288,19 @@ def test_registers_compiles_the_families_of_the_models_asked_for(monkeypatch):
   from launch import bench_registers
   asked = []
   monkeypatch.setattr(bench_registers, "bench_registers",
-                      lambda sizes, kernels, **kw: asked.append(kw.get("kinds")) or {})
+                      lambda sizes, kernels, **kw: asked.append((kw.get("kinds"), kernels)) or {})
   monkeypatch.setattr(bench_registers, "render", lambda result: "")
   run_section_per_models("registers", ["mamba,aussm", None])
-  assert asked == [{"real": "decay", "phase": "rotation"}, None], asked
+  every = list(bench_registers.KERNELS)
+  assert asked == [({"real": "decay", "phase": "rotation"}, every), (None, every)], asked
+  # --methods narrows the kernels compiled to the Triton kernels it names
+  asked.clear()
+  try:
+    flags.FLAGS["methods"].parse("pallas_chunked,chunked")
+    run_section_per_models("registers", [None])
+  finally:
+    flags.FLAGS["methods"].unparse()
+  assert asked == [(None, ["pallas_chunked"])], asked
 
 
 @pytest.mark.skipif(jax.default_backend() == "gpu", reason="the fused kernels run on a GPU")
