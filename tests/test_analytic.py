@@ -129,6 +129,7 @@ def test_analytic_cli_s3_at_10000_and_a5_refused(model):
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["depth"] == 2 and res["length"] == 10000
   assert res["num_seqs"] == 12, f"16 sequences in chunks of 6 are 2 whole chunks: {res}"
+  assert res["layer_kwargs"] == "", f"S3's {model} layers are built at their defaults: {res}"
   assert res["model"] == model, res
   bad = launcher.run(["launch.analytic", "--task=A5", "--model=aussm",
                       "--json"], timeout=300)
