@@ -1,7 +1,8 @@
 """Cascades by hand, in the modules training uses: any solvable group in k simple_aussm (or full
-AUSSM) layers, k = its derived length (paper 000, Theorem 4.2's direction "derived length k
-suffices"), and any 2-group in k negmamba layers, k = its elementary-2 length (`signed`, Grazzi
-et al. 2025).
+AUSSM, or a plugin's layer of that form: `cascade_construction`) layers, k = its derived length
+(paper 000, Theorem 4.2's direction "derived length k suffices"). The levels of a normal series
+with Abelian quotients (`levels_of`, `next_input`, `cosets`) are shared with the 2-group cascade
+of negmamba layers (`analytic_signed`).
 
 Level i tracks a stream z_t in G_i (level 0: the tokens; G_0 = G > G_1 = G' > ... > G_k = 1, the
 derived series). Its layer rotates one state coordinate per character of the Abelian quotient
@@ -33,7 +34,7 @@ from tasks import registry
 
 
 @dataclasses.dataclass
-class _Level:
+class Level:
   elements: np.ndarray  # G_i as indices of G (its stream's alphabet)
   coset: np.ndarray  # element of G -> coset index in A_i (-1 outside G_i); coset 0 = G_{i+1}
   rep: np.ndarray  # coset -> its representative (an element of G), rep[0] = identity
@@ -41,7 +42,7 @@ class _Level:
   e: int
 
 
-def _levels(g: groups.Group, series) -> list[_Level]:
+def levels_of(g: groups.Group, series) -> list[Level]:
   """One level per step of a normal series with Abelian quotients (derived or elementary-2)."""
   out = []
   for big, small in zip(series, series[1:]):
@@ -55,11 +56,11 @@ def _levels(g: groups.Group, series) -> list[_Level]:
     quotient = coset[g.table[rep[:, None], rep[None, :]]]
     chars, e = analytic.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
     chars = chars[chars.any(axis=1)]  # the trivial character carries nothing
-    out.append(_Level(np.asarray(big), coset, rep, chars, e))
+    out.append(Level(np.asarray(big), coset, rep, chars, e))
   return out
 
 
-def _next_input(g: groups.Group, lv: _Level, q: int, z: int) -> int:
+def next_input(g: groups.Group, lv: Level, q: int, z: int) -> int:
   """w = c(q_prev) z c(q)^-1 for the coset q reached by reading z."""
   t, inv = g.table, g.inverse
   quotient_inv = lv.coset[inv[lv.rep]]  # coset -> its inverse coset
@@ -67,7 +68,7 @@ def _next_input(g: groups.Group, lv: _Level, q: int, z: int) -> int:
   return int(t[t[lv.rep[q_prev], z], inv[lv.rep[q]]])
 
 
-def _cosets(g: groups.Group, levels, y: int) -> list[int]:
+def cosets(g: groups.Group, levels, y: int) -> list[int]:
   """The levels' cosets (q^0, ..., q^{k-1}) when the running product is y: q^i is the coset of
   the level's product, and K = Q c(q)^-1 is the next level's."""
   out = []
@@ -78,7 +79,7 @@ def _cosets(g: groups.Group, levels, y: int) -> list[int]:
   return out
 
 
-class _Channels:
+class Channels:
   """Consecutive blocks of the residual stream, by name."""
 
   def __init__(self):
@@ -90,11 +91,11 @@ class _Channels:
     return self.blocks[name]
 
 
-def _phases(lv: _Level) -> np.ndarray:
+def _phases(lv: Level) -> np.ndarray:
   return 2 * np.pi * lv.chars / lv.e  # (k, |A_i|)
 
 
-def _match_weights(lv: _Level, q: int, root_n: float) -> tuple[np.ndarray, float]:
+def _match_weights(lv: Level, q: int, root_n: float) -> tuple[np.ndarray, float]:
   """s(q) = w . (Re h, Im h) of the first k state coordinates + bias (h0 = 1 / sqrt(n))."""
   k, ph = lv.chars.shape[0], _phases(lv)[:, q]
   delta = 1.0 - math.cos(2 * math.pi / lv.e)
@@ -130,6 +131,9 @@ class SimpleLayers:
       self.p[f"layer{i}"]["D"][c] = 2.0  # + 2 (the stream's copy of the pair's one-hot)
 
 
+GATE_ON, GATE_OFF = 32.0, -200.0  # silu(32) = 32 and silu(-200) = 0 exactly in float32
+
+
 class _AussmLayers(SimpleLayers):
   """The same level in a full AUSSM layer: u = 32 v, theta = W u / sqrt(d) (sqrt(d) a power of
   2 when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
@@ -143,12 +147,12 @@ class _AussmLayers(SimpleLayers):
     self.const, self.root_d = n - 1, math.sqrt(d)
     for i in range(len(cfg.layers)):
       lay = p[f"layer{i}"]
-      lay["in_u"]["kernel"][:] = _GATE_ON * np.eye(d)  # u = 32 v: silu(32) = 32, silu(0) = 0
-      lay["in_z"]["bias"][:] = _GATE_ON
-      lay["B_re"][:], lay["C_re"][:] = _GATE_OFF, _GATE_OFF  # softplus(-200) = 0 exactly
+      lay["in_u"]["kernel"][:] = GATE_ON * np.eye(d)  # u = 32 v: silu(32) = 32, silu(0) = 0
+      lay["in_z"]["bias"][:] = GATE_ON
+      lay["B_re"][:], lay["C_re"][:] = GATE_OFF, GATE_OFF  # softplus(-200) = 0 exactly
 
   def rotate(self, i, channel, coord, angle):
-    self.p[f"layer{i}"]["theta_w"][channel, coord] = angle * self.root_d / _GATE_ON
+    self.p[f"layer{i}"]["theta_w"][channel, coord] = angle * self.root_d / GATE_ON
 
   def read(self, i, c, coord, re, im):  # Re(C h) = Re C Re h - Im C Im h
     value = complex(re, -im)
@@ -161,7 +165,7 @@ class _AussmLayers(SimpleLayers):
     self.read(i, c, self.const, value * math.sqrt(self.n), 0.0)
 
   def out(self, i, src, dst, value):
-    super().out(i, src, dst, value / _GATE_ON)
+    super().out(i, src, dst, value / GATE_ON)
 
   def pair(self, i, a, a1, k, w, b):
     """a = 4 onehot + 4 s - 1/2 and a1 = a - 1, computed alike but for D silu(u) = (32 onehot +
@@ -182,17 +186,17 @@ def _power_of_4_at_least(n: int) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _series_levels(task_name: str, series: str) -> tuple:
+def series_levels(task_name: str, series: str) -> tuple:
   """(group, levels) of the task's group along its "derived" or "elementary2" series (seconds
   for a group of order 5040: asked again by the size limit and the build)."""
   g = registry.get_task(task_name).group
-  return g, _levels(g, getattr(g, f"{series}_series"))
+  return g, levels_of(g, getattr(g, f"{series}_series"))
 
 
 def derived_exponents(task_name: str) -> list[int]:
   """The exponents of the Abelian quotients along the task's group's derived series, top first
   (the orders of the roots of unity a unit-modulus cascade's angles need)."""
-  return [lv.e for lv in _series_levels(task_name, "derived")[1]]
+  return [lv.e for lv in series_levels(task_name, "derived")[1]]
 
 
 def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer_kwargs: str = ""):
@@ -200,13 +204,13 @@ def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
-  g, levels = _series_levels(task_name, "derived")
+  g, levels = series_levels(task_name, "derived")
   depth = len(levels)
   full = layer == "aussm"
   n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # aussm: + the constant
   pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
            else [] for i, lv in enumerate(levels)]
-  ch = _Channels()
+  ch = Channels()
   for i, lv in enumerate(levels):
     ch.add(("onehot", i), len(lv.elements))
     ch.add(("pair", i), 2 * len(pairs[i]))  # (a, a - 1) per pair, each fed the pair's one-hot
@@ -256,7 +260,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
       w, b = _match_weights(lv, q, root_n)
       a, a1 = ch.blocks[("pair", i)][2 * j:2 * j + 2]
       writer.pair(i, a, a1, k, w, b)  # a = 2 onehot + 2 s - 1/2 (or twice that), then a - 1
-      for target in one_hot_targets(i + 1, _next_input(g, lv, q, z)):
+      for target in one_hot_targets(i + 1, next_input(g, lv, q, z)):
         writer.out(i, a, target, 1.0)
         writer.out(i, a1, target, -1.0)
     feats = ch.blocks[("feat", i)]
@@ -269,7 +273,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
   hidden, head = p["head_hidden"], p["head_out"]["kernel"]
   for y in range(g.order):
     hidden["bias"][y] = 0.5
-    for i, (lv, q) in enumerate(zip(levels, _cosets(g, levels, y))):
+    for i, (lv, q) in enumerate(zip(levels, cosets(g, levels, y))):
       w, b = _match_weights(lv, q, 1.0)  # the features already carry sqrt(n)
       k, feats = lv.chars.shape[0], ch.blocks[("feat", i)]
       for j in range(k):
@@ -277,107 +281,6 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
       hidden["bias"][y] += b
     head[y, y] = 1.0
   return cfg, analytic.finish({"params": p})
-
-
-_FLIP, _KEEP = 200.0, -100.0  # Delta = softplus: 200 gives a = 2 exp(-200) - 1 = -1 exactly,
-# softplus(-100) ~ 4e-44 gives a = 1
-_GATE_ON, _GATE_OFF = 32.0, -200.0  # silu(32) = 32 and silu(-200) = 0 exactly in float32
-
-
-def _all_characters(lv: _Level) -> np.ndarray:
-  """(2^m, |A|) signs: every character of the elementary Abelian 2-group A, the trivial first."""
-  m = lv.chars.shape[0]
-  masks = np.array([[(s >> j) & 1 for j in range(m)] for s in range(2 ** m)])
-  return 1 - 2 * ((masks @ lv.chars) % 2)
-
-
-def _signed_plan(task_name: str, d_model: int, d_state: int):
-  """(group, levels, each level's signs, channels, ModelConfig) of the 2-group cascade."""
-  g = registry.get_task(task_name).group
-  if g is None or g.elementary2_length is None:
-    raise analytic.NoConstruction(f"{task_name} is not a 2-group: no elementary-2 series")
-  g, levels = _series_levels(task_name, "elementary2")
-  depth = len(levels)
-  signs = [_all_characters(lv) for lv in levels]
-  ch = _Channels()
-  ch.add("const", 1)
-  for i, lv in enumerate(levels):
-    ch.add(("onehot", i), len(lv.elements))
-    ch.add(("sign", i), len(signs[i]))  # gate on: relu(32 chi(q_t)) = 16 (1 + chi(q_t))
-    if i < depth - 1:
-      ch.add(("pair", i), len(signs[i]) * len(lv.elements))  # (chi, z), z fastest
-  rank = max(len(c) for c in signs) - 1  # one dt direction per non-trivial character
-  cfg = ModelConfig(layers=("negmamba",) * depth, vocab_size=g.order, num_classes=g.order,
-                    d_model=max(d_model, ch.size, 16 * rank), d_state=max(d_state, 1),
-                    norm="none", activation="relu", initial_state="ones", conv_kernel=0)
-  return g, levels, signs, ch, cfg
-
-
-def signed(task_name: str, d_model: int = 0, d_state: int = 0):
-  """(ModelConfig, params): elementary-2-length-many negmamba layers tracking a 2-group.
-
-  Level i's quotient A_i = G_i / G_i^2 [G_i, G_i] is (Z_2)^m; a channel per character chi
-  holds the sign chi(q_t) (Delta saturates, so a = +-1 exactly and the state never drifts), and
-  the coset's indicator 2^-m sum_chi chi(q) chi(q_t) is linear in the signs. A channel per
-  (chi, z), gated by silu(32 [z_t = z] - 200 [z_t != z]), carries chi(q_t) [z_t = z], so the
-  pair indicators, and with them the next level's one-hots, are linear in the ReLU outputs.
-  """
-  g, levels, signs, ch, cfg = _signed_plan(task_name, d_model, d_state)
-  depth, n, const = len(levels), cfg.d_state, ch.blocks["const"][0]
-  p = analytic.zeros_like_init(cfg)["params"]
-  h0 = np.float32(1.0 / math.sqrt(n))  # initial_state "ones"
-  for x in range(g.order):
-    p["embed"]["embedding"][x, ch.blocks[("onehot", 0)][x]] = 1.0
-  for i, lv in enumerate(levels):
-    lay, out = p[f"layer{i}"], p[f"out{i}"]["kernel"]
-    onehot, sign = ch.blocks[("onehot", i)], ch.blocks[("sign", i)]
-    nz = len(lv.elements)
-    lay["in_u"]["bias"][const] = 1.0
-    lay["in_u"]["kernel"][onehot, onehot] = 1.0  # u carries the level's one-hot to dt
-    lay["C"]["kernel"][const, 0] = 1.0 / h0  # C . h = chi(q_t) from state coordinate 0
-    lay["dt_up"]["bias"][:] = _KEEP
-    tracks = {c: list(sign[c:c + 1]) for c in range(len(signs[i]))}
-    if i < depth - 1:
-      pair = ch.blocks[("pair", i)]
-      for c in range(len(signs[i])):
-        tracks[c] += list(pair[c * nz:(c + 1) * nz])
-        lay["in_z"]["kernel"][onehot, pair[c * nz:(c + 1) * nz]] = _GATE_ON - _GATE_OFF
-        lay["in_z"]["bias"][pair[c * nz:(c + 1) * nz]] = _GATE_OFF
-    lay["in_z"]["bias"][sign] = _GATE_ON
-    for c in range(1, len(signs[i])):  # character c flips on the tokens where it is -1
-      lay["dt_down"]["kernel"][onehot, c - 1] = signs[i][c][lv.coset[lv.elements]] < 0
-      lay["dt_up"]["kernel"][c - 1, tracks[c]] = _FLIP - _KEEP
-    out[sign, sign] = 1.0 / 16  # the residual holds 1 + chi(q_t)
-    if i < depth - 1:
-      # chi(q_t) [z_t = z] = (R(chi, z) - R(1, z) / 2) / 16 for the ReLU outputs R; the pair
-      # (q, z) is 2^-m sum_chi chi(q) of them, and the next one-hot the sum of its pairs
-      m2 = len(signs[i])
-      nxt = {int(x): j for j, x in enumerate(levels[i + 1].elements)}
-      for zj, z in enumerate(lv.elements):
-        for q in range(len(lv.rep)):
-          target = ch.blocks[("onehot", i + 1)][nxt[_next_input(g, lv, q, int(z))]]
-          for c in range(m2):
-            coef = signs[i][c][q] / m2 / 16
-            out[pair[c * nz + zj], target] += coef
-            out[pair[zj], target] -= coef / 2
-  # head: one hidden unit per element y, 1/2 + sum_i (indicator of q^i(y) - 1)
-  hidden, head = p["head_hidden"], p["head_out"]["kernel"]
-  for y in range(g.order):
-    hidden["bias"][y] = 0.5 - depth
-    for i, q in enumerate(_cosets(g, levels, y)):
-      m2 = len(signs[i])
-      hidden["kernel"][ch.blocks[("sign", i)], y] = signs[i][:, q] / m2  # times (1 + chi)
-      hidden["bias"][y] -= signs[i][:, q].sum() / m2
-    head[y, y] = 1.0
-  return cfg, analytic.finish({"params": p})
-
-
-def _two_group(task_name: str) -> bool:
-  try:
-    g = registry.get_task(task_name).group
-  except (registry.TaskError, groups.GroupError):
-    return False
-  return g is not None and g.elementary2_length is not None and g.order > 1  # C1: no level
 
 
 def _solvable_non_abelian(task_name: str) -> bool:
@@ -398,21 +301,19 @@ def _solvable_group(task_name: str) -> bool:
   return g.is_solvable and g.order > 1
 
 
-@functools.lru_cache(maxsize=256)
-def _size_limit(task_name: str, layer: str, layer_kwargs: str = "") -> str:
-  """Why the task's cascade of `layer`s at its own width is not built ('' where it is): its
-  channels grow as |G / G'| |G| and its kernels as their square (S4xC30's simple_aussm cascade:
-  87,228 channels), so it is sized from its plan before `launch.info` lists it."""
-  plan = (_signed_plan(task_name, 0, 0) if layer == "negmamba"
-          else _solvable_plan(task_name, 0, 0, layer, layer_kwargs))
-  return analytic.oversize(plan[-1])
-
-
-def _sized(applies, layer: str, kwargs=lambda task: "") -> dict:
+def sized(applies, plan) -> dict:
   """A cascade's `applies` and `limit`: it holds the tasks `applies` accepts, and is built for
-  those within analytic.MAX_PARAMS (`kwargs(task)`: the layers' own for that task)."""
-  return {"applies": lambda task: applies(task) and not _size_limit(task, layer, kwargs(task)),
-          "limit": lambda task: _size_limit(task, layer, kwargs(task)) if applies(task) else ""}
+  those within analytic.MAX_PARAMS. `plan(task)` is the ModelConfig it would build at its own
+  width: its channels grow as |G / G'| |G| and its kernels as their square (S4xC30's
+  simple_aussm cascade: 87,228 channels), so it is sized from its plan before `launch.info`
+  lists it."""
+  limit = functools.lru_cache(maxsize=256)(lambda task: analytic.oversize(plan(task)))
+  return {"applies": lambda task: applies(task) and not limit(task),
+          "limit": lambda task: limit(task) if applies(task) else ""}
+
+
+def _plan_of(layer: str, kwargs=lambda task: ""):
+  return lambda task: _solvable_plan(task, 0, 0, layer, kwargs(task))[-1]
 
 
 def cascade_construction(description: str, layer: str, writer, kwargs=lambda task: "",
@@ -422,20 +323,16 @@ def cascade_construction(description: str, layer: str, writer, kwargs=lambda tas
   `writer(params, cfg)` at `kwargs(task)` (`solvable`), sized as the built-in cascades are."""
   return analytic.Construction(
       description, build=lambda task, dm, ds: solvable(task, dm, ds, layer, writer, kwargs(task)),
-      kwargs=kwargs, **_sized(_solvable_group, layer, kwargs), **fields)
+      kwargs=kwargs, **sized(_solvable_group, _plan_of(layer, kwargs)), **fields)
 
 
 SOLVABLE = analytic.Construction(
     "any solvable group in derived-length-many layers: each level rotates by the characters of "
     "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
-    build=solvable, **_sized(_solvable_non_abelian, "simple_aussm"))
+    build=solvable, **sized(_solvable_non_abelian, _plan_of("simple_aussm")))
 SOLVABLE_AUSSM = analytic.Construction(
     "any solvable group in derived-length-many full AUSSM layers, input term off: the same "
     "cascade, its biases read from a state coordinate that never rotates (paper 000, "
     "Theorem 4.2; an Abelian group in one layer)",
     build=lambda task, dm, ds: solvable(task, dm, ds, layer="aussm"),
-    **_sized(_solvable_group, "aussm"))
-SIGNED = analytic.Construction(
-    "any 2-group in elementary-2-length-many layers: each level's signs are the characters of "
-    "its elementary Abelian 2-quotient (Grazzi et al. 2025, Theorem 2)", build=signed,
-    fallback=True, **_sized(_two_group, "negmamba"))  # a group's default stays the unit-modulus one
+    **sized(_solvable_group, _plan_of("aussm")))

@@ -7,6 +7,7 @@ import pytest
 
 from ssm_bench import analytic
 from ssm_bench import analytic_cascade
+from ssm_bench import analytic_signed
 from ssm_bench import declaration
 from ssm_bench import evaluation
 from ssm_bench import models
@@ -213,7 +214,7 @@ def test_cascades_refuse_groups_outside_their_class():
   with pytest.raises(analytic.NoConstruction, match="A5 is not a solvable group"):
     analytic_cascade.solvable("A5")
   with pytest.raises(analytic.NoConstruction, match="S3 is not a 2-group"):
-    analytic_cascade.signed("S3")
+    analytic_signed.signed("S3")
 
 
 def test_a_fallback_construction_is_never_a_tasks_default():

@@ -112,7 +112,7 @@ def test_the_report_shows_an_overridden_width_as_its_own_section(tmp_path):
 
 
 def test_the_report_names_the_groups_the_layer_holds_by_hand():
-  """negmamba has hand-built weights for the 2-groups (analytic_cascade.signed), none for C3 or
+  """negmamba has hand-built weights for the 2-groups (analytic_signed.signed), none for C3 or
   S3: a below-theory D4 cell is then a training failure, not a missing construction."""
   runs = [_summary(g, 1, 0, 0, "negmamba") for g in ("C2", "C3", "D4", "S3")]
   runs.append(_summary("S3", 1, 0, 0, "mamba"))

@@ -12,6 +12,7 @@ from ssm_bench import analytic
 from ssm_bench import analytic_cascade
 from ssm_bench import analytic_deltaproduct
 from ssm_bench import analytic_s3
+from ssm_bench import analytic_signed
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
 from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
 
@@ -37,7 +38,7 @@ register_layer("mamba", functools.partial(mamba.Mamba, negative=False),
                description="Mamba (S6): a_t = exp(Delta_t Lambda) in (0, 1)", source=BUILTIN_SOURCE)
 register_layer("negmamba", functools.partial(mamba.Mamba, negative=True),
                theory_class="signed_diagonal", scan_family="signed_decay",
-               constructions=(analytic.PARITY, analytic_cascade.SIGNED),
+               constructions=(analytic.PARITY, analytic_signed.SIGNED),
                description="Mamba with negative eigenvalues (Grazzi et al. 2025): "
                            "a_t = 2 exp(Delta_t Lambda) - 1 in (-1, 1)", source=BUILTIN_SOURCE)
 register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_diagonal",
