@@ -75,6 +75,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("bench", ["--methods=palas"], "choose from sequential"),
     ("bench", ["--train_many_k=0"], "positive integers"),
     ("bench", ["--train_many_k=1,,2"], "''; choose from"),  # the empty entry named
+    ("bench", ["--sections=workers", "--bench_workers=1,two"], "'two'; choose from positive"),
     ("bench", ["--projection_sweeps=table3"], "choose from table2"),
     ("bench", ["--sections=compiled", "--target=h300"], "choose from a100, b200, h100, h200, rtx_4090"),
 ]
