@@ -353,12 +353,18 @@ def held_by_hand(task_name: str, model: str, layer_kwargs: str = "") -> dict | N
   if c is None:
     return None
   from ssm_bench import registry as layer_registry
-  built, why = _ask("kwargs", c.kwargs, _held_task(task_name))
-  if why:
-    raise NoConstruction(f"{model}: {why}")
   full = lambda text: layer_registry.layer_kwargs((model,), text)[0]
-  return {"layer_kwargs": layer_registry.canonical_kwargs(built),
-          "at_these_kwargs": full(built) == full(layer_kwargs)}
+  # a plugin's kwargs function that fails, or names kwargs its layer does not take, holds
+  # nothing here, as a failing `applies` does
+  def declared(task):
+    text = c.kwargs(task)
+    return text, full(text)
+  built, why = _ask("kwargs", declared, _held_task(task_name))
+  if why:
+    return None
+  text, kwargs = built
+  return {"layer_kwargs": layer_registry.canonical_kwargs(text),
+          "at_these_kwargs": kwargs == full(layer_kwargs)}
 
 
 def build(task_name: str, d_model: int = 0, d_state: int = 0, model: str = ""):

@@ -158,7 +158,8 @@ def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables(m
 
 def test_a_plugin_construction_that_fails_is_its_layers_line_not_a_traceback(monkeypatch):
   """Its `applies` raising on S3 is listed as why it is not built there (the other layers'
-  constructions still listed); its `build` raising is a NoConstruction naming the layer."""
+  constructions still listed); its `build` raising is a NoConstruction naming the layer; kwargs
+  it declares that its layer does not take hold nothing, not a traceback."""
   from ssm_bench import analytic
   _register_isolated(monkeypatch, "badconstruction")
   limits = analytic.construction_limits("S3")
@@ -169,6 +170,8 @@ def test_a_plugin_construction_that_fails_is_its_layers_line_not_a_traceback(mon
   with pytest.raises(analytic.NoConstruction,
                      match="badcons: its construction's build failed on C4: RuntimeError"):
     analytic.build("C4", model="badcons")
+  # kwargs its layer does not take: held nowhere (a card or profile shows it as not held)
+  assert analytic.held_by_hand("C4", "badcons") is None
 
 
 def test_a_plugins_preset_values_reach_the_runs_of_every_entry_point(tmp_path):

@@ -1,5 +1,5 @@
 """Test plugin: a layer whose hand-built construction fails: its `applies` raises on S3, its
-`build` raises wherever it applies (C4)."""
+`build` raises wherever it applies (C4), and it declares kwargs its layer does not take."""
 import flax.linen as nn
 
 from ssm_bench import analytic
@@ -26,4 +26,4 @@ def _build(task, d_model, d_state):
 
 register_layer("badcons", Plain, theory_class="unknown",
                constructions=(analytic.Construction("a construction that fails", _applies,
-                                                    _build),))
+                                                    _build, kwargs=lambda task: '{"nope": 1}'),))
