@@ -11,20 +11,23 @@ from ssm_bench.config import ConfigError, PRESETS, TrainConfig
 TINY = TrainConfig(**{**PRESETS["tiny"], "steps": 40, "checkpoint_every": 20})
 
 
-def test_run_killed_after_its_last_checkpoint_finishes_on_relaunch(tmp_path):
-  d = str(tmp_path / "run")
+@pytest.mark.parametrize("steps", [40, 30])  # the last step a checkpoint step, or not
+def test_run_killed_after_its_last_checkpoint_finishes_on_relaunch(tmp_path, steps):
+  d, cfg = str(tmp_path / "run"), TINY.replace(steps=steps)
 
   def kill_at_the_end(step):
-    if step == TINY.steps:  # the final checkpoint is saved; evaluation has not run
+    if step == cfg.steps:  # the final checkpoint is saved; evaluation has not run
       raise KeyboardInterrupt
   with pytest.raises(KeyboardInterrupt):
-    runs.train_group([TINY], [d], on_chunk=kill_at_the_end)
+    runs.train_group([cfg], [d], on_chunk=kill_at_the_end)
   chunks = []
-  [s] = runs.train_group([TINY], [d], on_chunk=chunks.append)
-  assert chunks == [], "nothing was left to train"
+  [s] = runs.train_group([cfg], [d], on_chunk=chunks.append)
+  assert chunks == [], f"steps={steps}: training resumed, the last step was not checkpointed"
   assert s["status"] == "done", f"relaunch ended {s['status']}: {s.get('error')}"
-  assert s["steps"] == TINY.steps and s["final_train_acc"] is not None
-  assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20, 30, 40]
+  rows = rundir.read_metrics(d)
+  assert [r["step"] for r in rows] == list(range(10, steps + 1, 10))
+  assert s["steps"] == steps and (s["final_train_acc"], s["final_loss"]) == (
+      rows[-1]["acc"], rows[-1]["loss"]), f"not the last logged row's: {s['final_loss']}, {rows}"
 
 
 def test_tensorboard_drops_the_points_logged_past_the_checkpoint_resumed_from(tmp_path):
@@ -75,6 +78,8 @@ def test_acc_at_train_length_reads_the_length_the_curriculum_reached(tmp_path, m
   assert s["final_train_length"] == 2
   assert s["acc_at_train_length"] == pytest.approx(per_pos[1]), (
       f"read position {s['acc_at_train_length'] * 1e4:.0f}, not the reached length 2")
+  assert s["seq_acc_at_train_length"] == pytest.approx(per_pos[1]), (
+      f"sequence accuracy read at {s['seq_acc_at_train_length'] * 1e4:.0f}, not at length 2")
 
 
 def test_analytic_init_records_the_construction_it_trains():
