@@ -287,6 +287,18 @@ def test_a_plugins_clock_cascade_tracks_exactly_at_the_depth_its_class_claims(na
     assert dev <= 1e-5, f"{name}: layer {k}'s transitions are no {m}-th roots (off by {dev:.3g})"
 
 
+def test_a_plugins_cascade_is_sized_at_the_kwargs_it_is_built_at(monkeypatch):
+  """The clock's D5 cascade takes m = 10 (C2 over C5): its size limit must be the config built
+  at m = 10, not at the default m = 4 (a cascade over analytic.MAX_PARAMS at its own kwargs
+  would be offered, or one within refused)."""
+  from ssm_bench import plugins, registry as layer_registry
+  plugins.load("examples.clock")
+  [cascade] = layer_registry.get("clock").constructions
+  sized = []
+  monkeypatch.setattr(analytic, "oversize", lambda cfg, *a: sized.append(cfg.layer_kwargs) or "")
+  assert cascade.applies("D5") and sized == ['{"m":10}'], sized
+
+
 def test_every_construction_declares_the_kwargs_it_builds_at():
   """A construction's `kwargs(task)` is what its build writes into the config (DeltaProduct's
   n_h, the clock's m): a card or profile at other kwargs then does not count the task as held."""

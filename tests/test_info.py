@@ -64,6 +64,8 @@ def test_info_lists_the_layers_that_hold_a_group_by_hand():
   assert "A5 is not solvable: no stack of diagonal" in out.stdout, out.stdout
   out = run_info("--group=Q8", "--json")
   assert json.loads(out.stdout)["construction_kwargs"]["deltaproduct"] == '{"n_h":4}', out.stdout
+  out = run_info("--group=Q8")
+  assert '    deltaproduct {"n_h":4}: any finite group' in out.stdout, out.stdout
 
 
 def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
