@@ -238,6 +238,15 @@ class Construction:
   kwargs: Callable[[str], str] = lambda task: ""
 
 
+def task_group(task_name: str):
+  """The task's group, or None (a task without one, or a name that is no task; `build` hands a
+  `-gen` task's group name to its construction)."""
+  try:
+    return registry.get_task(task_name).group
+  except (registry.TaskError, groups.GroupError):
+    return None
+
+
 def _abelian_group(task_name: str) -> bool:
   try:
     return groups.get_group(task_name).is_abelian

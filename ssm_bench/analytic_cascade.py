@@ -284,10 +284,7 @@ def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "s
 
 
 def _solvable_non_abelian(task_name: str) -> bool:
-  try:
-    g = registry.get_task(task_name).group
-  except (registry.TaskError, groups.GroupError):
-    return False
+  g = analytic.task_group(task_name)
   return g is not None and g.is_solvable and not g.is_abelian
 
 

@@ -18,7 +18,6 @@ import numpy as np
 from ssm_bench import analytic
 from ssm_bench import reflections
 from ssm_bench.config import ModelConfig
-from tasks import groups
 from tasks import registry
 
 
@@ -97,23 +96,15 @@ def layer_kwargs(task_name: str) -> str:
   return _kwargs(max(reflections.witness(g, reflections.reflection_width(g))[0], 1))
 
 
-def _group(task_name: str):
-  """The task's group, or None (`analytic` hands a `-gen` task's group name here)."""
-  try:
-    return registry.get_task(task_name).group
-  except (registry.TaskError, groups.GroupError):
-    return None
-
-
 def _built(task_name: str) -> bool:
-  g = _group(task_name)
+  g = analytic.task_group(task_name)
   return g is not None and 1 < g.order <= reflections.MAX_ORDER  # C1: no reflection to build
 
 
 def _limit(task_name: str) -> str:
   """Above MAX_ORDER the representation is never searched for (a 5040 x 5040 eigenproblem for
   S7 ran for minutes): no construction, said so, rather than a hang."""
-  g = _group(task_name)
+  g = analytic.task_group(task_name)
   return (f"the reflection length is not computed above order {reflections.MAX_ORDER}, and "
           f"{task_name} has order {g.order}" if g is not None and g.order > reflections.MAX_ORDER
           else "")

@@ -11,7 +11,6 @@ import numpy as np
 from ssm_bench import analytic
 from ssm_bench import analytic_cascade as cascade
 from ssm_bench.config import ModelConfig
-from tasks import groups
 from tasks import registry
 
 
@@ -108,10 +107,7 @@ def signed(task_name: str, d_model: int = 0, d_state: int = 0):
 
 
 def _two_group(task_name: str) -> bool:
-  try:
-    g = registry.get_task(task_name).group
-  except (registry.TaskError, groups.GroupError):
-    return False
+  g = analytic.task_group(task_name)
   return g is not None and g.elementary2_length is not None and g.order > 1  # C1: no level
 
 
