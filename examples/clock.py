@@ -104,14 +104,13 @@ class Clock(nn.Module):
 
 class _ClockWeights(analytic_cascade.SimpleLayers):
   """The cascade's rotations as the clock's choices: the channel that carries a one-hot input
-  raises the logit of the root its angle is (10, against the identity's 1 for every state when
-  no such channel is on), so the argmax turns the state by exactly that angle."""
+  raises the logit of the root its angle is to 10, so the argmax turns the state by exactly that
+  angle (each level reads exactly one such channel per step; a state no level rotates has
+  all-zero logits, whose argmax is root 0, the identity)."""
 
   def __init__(self, p, cfg):
     super().__init__(p, cfg)
     self.m = registry.layer_kwargs(cfg.layers[:1], cfg.layer_kwargs)[0]["m"]
-    for i in range(len(cfg.layers)):
-      p[f"layer{i}"]["logits"]["bias"][::self.m] = 1.0  # root 0, the identity, of each state
 
   def rotate(self, i, channel, coord, angle):
     k = angle * self.m / (2 * math.pi)

@@ -54,7 +54,7 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   from ssm_bench import analytic
   out["constructions"] = analytic.constructions(name)
   # the layer kwargs each is built at ('' for the layer's defaults; the clock's C3: m = 3)
-  out["construction_kwargs"] = {m: analytic.held_by_hand(name, m)["layer_kwargs"]
+  out["construction_kwargs"] = {m: (analytic.held_by_hand(name, m) or {}).get("layer_kwargs", "")
                                 for m in out["constructions"]}
   out["construction_limits"] = analytic.construction_limits(name)  # built only up to a size
   out["diagonal_limit"] = analytic.diagonal_limit(name)  # '' where diagonal stacks can
