@@ -1,6 +1,6 @@
-"""Any finite group (up to reflections.MAX_ORDER) in one DeltaProduct layer with n_h = its
-reflection length (reflections.py): weights set by hand in the module training uses, the proof
-of the householder class's claim.
+"""Any finite group (up to reflections.MAX_ORDER) in one DeltaProduct layer with n_h = the
+registered default where its reflection length (reflections.py) fits in it, else that length:
+weights set by hand in the module training uses, the proof of the householder class's claim.
 
 Token x applies rho(x)^T, a product of at most n_h reflections (beta = 2, unit keys set in its
 embedding; unused factors get the zero key, which the layer turns into the identity). The values
@@ -17,6 +17,7 @@ import numpy as np
 
 from ssm_bench import analytic
 from ssm_bench import reflections
+from ssm_bench import registry as layer_registry
 from ssm_bench.config import ModelConfig
 from tasks import registry
 
@@ -47,7 +48,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
     raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
   keys = [reflections.reflection_keys(m.T) for m in rho]  # rho(x)^T = H_1 ... H_k
   n = max(d_state, r)
-  n_h = max(n_h, 1)
+  n_h = _n_h(n_h)
   # embedding: n_h key blocks of n channels, then the read-out pairs (w, -w), 2 r channels
   feats = n_h * n
   d = max(d_model, feats + 2 * r)
@@ -86,14 +87,25 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   return cfg, analytic.finish({"params": p})
 
 
+def _default_n_h() -> int:
+  return layer_registry.get("deltaproduct").kwargs["n_h"]
+
+
+def _n_h(length: int) -> int:
+  """The n_h a group of this reflection length is built at: the registered default where the
+  length fits in it (unused factors are the identity), so a card at the defaults counts C2 as
+  held, as the clock builds at its default m where that suffices; else the length."""
+  return max(length, _default_n_h())
+
+
 def _kwargs(n_h: int) -> str:
-  return "" if n_h == 2 else json.dumps({"n_h": n_h})  # 2: the registered default
+  return "" if n_h == _default_n_h() else json.dumps({"n_h": n_h})
 
 
 def layer_kwargs(task_name: str) -> str:
-  """The kwargs `deltaproduct` builds the task's layer at: n_h its reflection length (at least 1)."""
+  """The kwargs `deltaproduct` builds the task's layer at (`_n_h` of its reflection length)."""
   g = registry.get_task(task_name).group
-  return _kwargs(max(reflections.witness(g, reflections.reflection_width(g))[0], 1))
+  return _kwargs(_n_h(reflections.witness(g, reflections.reflection_width(g))[0]))
 
 
 def _built(task_name: str) -> bool:

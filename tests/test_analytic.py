@@ -318,3 +318,6 @@ def test_every_construction_declares_the_kwargs_it_builds_at():
   assert analytic.held_by_hand("Q8", "deltaproduct") == {"layer_kwargs": '{"n_h":4}',
                                                          "at_these_kwargs": False}
   assert analytic.held_by_hand("S3", "mamba") is None
+  # built at the registered default n_h (2) where the reflection length fits in it: C2's is 1
+  assert analytic.held_by_hand("C2", "deltaproduct") == {"layer_kwargs": "", "at_these_kwargs": True}, \
+      "DeltaProduct's C2 is not built at the default n_h"
