@@ -61,6 +61,10 @@ def test_compiled_section_sums_a_steps_bytes_by_kind_on_this_machine():
     assert r["gb_by_kind"]["matmul"] > 0 and r["top_ops"], f"an empty row: {r}"
     assert abs(sum(r["gb_by_kind"].values()) - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
     assert abs(r["gb_per_run_step"] * r["k"] - r["gb_per_step"]) < 1e-3 * r["gb_per_step"], r
+    top = [o["gb"] for o in r["top_ops"]]
+    # the costliest ops, largest first: the largest of a tiny step's ops moved 3% (negmamba, K = 1)
+    assert top == sorted(top, reverse=True) and top[0] > 0.01 * r["gb_per_step"], (
+        f"the costliest ops should be listed, largest first: {top} of {r['gb_per_step']} GB")
   ratio = rows[1]["gb_per_step"] / rows[0]["gb_per_step"]
   assert 1.8 < ratio < 2.2, f"two runs' step should move about twice one run's, not {ratio:.2f}x"
   assert 0 < rows[0]["memory_gb"] < rows[1]["memory_gb"], (
