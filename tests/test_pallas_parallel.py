@@ -90,6 +90,19 @@ def test_backward_programs_walking_several_channel_blocks_add_one_partial_sum_ea
   assert grids == [(2, 3), (2, 3)], f"{family}: grids (forward, backward) {grids}, not 3 programs"
 
 
+
+def test_blocks_past_what_the_channels_need_are_capped_so_no_channel_is_padded_for_them():
+  """`blocks` at most the channels need: 8 blocks of 4 channels asked for 8 channels walk 2,
+  so the programs' inputs stay 8 channels wide (uncapped they were padded to 32)."""
+  f = to_factors("decay", factored_inputs("decay", 12, d=8, n=3))
+  fn = lambda f: pallas_parallel.scan(f, forward=(4, 1), backward=(4, 1), blocks=8,
+                                      interpret=True)
+  jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(fn(f))))(f)
+  widths = {v.aval.shape[1] for e in equations(jaxpr.jaxpr) if e.primitive.name == "pallas_call"
+            for v in e.invars[:1]}
+  assert widths == {8}, f"the kernels' x is {widths} channels wide for 8 channels"
+
+
 def _uses_recurrence_scan(f):
   jaxpr = jax.make_jaxpr(jax.grad(lambda f: jnp.sum(pallas_parallel.scan(f, interpret=False))))(f)
   return any(e.primitive.name == "recurrence_scan" for e in equations(jaxpr.jaxpr))

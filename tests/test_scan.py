@@ -157,8 +157,9 @@ def test_the_delta_rules_auto_is_its_rank_one_form_on_every_backend(monkeypatch,
   """Measured fastest on CPU and on an H100 (BUILD_NOTES, "Scan core"), whatever the
   diagonal scan's `auto` is there."""
   monkeypatch.setattr(jax, "default_backend", lambda: backend)
-  square = n_by_n_arrays_of_the_delta_rule("auto")
-  assert not square, f"on {backend} the delta rule's auto builds N x N arrays ({square})"
+  for method in ("auto",) + scan.FUSED:  # a fused method maps to the delta rule's auto
+    square = n_by_n_arrays_of_the_delta_rule(method)
+    assert not square, f"on {backend} the delta rule's {method} builds N x N arrays ({square})"
 
 
 def test_auto_picks_the_measured_method_and_unknown_method_fails():
