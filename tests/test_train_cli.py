@@ -45,6 +45,18 @@ def test_train_then_relaunch_does_not_retrain(tmp_path):
   assert "done: max_len" not in other.stdout
 
 
+def test_a_language_run_prints_its_whole_string_accuracy(tmp_path):
+  """A language is judged on whole strings: the line reads strings(L) from `seq_acc_curve`."""
+  import json
+  out = train(*[f for f in TINY_FLAGS if not f.startswith("--task")], "--task=lang-tomita3",
+              f"--workdir={tmp_path / 'run'}")
+  assert out.returncode == 0, out.stderr
+  summary = json.load(open(tmp_path / "run" / "summary.json"))
+  want = "  ".join(f"{L}:{summary['seq_acc_curve'][str(L)]:.3f}" for L in (60, 100))
+  assert f"strings(L) {want}" in out.stdout, (
+      f"want the whole strings' accuracy {want}, got: {out.stdout.splitlines()[-1]}")
+
+
 def test_init_from_analytic_trains_near_the_construction(tmp_path):
   out = train("--task=C6", "--model=simple_aussm", "--init_from_analytic=0.0", "--lr=1e-5",
               "--steps=20", "--log_every=10", "--checkpoint_every=10", "--eval_seqs=16",
