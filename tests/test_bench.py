@@ -282,6 +282,28 @@ def test_a_gpu_targets_sections_go_to_a_file_of_their_own(tmp_path):
   assert target["compiled"] == ["a100's"] and target["sizes"] == {"d_model": 128}, target
 
 
+def test_a_later_bench_keeps_an_earlier_ones_other_sections_and_replaces_its_own(tmp_path):
+  """Two bench calls into one --out (a GPU plan's steps): the file holds both calls' sections,
+  a section run again replaced by its new rows."""
+  import json
+  bench.write_out({"backend": "cpu", "step": ["first"], "scan": ["first"]}, str(tmp_path))
+  bench.write_out({"backend": "cpu", "scan": ["second"], "eval": ["second"]}, str(tmp_path))
+  got = json.loads((tmp_path / "cpu.json").read_text())
+  assert (got.get("step"), got.get("scan"), got.get("eval")) == (["first"], ["second"], ["second"]), got
+
+
+def test_the_cells_sizes_give_way_to_each_size_flag_given():
+  """--batch, --length, --d_model, --d_state each replace the cell's value (the rehearsal's tiny
+  cell, a GPU session's other widths); the others stay the cell's."""
+  assert bench.sizes() == {"batch": 4, "length": 12, "d_model": 8, "d_state": 2}, bench.sizes()
+  try:
+    flags.FLAGS["d_state"].unparse()
+    assert bench.sizes() == {"batch": 4, "length": 12, "d_model": 8,
+                             "d_state": bench.CELLS["cpu"]["d_state"]}, bench.sizes()
+  finally:
+    flags.FLAGS["d_state"].parse("2")
+
+
 def test_registers_compiles_the_families_of_the_models_asked_for(monkeypatch):
   """`--sections=registers --models=mamba` compiles mamba's time-parallel backward (decay, two
   scans per state), not negmamba's; without --models every kind on its representative."""

@@ -239,6 +239,12 @@ def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
       params, tokens, mutable=["intermediates"])
   t1, t2 = (jax.numpy.angle(s["intermediates"]["layer0"]["transition"][0]) for s in (s1, s2))
   assert not jax.numpy.allclose(t1, t2), "angle_scale did not reach the layer"
+  # a boolean kwarg too: input_term false builds no input projection
+  off = ModelConfig(layers=("rotation",), layer_kwargs='{"input_term":false}', d_model=4,
+                    d_state=2)
+  layer = models.StateTracker(off).init(jax.random.PRNGKey(0), jax.numpy.zeros((1, 3), int))
+  assert "B" not in layer["params"]["layer0"] and "B" in params["params"]["layer0"], (
+      f"input_term false should drop the input term B: {sorted(layer['params']['layer0'])}")
 
 
 def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
