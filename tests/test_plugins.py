@@ -225,6 +225,27 @@ def test_a_plugin_whose_own_import_fails_is_told_from_one_not_on_the_path():
     plugins.load("plugin_layers.not_there")
 
 
+EXAMPLES = sorted(f"examples.{f[:-3]}" for f in os.listdir(os.path.join(ROOT, "examples"))
+                  if f.endswith(".py") and not f.startswith("_"))
+
+
+@pytest.mark.parametrize("module", EXAMPLES)
+def test_each_example_layer_keeps_its_declared_class_and_reads_no_token_ahead(module):
+  """The examples are what a researcher copies: each layer they register sows transitions in
+  the class it declares and is causal, at init on random inputs (as `launch.info --model`)."""
+  from ssm_bench import causality
+  plugins.load(module)
+  layers = [s.name for s in registry.specs() if s.source == module]
+  assert layers, f"{module} registers no layer"
+  for name in layers:
+    cfg = ModelConfig(layers=(name,), vocab_size=6, num_classes=6, d_model=16, d_state=4)
+    net, tokens = models.StateTracker(cfg), declaration.random_tokens(6)
+    params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
+    decl = declaration.check(net, params, tokens)
+    assert decl["checked"] and decl["ok"], f"{module}'s {name} leaves its class: {decl}"
+    assert causality.check(net, params, tokens)["ok"], f"{module}'s {name} reads ahead"
+
+
 def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
   plugins.load("examples.rotation")
   a = TrainConfig(model="rotation", plugins="examples.rotation")
