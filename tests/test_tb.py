@@ -1,6 +1,8 @@
 """TensorBoard event files (ssm_bench/tb.py) as a run writes them: the training scalars, the
 accuracy-vs-length curve drawn against the length, and the HParams dashboard's experiment,
 session start and session end."""
+import time
+
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.plugins.hparams import api_pb2
@@ -46,3 +48,26 @@ def test_tensorboard_ends_a_diverged_runs_session_as_failed(tmp_path):
     content = acc.PluginTagToContent(metadata.PLUGIN_NAME)
     end = metadata.parse_session_end_info_plugin_data(content[metadata.SESSION_END_INFO_TAG])
     assert end.status == want, f"end_session({ok}) wrote status {end.status}"
+
+
+def test_a_resumed_run_replaces_what_the_earlier_process_logged_past_its_checkpoint(tmp_path):
+  """A run killed after logging step 30 but checkpointed at 20 logs 30 again when resumed: the
+  restart (a SessionLog START at 21) makes TensorBoard drop the first process's 30, so the curve
+  has one point a step, the resumed process's."""
+  d = str(tmp_path / "run")
+  first = tb.Writer(d)
+  for step in (10, 20, 30):
+    first.scalars(step, {"train/loss": 1.0})
+  first.close()
+  # a resumed run is a later process: its file's name (seconds, host, pid, a per-process
+  # count) must sort after the first's, which in one process only a later second ensures
+  time.sleep(1.05)
+  resumed = tb.Writer(d)
+  resumed.restart(21)
+  resumed.scalars(30, {"train/loss": 0.5})
+  resumed.close()
+  acc = event_accumulator.EventAccumulator(d, size_guidance={"scalars": 0})
+  acc.Reload()
+  points = [(e.step, e.value) for e in acc.Scalars("train/loss")]
+  assert points == [(10, 1.0), (20, 1.0), (30, 0.5)], (
+      f"the earlier process's points past the checkpoint were kept: {points}")
