@@ -80,6 +80,22 @@ def check_at_init(cfg, batch: int = 4, length: int = 16, seed: int = 0) -> dict:
   return check(model, params, tokens)
 
 
+def checks_at_init(layers: tuple, kwargs: str = "") -> dict:
+  """A layer card's checks (`launch.info --model`): its declaration and causality on random
+  inputs, for a small network of these layers at a random initialisation; ValueError (one
+  line) for a layer that does not build."""
+  from ssm_bench import models
+  from ssm_bench.config import ModelConfig
+  cfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4,
+                    layer_kwargs=kwargs)
+  models.check(cfg)
+  net = models.StateTracker(cfg)
+  tokens = declaration.random_tokens(6)
+  params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
+  return {"declaration_at_init": declaration.check(net, params, tokens),
+          "causal_at_init": check(net, params, tokens)}
+
+
 def require(cfg):
   """Raise LayerError (one line) if cfg's network has a plugin layer and reads ahead at its
   initialisation. Built-in-only networks pass unchecked here (tests/test_causality.py)."""
