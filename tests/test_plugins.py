@@ -193,6 +193,8 @@ def test_a_plugins_preset_values_reach_the_runs_of_every_entry_point(tmp_path):
     (dict(presets={"cpu": {"d_model": -3}}), "preset 'cpu': d_model must be a positive integer"),
     (dict(constructions=(lambda task: True,)), "constructions must be analytic.Construction"),
     (dict(description=5), "description must be a string, got 5"),
+    # a list default is no config value: layer_kwargs and run names take JSON scalars only
+    (dict(kwargs={"sizes": [1, 2]}), "kwargs must map names to JSON scalars, got 'sizes': [1, 2]"),
     # a family diagonal_scan does not know: its fused kernels would never apply, silently
     (dict(scan_family="decayy"), "unknown scan_family 'decayy'; choose one of decay,")])
 def test_a_bad_record_is_refused_when_it_registers(monkeypatch, record, problem):
@@ -204,10 +206,26 @@ def test_a_bad_record_is_refused_when_it_registers(monkeypatch, record, problem)
     registry.register_layer("sized", lambda cfg, **kw: None, theory_class="unknown", **record)
 
 
+@pytest.mark.parametrize("name,builder,problem", [
+    ("my-layer", lambda cfg, **kw: None, "layer name 'my-layer' must be lower-case letters"),
+    ("MyLayer", lambda cfg, **kw: None, "layer name 'MyLayer' must be lower-case letters"),
+    ("wide", 5, "layer 'wide': the builder must be callable, got 5")])
+def test_a_bad_name_or_builder_is_refused_when_it_registers(monkeypatch, name, builder, problem):
+  """A name is a --model value (a comma list is a hybrid stack) and part of every run
+  directory's name and every --only regex over them: lower-case letters, digits and '_' only.
+  A builder that cannot be called would fail at the first run's network, not at its import."""
+  registry.specs()
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  with pytest.raises(registry.LayerError, match=re.escape(problem)):
+    registry.register_layer(name, builder, theory_class="unknown")
+  assert registry.find(name) is None, "a refused layer was registered"
+
+
 @pytest.mark.parametrize("given,problem", [
     ('{"heads": true}', "'heads' of transformer must be int (default 4), got True"),
     ('{"heads": 2.0}', "'heads' of transformer must be int (default 4), got 2.0"),
     ('{"sink": 1}', "'sink' of transformer must be bool"),
+    ('{"heads": [4]}', "layer_kwargs must be a JSON object of scalars"),
 ])
 def test_a_layer_kwarg_of_another_type_than_its_default_is_refused(given, problem):
   """JSON's true is not an int here (Python's bool is one), nor 2.0; an int is taken for a

@@ -289,7 +289,9 @@ def test_predictions_read_a_layers_state_width_not_d_state(monkeypatch):
 
 @pytest.mark.parametrize("state_width,problem", [
     (3, "must be a function"), (lambda config, kw: kw["nope"], "failed on the default config"),
-    (lambda config, kw: 0, "positive int"), (lambda config, kw: 2.5, "positive int")])
+    (lambda config, kw: 0, "positive int"), (lambda config, kw: 2.5, "positive int"),
+    # Python's True is an int, 1: a flag returned by mistake must not read as a width
+    (lambda config, kw: True, "positive int, got True")])
 def test_a_bad_state_width_is_refused_at_registration(monkeypatch, state_width, problem):
   registry.names()
   monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
