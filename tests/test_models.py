@@ -1,6 +1,7 @@
 """Each model builds, runs, trains one step, and its transitions lie where the theory says."""
 import dataclasses
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -253,6 +254,9 @@ def test_hybrid_stack_and_layer_parsing():
   assert train.model_config(hybrid).layers == ("s4d", "mamba"), train.model_config(hybrid).layers
   with pytest.raises(ValueError, match="choose from mamba"):
     models.parse_layers("mambo")
+  for empty in ("", ",", " , "):  # no layer at all: a stack of nothing, embedding to head
+    with pytest.raises(ValueError, match=f"unknown model {re.escape(repr(empty))}; choose from"):
+      models.parse_layers(empty, 2)
   model, params, tokens = build(("s4d", "mamba"))
   assert set(params["params"]) >= {"layer0", "layer1"}
 

@@ -40,6 +40,10 @@ def test_builtins_register_through_the_public_call():
   assert {s.name for s in registry.specs() if s.builtin} == set(BUILTIN_NAMES)
   src = open(builtin.__file__).read()
   assert src.count("register_layer(") == len(BUILTIN_NAMES), "a built-in bypasses register_layer"
+  # listed (cards, usage lines, --model's choices) in builtin.py's order, a plugin's after them
+  order = tuple(re.findall(r'register_layer\(\s*"(\w+)"', src))
+  assert registry.names()[:len(order)] == order, f"names() is not in registration order: " \
+      f"{registry.names()}"
   with pytest.raises(registry.LayerError, match="already registered by ssm_bench.layers.builtin"):
     registry.register_layer("aussm", lambda cfg, **kw: None, theory_class="unknown")
 
