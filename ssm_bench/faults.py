@@ -5,7 +5,9 @@ With SSM_BENCH_FAULT=<point>:<n> in the environment, the n-th time this process 
 out-of-memory kill does. With <point>:<n>:hang it sleeps there for ever instead, as a program
 stuck in the XLA runtime does (what the sweep's watchdog is for); <point>:<n>:deaf also ignores
 SIGINT and says so on stderr, as a process whose Ctrl-C got lost (what the watchdog's stop
-escalation is for). Unset (always, outside tests)
+escalation is for); <point>:<n>:raise raises a RuntimeError there, as a group that runs out of
+memory does (a failed group: its runs recorded 'failed', the sweep's exit status 1). Unset
+(always, outside tests)
 a point costs one dictionary lookup.
 """
 from __future__ import annotations
@@ -33,6 +35,8 @@ def point(name: str):
       signal.signal(signal.SIGINT, signal.SIG_IGN)
       print(f"fault {name}: ignoring SIGINT, hanging", file=sys.stderr, flush=True)
       action = ["hang"]
+    if action == ["raise"]:
+      raise RuntimeError(f"fault {name}: raised as a failing program would")
     while action == ["hang"]:
       time.sleep(3600)
     os.kill(os.getpid(), signal.SIGKILL)

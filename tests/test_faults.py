@@ -113,6 +113,21 @@ def finished_tiny_run(tmp_path):
   return cfg, d, s
 
 
+def test_a_group_that_fails_is_recorded_failed_and_the_sweep_exits_1(tmp_path, env):
+  """A group whose program raises (out of memory, a plugin's bug) does not stop the sweep: its
+  runs say 'failed', the other group trains, the table is printed, and the exit status is 1 so
+  that a script or a job scheduler sees it; the same command then trains the failed runs."""
+  code, out, err = launch(tmp_path, env, "chunk:1:raise")  # the first group, at its first chunk
+  statuses = sorted(runs.read_summary(d)["status"] for d in glob.glob(f"{tmp_path}/*/"))
+  assert statuses == ["done", "done", "failed", "failed"], statuses
+  assert code == 1, f"a sweep with a failed group exited {code}\n{err[-2000:]}"
+  assert "1 groups failed; their runs are recorded with status 'failed'" in err, err[-2000:]
+  assert "| C2 |" in out, f"no table printed:\n{out}"
+  code, out, err = launch(tmp_path, env)
+  assert code == 0, err[-2000:]
+  assert [runs.read_summary(d)["status"] for d in glob.glob(f"{tmp_path}/*/")] == ["done"] * 4
+
+
 def test_truncated_summary_and_config_are_recovered(tmp_path):
   cfg, d, first = finished_tiny_run(tmp_path)
   for name in ("summary.json", "config.json"):
