@@ -60,11 +60,10 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
-    # options of the local executor given with Ray, a GPU plan without --dry_run, two plugin lists
+    # options of the local executor given with Ray, two plugin lists
     ("sweep", ["--sweep=tiny", "--workers=2", "--executor=ray"], "--workers is for the local"),
     ("sweep", ["--sweep=tiny", "--time_limit_s=60", "--executor=ray"],
      "--time_limit_s is for the local executor"),
-    ("sweep", ["--sweep=tiny", "--target=h200"], "add --dry_run"),
     ("sweep", ["--sweep=tiny", "--plugins=examples.rotation", "--config.plugins=examples.clock"],
      "--plugins and --config.plugins differ"),
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),

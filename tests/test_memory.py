@@ -1,5 +1,6 @@
 """Fitting shape groups to device memory: the splitter on given estimates, and real estimates."""
 import json
+import re
 import subprocess
 import sys
 
@@ -119,7 +120,9 @@ def test_dry_run_lists_the_estimate_and_the_split():
   assert out.returncode == 0, out.stderr
   assert "split into" in out.stdout and "GiB per run" in out.stdout, out.stdout[:2000]
   last = out.stdout.strip().splitlines()[-1]
-  assert last.startswith("table2: 27 runs in 1 compiled group; "), last
+  parts = int(re.search(r"split into (\d+) programs", out.stdout).group(1))
+  assert last == f"table2: 27 runs in 1 compiled group; {parts} programs fit 1.0 GiB", (
+      f"the count of programs is not the split's {parts}: {last}")
   assert "to plan for a GPU add --target=" in out.stdout and (
       f"--config.scan_method={scan.AUTO['gpu']}" in out.stdout), (
       "the dry run does not say which scan method its estimates are for, nor how to plan for "

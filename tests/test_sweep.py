@@ -135,6 +135,9 @@ def test_dry_run_prints_counts():
   out = run_sweep("--sweep=table2", "--dry_run")
   assert out.returncode == 0
   assert out.stdout.strip().splitlines()[-1] == "table2: 7290 runs in 30 compiled groups"
+  # a group of the nine tasks padded to one order says so, not its first run's task
+  assert "group 0: 9 tasks (padded to order 60) mamba depth 1 d_model 128 d_state 32 " in (
+      out.stdout), out.stdout[:1000]
 
 
 def test_a_dry_run_says_when_an_override_merges_the_runs_of_a_varied_axis():
