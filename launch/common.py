@@ -6,6 +6,8 @@ import logging
 import os
 import sys
 
+from launch import interrupts
+
 # jax logs its search for TPU/GPU plugins at INFO, which absl would print on every CPU start.
 logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
@@ -35,7 +37,7 @@ def load_plugins(extra: str = "") -> str:
   return text
 
 
-INTERRUPTED = "interrupted: finished runs and checkpoints are kept; the same command resumes"
+INTERRUPTED = interrupts.INTERRUPTED
 
 
 class UsageError(Exception):
@@ -63,42 +65,10 @@ def _parse_flags(argv):
     fail(f"{e}; {hint}" if hint else f"{e}; see --help")
 
 
-def _redeliver_lost_interrupt(unraisable, default=sys.unraisablehook):
-  """sys.unraisablehook: a Ctrl-C that lands while a finalizer (`weakref.finalize`, `__del__`)
-  runs is a KeyboardInterrupt Python cannot raise; it would print "Exception ignored ...
-  Traceback" and drop the Ctrl-C (a sweep then trains on until its supervisor kills it).
-  Interrupt the main thread again instead, silently, from a thread that waits until the main
-  thread has left this hook: an interrupt raised in the hook would be dropped the same way
-  (a fixed 10 ms delay lost it when the main thread was descheduled inside the hook)."""
-  if issubclass(unraisable.exc_type, KeyboardInterrupt):
-    import threading
-    threading.Thread(target=_interrupt_main_once_out_of, args=(sys._getframe(),),
-                     daemon=True).start()
-    return
-  default(unraisable)
-
-
-def _interrupt_main_once_out_of(hook_frame):
-  import contextlib
-  import signal
-  import threading
-  import time
-  main = threading.main_thread().ident
-
-  def in_hook():
-    frame = sys._current_frames().get(main)
-    while frame is not None and frame is not hook_frame:
-      frame = frame.f_back
-    return frame is not None
-  while in_hook():
-    time.sleep(0.005)
-  with contextlib.suppress(ProcessLookupError):  # the main thread may have ended meanwhile
-    signal.pthread_kill(main, signal.SIGINT)  # a real signal, so a blocking call wakes up too
-
-
 def catch_lost_interrupts():
-  """Every process that trains: a Ctrl-C a finalizer swallowed is delivered again."""
-  sys.unraisablehook = _redeliver_lost_interrupt
+  """Every process that trains: a Ctrl-C a finalizer swallowed is delivered again (installed
+  already by importing `launch`; again here, where a caller replaced the hooks since)."""
+  interrupts.install()
 
 
 def run_main(main):

@@ -5,7 +5,8 @@
 The parent (executors.processes) sets this process's XLA threads and CPU cores before jax is
 imported, which is why a group gets a process of its own. Exit status 0: the group trained
 (finished runs are skipped as in any launch); 1: it failed, and its summaries say so; 2: the
-run directory holds another run (a JSON line on stdout says which), which stops the sweep.
+run directory holds another run (a JSON line on stdout says which), which stops the sweep;
+130: a Ctrl-C (SIGINT) stopped it, which stops the sweep too.
 """
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ def main() -> int:
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
   common.enable_compilation_cache()
-  common.catch_lost_interrupts()
   # (a plugin's layers register here when train.model_config loads each config's plugins)
   cfgs = [TrainConfig(**c) for c in job["configs"]]
   try:
@@ -41,12 +41,14 @@ def main() -> int:
   except runs.RunError as e:  # not the group's failure but the sweep's: the parent stops
     print(json.dumps({"run_error": str(e)}), file=report, flush=True)
     return 2
-  except KeyboardInterrupt:
-    return 130
   except Exception:  # recorded as 'failed' in each run's summary by train_group
     return 1
   return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  try:
+    sys.exit(main())
+  except KeyboardInterrupt:  # 130 and no line (the sweep prints it once for all its workers),
+    sys.stderr.flush()       # without the interpreter's teardown: with XLA's threads busy (a
+    os._exit(130)            # Ctrl-C while compiling) it crashed with SIGSEGV in most tries

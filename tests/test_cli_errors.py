@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -153,6 +154,64 @@ def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
   traceback, exit 130 (128 + SIGINT)."""
   proc, err = _interrupted_sweep(tmp_path)
   _assert_interrupted(proc, err)
+
+
+@pytest.mark.parametrize("after_s", [0.3, 0.7, 1.1])
+def test_ctrl_c_while_an_entry_point_starts_stops_it_with_one_line(tmp_path, after_s):
+  """A Ctrl-C in the first second or two, while jax imports: jax's garbage-collection callback
+  swallowed it ("Exception ignored") and the run trained on in 3 of 4 tries, or it printed an
+  import's traceback. `import launch` now installs the hooks first (launch/interrupts.py)."""
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
+       "--steps=1000000", f"--workdir={tmp_path / 'run'}"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  time.sleep(after_s)
+  proc.send_signal(signal.SIGINT)
+  try:
+    _, err = proc.communicate(timeout=60)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    _, err = proc.communicate()
+    pytest.fail(f"a Ctrl-C {after_s} s after the start was lost: it trained on\n{err[-1500:]}")
+  _assert_interrupted(proc, err)
+
+
+def _children(pid: int) -> list[int]:
+  try:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+      return [int(c) for c in f.read().split()]
+  except OSError:
+    return []
+
+
+@pytest.mark.parametrize("to", ["the terminal's process group", "the workers alone"])
+def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to):
+  """`--workers=2`: a Ctrl-C at the terminal reaches the sweep and its worker processes; one
+  that reaches only the workers (a scheduler stopping them) must stop the sweep too, not read as
+  two failed groups after which it goes on. Either way: one line, 130, no worker left."""
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
+       "--config.steps=1000000", "--workers=2", "--stall_s=0", "--quiet"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  proc.stdout.readline()  # the plan line: the workers start next
+  workers, deadline = [], time.time() + 120
+  while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
+    time.sleep(0.2)
+    workers = _children(proc.pid)
+  assert len(workers) == 2, f"no two workers started: {workers}"
+  time.sleep(3)  # the workers importing and compiling: their SIGINT is Python's by now
+  if to == "the workers alone":
+    for w in workers:
+      os.kill(w, signal.SIGINT)
+  else:
+    os.killpg(proc.pid, signal.SIGINT)
+  _, err = proc.communicate(timeout=120)
+  _assert_interrupted(proc, err)
+  left = [w for w in workers if os.path.exists(f"/proc/{w}") and
+          open(f"/proc/{w}/stat").read().split()[2] != "Z"]
+  assert not left, f"workers {left} still run after the sweep stopped"
 
 
 _FINALIZER_SWALLOWS_CTRL_C = """
