@@ -185,11 +185,13 @@ def _children(pid: int) -> list[int]:
     return []
 
 
-@pytest.mark.parametrize("to", ["the terminal's process group", "the workers alone"])
+@pytest.mark.parametrize("to", ["the terminal's process group", "the workers alone",
+                                "the sweep alone"])
 def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to):
   """`--workers=2`: a Ctrl-C at the terminal reaches the sweep and its worker processes; one
   that reaches only the workers (a scheduler stopping them) must stop the sweep too, not read as
-  two failed groups after which it goes on. Either way: one line, 130, no worker left."""
+  two failed groups after which it goes on; one that reaches only the sweep (launch.profile
+  stopping its sweep) is passed on to the workers. Each way: one line, 130, no worker left."""
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000", "--workers=2", "--stall_s=0", "--quiet"],
@@ -205,10 +207,15 @@ def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to)
   if to == "the workers alone":
     for w in workers:
       os.kill(w, signal.SIGINT)
+  elif to == "the sweep alone":  # as launch.profile stops its sweep: the sweep stops its workers
+    os.kill(proc.pid, signal.SIGINT)
   else:
     os.killpg(proc.pid, signal.SIGINT)
+  sent = time.time()
   _, err = proc.communicate(timeout=120)
   _assert_interrupted(proc, err)
+  # stopped by the SIGINT, not by the kill 30 s later that backs it (executors.processes)
+  assert time.time() - sent < 25, f"the workers stopped {time.time() - sent:.0f} s after the SIGINT"
   left = [w for w in workers if os.path.exists(f"/proc/{w}") and
           open(f"/proc/{w}/stat").read().split()[2] != "Z"]
   assert not left, f"workers {left} still run after the sweep stopped"
