@@ -67,7 +67,7 @@ def _parse_flags(argv):
 
 def catch_lost_interrupts():
   """Every process that trains: a Ctrl-C a finalizer swallowed is delivered again (installed
-  already by importing `launch`; again here, where a caller replaced the hooks since)."""
+  already where `python -m launch.X` imported the package; again here for any other caller)."""
   interrupts.install()
 
 

@@ -1,5 +1,5 @@
-"""Ctrl-C in the entry points, from their first line: `import launch` installs these hooks, so
-a Ctrl-C during start-up (importing jax takes a second or two) is neither lost nor a traceback.
+"""Ctrl-C in the entry points, from their first line: `python -m launch.X` installs these hooks
+as it imports the package (launch/__init__.py), so a Ctrl-C during start-up (importing jax takes a second or two) is neither lost nor a traceback.
 
 Two ways a Ctrl-C went wrong before the entry point's own handler (`common.run_main`) ran:
 jax's garbage-collection callback (run often while modules import) swallowed it as an

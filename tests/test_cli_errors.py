@@ -160,7 +160,7 @@ def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
 def test_ctrl_c_while_an_entry_point_starts_stops_it_with_one_line(tmp_path, after_s):
   """A Ctrl-C in the first second or two, while jax imports: jax's garbage-collection callback
   swallowed it ("Exception ignored") and the run trained on in 3 of 4 tries, or it printed an
-  import's traceback. `import launch` now installs the hooks first (launch/interrupts.py)."""
+  import's traceback. `python -m launch.X` now installs the hooks first (launch/interrupts.py)."""
   proc = subprocess.Popen(
       [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
        "--steps=1000000", f"--workdir={tmp_path / 'run'}"],
