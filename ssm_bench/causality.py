@@ -71,13 +71,18 @@ def check(model, params, tokens) -> dict:
   return compare(logits, logits_changed, c)
 
 
-def check_at_init(cfg, batch: int = 4, length: int = 16, seed: int = 0) -> dict:
-  """The check of cfg's network (a ModelConfig) at a random initialisation."""
+def _at_init(cfg, batch: int, length: int, seed: int = 0):
+  """cfg's network (a ModelConfig), random tokens and its parameters at a random
+  initialisation."""
   from ssm_bench import models
   model = models.StateTracker(cfg)
   tokens = declaration.random_tokens(cfg.vocab_size, batch, length, seed)
-  params = jax.jit(model.init)(jax.random.PRNGKey(seed), tokens)
-  return check(model, params, tokens)
+  return model, jax.jit(model.init)(jax.random.PRNGKey(seed), tokens), tokens
+
+
+def check_at_init(cfg, batch: int = 4, length: int = 16, seed: int = 0) -> dict:
+  """The check of cfg's network (a ModelConfig) at a random initialisation."""
+  return check(*_at_init(cfg, batch, length, seed))
 
 
 def checks_at_init(layers: tuple, kwargs: str = "") -> dict:
@@ -89,11 +94,9 @@ def checks_at_init(layers: tuple, kwargs: str = "") -> dict:
   cfg = ModelConfig(layers=layers, vocab_size=6, num_classes=6, d_model=16, d_state=4,
                     layer_kwargs=kwargs)
   models.check(cfg)
-  net = models.StateTracker(cfg)
-  tokens = declaration.random_tokens(6)
-  params = jax.jit(net.init)(jax.random.PRNGKey(0), tokens)
-  return {"declaration_at_init": declaration.check(net, params, tokens),
-          "causal_at_init": check(net, params, tokens)}
+  at_init = _at_init(cfg, batch=4, length=32)
+  return {"declaration_at_init": declaration.check(*at_init),
+          "causal_at_init": check(*at_init)}
 
 
 def require(cfg):
