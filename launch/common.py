@@ -65,12 +65,6 @@ def _parse_flags(argv):
     fail(f"{e}; {hint}" if hint else f"{e}; see --help")
 
 
-def catch_lost_interrupts():
-  """Every process that trains: a Ctrl-C a finalizer swallowed is delivered again (installed
-  already where `python -m launch.X` imported the package; again here for any other caller)."""
-  interrupts.install()
-
-
 def run_main(main):
   """absl.app.run(main), turning flag errors and UsageError into a one-line error."""
   from absl import app
@@ -79,7 +73,7 @@ def run_main(main):
     from absl import logging as absl_logging
     from ssm_bench.theory import TheoryError
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
-    catch_lost_interrupts()
+    interrupts.install()  # (done at `python -m launch.X`'s import already; here for others)
     try:
       rc = main(argv)
       sys.stdout.flush()  # here, so that a closed pipe is caught below, not at teardown

@@ -19,3 +19,23 @@ def running_with(needle: str, wait_s: float = 0.0) -> list[str]:
     if not pids or time.time() >= deadline:
       return pids
     time.sleep(0.2)
+
+
+def children(pid: int) -> list[int]:
+  """Pids of the live children of `pid` (Linux /proc; [] once it is gone)."""
+  try:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+      return [int(c) for c in f.read().split()]
+  except OSError:
+    return []
+
+
+def still_running(pids) -> list[int]:
+  """Those of `pids` that still run (not gone, not a zombie waiting to be reaped)."""
+  def running(pid):
+    try:
+      with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # the state, after the name
+    except OSError:
+      return False
+  return [p for p in pids if running(p)]

@@ -177,14 +177,6 @@ def test_ctrl_c_while_an_entry_point_starts_stops_it_with_one_line(tmp_path, aft
   _assert_interrupted(proc, err)
 
 
-def _children(pid: int) -> list[int]:
-  try:
-    with open(f"/proc/{pid}/task/{pid}/children") as f:
-      return [int(c) for c in f.read().split()]
-  except OSError:
-    return []
-
-
 @pytest.mark.parametrize("to", ["the terminal's process group", "the workers alone",
                                 "the sweep alone"])
 def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to):
@@ -201,9 +193,9 @@ def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to)
   workers, deadline = [], time.time() + 120
   while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
     time.sleep(0.2)
-    workers = _children(proc.pid)
+    workers = processes.children(proc.pid)
   assert len(workers) == 2, f"no two workers started: {workers}"
-  time.sleep(3)  # the workers importing and compiling: their SIGINT is Python's by now
+  time.sleep(3)  # the SIGINT lands while the workers compile (where their teardown crashed)
   if to == "the workers alone":
     for w in workers:
       os.kill(w, signal.SIGINT)
@@ -216,8 +208,7 @@ def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to)
   _assert_interrupted(proc, err)
   # stopped by the SIGINT, not by the kill 30 s later that backs it (executors.processes)
   assert time.time() - sent < 25, f"the workers stopped {time.time() - sent:.0f} s after the SIGINT"
-  left = [w for w in workers if os.path.exists(f"/proc/{w}") and
-          open(f"/proc/{w}/stat").read().split()[2] != "Z"]
+  left = processes.still_running(workers)
   assert not left, f"workers {left} still run after the sweep stopped"
 
 
