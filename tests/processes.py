@@ -1,5 +1,8 @@
 """Finding processes by their command line: for tests that check nothing was left running."""
+import contextlib
 import glob
+import signal
+import subprocess
 import time
 
 
@@ -39,3 +42,29 @@ def still_running(pids) -> list[int]:
     except OSError:
       return False
   return [p for p in pids if running(p)]
+
+
+@contextlib.contextmanager
+def _sigint_at_default():
+  """Commands started inside get SIGINT at its default, as a terminal's shell starts them: a
+  test run started in the background inherits SIGINT ignored, and a process that starts with it
+  ignored keeps it ignored (Python's rule). exec resets a handled signal to its default, so this
+  process handles it meanwhile: no preexec_fn, whose fork of this threaded process (jax's
+  threads) jax warns may deadlock."""
+  old = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGINT, old)
+
+
+def popen_from_a_shell(args, **kwargs) -> subprocess.Popen:
+  """subprocess.Popen with SIGINT at its default in the command, whatever this process's."""
+  with _sigint_at_default():
+    return subprocess.Popen(args, **kwargs)
+
+
+def run_from_a_shell(args, **kwargs) -> subprocess.CompletedProcess:
+  """subprocess.run with SIGINT at its default in the command, whatever this process's."""
+  with _sigint_at_default():
+    return subprocess.run(args, **kwargs)

@@ -131,13 +131,10 @@ def test_bad_input_is_one_error_line_with_status_2(results, k):
 def _interrupted_sweep(tmp_path, env=None, wait_for_stderr=None):
   """A long sweep sent one SIGINT after its plan line (and a stderr line containing
   `wait_for_stderr`, if given); (process, stderr)."""
-  proc = subprocess.Popen(
+  proc = processes.popen_from_a_shell(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-      # Start as a shell would, with SIGINT at its default: a process that inherits SIGINT
-      # ignored keeps it ignored (Python's rule), and the test worker's disposition is not ours.
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
   proc.stdout.readline()  # the plan line: main() is running and groups are next
   seen = []
   while wait_for_stderr:
@@ -161,11 +158,10 @@ def test_ctrl_c_while_an_entry_point_starts_stops_it_with_one_line(tmp_path, aft
   """A Ctrl-C in the first second or two, while jax imports: jax's garbage-collection callback
   swallowed it ("Exception ignored") and the run trained on in 3 of 4 tries, or it printed an
   import's traceback. `python -m launch.X` now installs the hooks first (launch/interrupts.py)."""
-  proc = subprocess.Popen(
+  proc = processes.popen_from_a_shell(
       [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
        "--steps=1000000", f"--workdir={tmp_path / 'run'}"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   time.sleep(after_s)
   proc.send_signal(signal.SIGINT)
   try:
@@ -184,11 +180,10 @@ def test_ctrl_c_stops_a_sweep_with_workers_and_leaves_none_running(tmp_path, to)
   that reaches only the workers (a scheduler stopping them) must stop the sweep too, not read as
   two failed groups after which it goes on; one that reaches only the sweep (launch.profile
   stopping its sweep) is passed on to the workers. Each way: one line, 130, no worker left."""
-  proc = subprocess.Popen(
+  proc = processes.popen_from_a_shell(
       [sys.executable, "-m", "launch.sweep", "--sweep=tiny", f"--workdir={tmp_path}",
        "--config.steps=1000000", "--workers=2", "--stall_s=0", "--quiet"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
   proc.stdout.readline()  # the plan line: the workers start next
   workers, deadline = [], time.time() + 120
   while len(workers) < 2 and time.time() < deadline and proc.poll() is None:
@@ -250,11 +245,9 @@ def test_ctrl_c_caught_by_a_finalizer_still_stops_with_one_line(tmp_path, load):
   command with the one line and 130."""
   code = (_DESCHEDULED_IN_THE_HOOK if load != "idle" else "") + _FINALIZER_SWALLOWS_CTRL_C
   try:  # the command sleeps 30 s: a Ctrl-C that waits for the blocking call to end is too late
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=20, cwd=os.path.dirname(os.path.dirname(__file__)),
-                          # SIGINT at its default, as a terminal's shell starts a command: a
-                          # test run started in the background inherits it ignored
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = processes.run_from_a_shell([sys.executable, "-c", code], capture_output=True,
+                                      text=True, timeout=20,
+                                      cwd=os.path.dirname(os.path.dirname(__file__)))
   except subprocess.TimeoutExpired as e:
     pytest.fail(f"the Ctrl-C did not stop the command within {e.timeout:g} s")
   assert "lost" not in proc.stdout, f"the Ctrl-C was dropped; stderr:\n{proc.stderr[-1500:]}"
@@ -271,11 +264,10 @@ def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
 
 def _training_profile(tmp_path):
   """A launch.profile whose sweep child is training (its plan line read), SIGINT at default."""
-  proc = subprocess.Popen(
+  proc = processes.popen_from_a_shell(
       [sys.executable, "-m", "launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2",
        "--depths=1", f"--workdir={tmp_path}", "--config.steps=1000000", "--quiet"],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   proc.stdout.readline()  # the sweep's plan line: the child is training
   return proc
 

@@ -272,7 +272,9 @@ def test_a_group_of_one_runs_the_unbatched_program():
 
 
 _INIT_MANY_LOOP = """
-import dataclasses, jax
+import dataclasses, os, sys
+os.sched_setaffinity(0, map(int, sys.argv[1:]))  # before jax sizes its pool from the affinity
+import jax
 from ssm_bench import train
 from ssm_bench.config import TrainConfig
 cfg = TrainConfig(task="C2xC4", model="rnn", depth=2, d_model=64, d_state=64, train_length=16)
@@ -289,8 +291,8 @@ def test_group_init_of_two_rnn_layers_does_not_deadlock_on_two_cores():
   0.10's 2-thread CPU pool within a few calls; the group init must run them unbatched."""
   cpus = sorted(os.sched_getaffinity(0))[:2]  # the pool is sized from the affinity: 2, as CI
   try:
-    out = subprocess.run([sys.executable, "-c", _INIT_MANY_LOOP], capture_output=True, text=True,
-                         timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    out = subprocess.run([sys.executable, "-c", _INIT_MANY_LOOP, *map(str, cpus)],
+                         capture_output=True, text=True, timeout=120)
   except subprocess.TimeoutExpired:
     pytest.fail("init_many of a 4-run rnn depth-2 group hung (batched QR deadlock in XLA's pool)")
   assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
