@@ -81,11 +81,17 @@ def test_parity_construction_also_tracks_adversarial_stream():
   assert bool((predict(cfg, params, tokens) == labels).all())
 
 
-@pytest.mark.parametrize("model", ["simple_aussm", "aussm"])
-def test_construction_pads_to_a_wider_model(model):
-  cfg, params = analytic.build("S3", d_model=32, d_state=16, model=model)
-  assert cfg.d_model == 32 and cfg.d_state == 16
-  tokens, labels = evaluation.eval_set(registry.get_task("S3"), 4, 500)
+@pytest.mark.parametrize("name,model", [("S3", "simple_aussm"), ("S3", "aussm"),
+                                        ("D4", "simple_aussm"), ("D4", "aussm"), ("D4", "negmamba")])
+def test_construction_pads_to_a_wider_model(name, model):
+  """Built inside a wider model (near_solution perturbs constructions at a sweep's width): S3's
+  own constructions, the solvable cascades in both layers, the 2-group cascade."""
+  least, _ = analytic.build(name, model=model)
+  d_model, d_state = least.d_model + 8, least.d_state + 3
+  cfg, params = analytic.build(name, d_model=d_model, d_state=d_state, model=model)
+  assert (cfg.d_model, cfg.d_state) == (d_model, d_state), (
+      f"{name} {model}: asked {d_model} x {d_state}, built {cfg.d_model} x {cfg.d_state}")
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 4, 500)
   assert bool((predict(cfg, params, tokens) == labels).all())
 
 
@@ -154,6 +160,15 @@ def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   assert out.returncode == 0, out.stderr[-2000:]
   res = json.loads(out.stdout)
   assert res["accuracy"] == 1.0 and res["model"] == "deltaproduct" and res["depth"] == 1, res
+
+
+@pytest.mark.parametrize("name", ["C1", "C2", "C6", "D4", "S3", "A5", "parity", "modcount3",
+                                  "flipflop", "lang-tomita3"])
+def test_no_constructions_applies_or_limit_fails_on_a_task(name):
+  """A construction's `applies` and `limit` answer every task, the trivial group and tasks
+  without a group included: one that raises shows in `launch.info` as "its construction's
+  limit failed" (e.g. a cascade with no level for C1)."""
+  assert analytic.construction_limits(name) == {}, analytic.construction_limits(name)
 
 
 @pytest.mark.parametrize("name", ["C1", "C6", "C2xC30", "C4", "Q8", "S3", "D4", "S4", "A5", "parity"])

@@ -47,6 +47,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=S3", "--sample=4x0"], "positive integers"),
     ("info", ["--group=S3", "--sample=1001x1000"], "1001000 tokens; print at most 1000000"),
     ("info", ["--groups=S3"], "it needs --model"),  # was: ignored, C2 described
+    ("info", ["--plugins=examples.clock", "--model=clock", '--layer_kwargs={"m": 0}'],
+     "m must be a positive integer, got 0"),  # was: a float division by zero
     ("analytic", ["--task=S100000"], "5040"),
     ("analytic", ["--task=A5", "--model=aussm"], "not solvable"),
     ("analytic", ["--length=0"], "length"),

@@ -423,3 +423,13 @@ def test_a_learned_initial_state_starts_and_stays_at_unit_norm():
   got = np.asarray(H0().apply({"params": {"h0": moved}}))
   np.testing.assert_allclose(got, moved / np.linalg.norm(moved, axis=-1, keepdims=True),
                              rtol=1e-5, err_msg="a learned h0 is not used at unit norm")
+
+
+def test_learned_positions_refuse_a_sequence_longer_than_their_table():
+  """Rows past `max_positions` do not exist: jax's gather would clamp to the last row and
+  score a long evaluation with wrong positions, so the layer refuses by name."""
+  cfg = ModelConfig(layers=("transformer",), d_model=D, d_state=N)
+  layer = registry.get("transformer").builder(cfg, heads=2, position="learned", max_positions=6)
+  params = layer.init(jax.random.PRNGKey(0), jax.numpy.zeros((1, 6, D)))
+  with pytest.raises(ValueError, match="length 7 exceeds max_positions 6"):
+    layer.apply(params, jax.numpy.zeros((1, 7, D)))

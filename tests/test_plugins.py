@@ -478,3 +478,19 @@ def test_a_plugins_state_width_sets_the_width_its_card_predicts_at():
   card = json.loads(out.stdout)
   assert (card["predictions_width"], card["predictions"]["A4"]["depth 1"],
           card["predictions"]["A4"]["min_depth"]) == (8, True, "1"), card
+
+
+def test_the_example_clock_turns_by_roots_forward_and_trains_its_choices_backward():
+  """examples/clock.py's straight-through estimator: every transition is one of the m roots,
+  and the gradient reaches the logits that choose them (the argmax alone has none, so the
+  clock would never learn which root a token turns by)."""
+  plugins.load("examples.clock")
+  cfg = ModelConfig(layers=("clock",), d_model=4, d_state=3)
+  layer = registry.get("clock").builder(cfg, m=4)
+  v = jax.random.normal(jax.random.PRNGKey(1), (2, 5, 4))
+  params = layer.init(jax.random.PRNGKey(0), v)
+  _, sown = layer.apply(params, v, mutable="intermediates")
+  a = np.asarray(sown["intermediates"]["transition"][0])
+  assert np.abs(a ** 4 - 1).max() < 1e-5, f"transitions off the 4th roots: {a.ravel()[:6]}"
+  grad = jax.grad(lambda p: layer.apply(p, v).sum())(params)["params"]["logits"]["kernel"]
+  assert np.abs(np.asarray(grad)).max() > 1e-4, "no gradient reaches the clock's logits"

@@ -5,6 +5,8 @@ import jax
 import numpy as np
 import pytest
 
+from tasks import counter_languages
+from tasks import languages
 from tasks import registry
 from tasks import streams
 
@@ -40,6 +42,41 @@ def test_same_seed_same_batch_different_seed_differs(name):
   np.testing.assert_array_equal(a[1], b[1])
   if name != "modcount5":  # the all-ones stream has no randomness by design
     assert not np.array_equal(a[0], c[0]), f"{name}: seeds 7 and 8 gave the same tokens"
+
+
+def _every_kind_of_task():
+  """One name per way a task is built: every language (DFA, stream variant, counter; next-symbol
+  sets and, where offered, membership), the fixed tasks, groups and their generating sets."""
+  names = TASKS + NEXT_TOKEN + [f"lang-{n}" for n in registry.language_names()]
+  for n in registry.language_names():
+    try:
+      names.append(registry.get_task(f"lang-{n}-member").name)
+    except registry.TaskError:  # refused: membership decided by the last symbol
+      pass
+  return names
+
+
+@pytest.mark.parametrize("name", _every_kind_of_task())
+def test_every_tasks_tokens_and_labels_fit_its_vocabulary_and_classes(name):
+  """A label past num_classes is silently dropped by the one-hot loss (and a token past
+  vocab_size embeds as zeros): the sizes a task declares must hold what its sampler draws."""
+  task = registry.get_task(name)
+  tokens, labels = jitted(name)(jax.random.PRNGKey(5), 16, 300, None)
+  tokens, labels = np.asarray(tokens), np.asarray(labels)
+  assert 0 <= tokens.min() and tokens.max() < task.vocab_size, (
+      f"{name}: tokens {tokens.min()}..{tokens.max()} outside vocab_size {task.vocab_size}")
+  assert 0 <= labels.min() and labels.max() < task.num_classes, (
+      f"{name}: labels {labels.min()}..{labels.max()} outside num_classes {task.num_classes}")
+
+
+@pytest.mark.parametrize("name", ["C6", "A4", "parity", "modcount5", "flipflop"])
+def test_a_tasks_classes_are_exactly_the_labels_it_draws(name):
+  """Where every class occurs in a long batch (a group's elements, a count, flip-flop's two
+  bits), num_classes is the number of labels: a spare class would change chance level and loss."""
+  task = registry.get_task(name)
+  labels = np.asarray(jitted(name)(jax.random.PRNGKey(5), 16, 300, None)[1])
+  assert sorted(set(labels.ravel().tolist())) == list(range(task.num_classes)), (
+      f"{name}: num_classes {task.num_classes}, labels drawn {sorted(set(labels.ravel()))}")
 
 
 def test_sampling_is_traced_once_under_jit():
@@ -123,10 +160,26 @@ def test_modcount_counts():
   np.testing.assert_array_equal(labels[0], (np.arange(1, 13)) % 5)
 
 
-@pytest.mark.parametrize("name", ["banana", "modcount1", "S9", "S3-gen-gen", ""])
+@pytest.mark.parametrize("name", ["banana", "modcount1", "S3-gen-gen", ""])
 def test_unknown_task_names_the_choices(name):
-  with pytest.raises(registry.TaskError, match="tasks: |too large"):
+  with pytest.raises(registry.TaskError, match="tasks: "):
     registry.get_task(name)
+
+
+@pytest.mark.parametrize("name", ["S9", "S9-gen"])
+def test_a_group_too_large_is_refused_as_too_large_not_unknown(name):
+  with pytest.raises(registry.TaskError, match="too large .limit 5040") as e:
+    registry.get_task(name)
+  assert "unknown" not in str(e.value), str(e.value)
+
+
+def test_an_unknown_language_lists_every_language_name():
+  """The DFA languages, their stream variants and the counter languages, all accepted names."""
+  with pytest.raises(registry.TaskError) as e:
+    registry.get_task("lang-banana")
+  listed = str(e.value).split("choose from ", 1)[-1].split(", ")
+  names = [*languages.LANGUAGES, *languages.VARIANTS, *counter_languages.LANGUAGES]
+  assert sorted(listed) == sorted(names), f"listed {listed}, accepted {names}"
 
 
 def _runs(row):

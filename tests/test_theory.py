@@ -256,6 +256,19 @@ def test_class_membership_check(cls, inside, outside):
   assert out["checked"] and out["ok"] is False, f"{cls} accepts transitions outside its set"
 
 
+def test_a_plugins_class_checks_its_own_set_the_clocks_m_th_roots():
+  """examples/clock.py's roots_of_unity:m holds the m points, not the rest of the circle (a
+  simple_aussm layer declaring it must fail its declaration check)."""
+  from ssm_bench import plugins
+  plugins.load("examples.clock")
+  roots = lambda m: np.exp(2j * np.pi * np.arange(m) / m)
+  assert theory.check("roots_of_unity:4", roots(4))["ok"] is True, "4th roots rejected"
+  assert theory.check("roots_of_unity:6", roots(3))["ok"] is True, "cube roots not 6th roots"
+  for outside in (np.exp([0.3j]), roots(6), [1.001], np.exp([1e-3j])):
+    out = theory.check("roots_of_unity:4", np.asarray(outside))
+    assert out["checked"] and out["ok"] is False, f"roots_of_unity:4 accepts {outside}: {out}"
+
+
 @pytest.mark.parametrize("cls", ["nonlinear_or_dense", "tc0", "unknown"])
 def test_a_class_with_no_set_checks_nothing(cls):
   """A class that names no set of transitions checks none: the profile counts only checked
