@@ -81,18 +81,22 @@ def test_parity_construction_also_tracks_adversarial_stream():
   assert bool((predict(cfg, params, tokens) == labels).all())
 
 
-@pytest.mark.parametrize("name,model", [("S3", "simple_aussm"), ("S3", "aussm"),
-                                        ("D4", "simple_aussm"), ("D4", "aussm"), ("D4", "negmamba")])
-def test_construction_pads_to_a_wider_model(name, model):
-  """Built inside a wider model (near_solution perturbs constructions at a sweep's width): S3's
-  own constructions, the solvable cascades in both layers, the 2-group cascade."""
+_PADDED = [(name, model) for name in ("C6", "S3", "D4", "parity", "modcount3", "S3-gen")
+           for model in analytic.construction_models(name)]
+
+
+@pytest.mark.parametrize("name,model", _PADDED, ids=[f"{n}-{m}" for n, m in _PADDED])
+def test_every_construction_pads_to_a_wider_model(name, model):
+  """Built inside a wider model (near_solution perturbs constructions at a sweep's width), each
+  construction of each kind (Abelian, S3's, the solvable and 2-group cascades, parity's,
+  modcount's, DeltaProduct's; a -gen task gets its group's) is that width and still exact."""
   least, _ = analytic.build(name, model=model)
   d_model, d_state = least.d_model + 8, least.d_state + 3
   cfg, params = analytic.build(name, d_model=d_model, d_state=d_state, model=model)
   assert (cfg.d_model, cfg.d_state) == (d_model, d_state), (
       f"{name} {model}: asked {d_model} x {d_state}, built {cfg.d_model} x {cfg.d_state}")
   tokens, labels = evaluation.eval_set(registry.get_task(name), 4, 500)
-  assert bool((predict(cfg, params, tokens) == labels).all())
+  assert bool((predict(cfg, params, tokens) == labels).all()), f"{name} {model} not exact"
 
 
 @pytest.mark.parametrize("name", ["C60", "C2xC30", "C2xC2xC2", "C1"])
