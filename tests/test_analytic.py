@@ -81,6 +81,13 @@ def test_parity_construction_also_tracks_adversarial_stream():
   assert bool((predict(cfg, params, tokens) == labels).all())
 
 
+@pytest.mark.parametrize("name", ["C6", "C2xC4", "S3", "D4", "A5"])
+def test_a_generating_set_task_has_its_groups_constructions(name):
+  """`<group>-gen` streams are the group's elements: whatever tracks every stream of the group
+  tracks them, so its constructions are the group's, the Abelian ones and the cascades too."""
+  assert analytic.construction_models(f"{name}-gen") == analytic.construction_models(name)
+
+
 _PADDED = [(name, model) for name in ("C6", "S3", "D4", "parity", "modcount3", "S3-gen")
            for model in analytic.construction_models(name)]
 
