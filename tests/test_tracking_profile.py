@@ -251,3 +251,34 @@ def test_a_run_whose_transitions_leave_the_declared_class_is_listed_with_the_rea
   _, report = _rows([bad, good])
   assert "**Declaration violated** in 1 of 2 checked runs" in report, report
   assert "`C2-negmamba-L1-s0`: layer0 (signed_diagonal): a in [-1.2, 0.9], outside" in report
+
+
+def test_a_section_says_beats_only_where_a_run_beats_and_never_checked_where_none_was():
+  """"No measurement beats the theory" only without a beat; "not checked" where no run's
+  summary has a declaration check (the synthetic runs here), never "all 0 checked runs"."""
+  _, beaten = _rows([_summary("C3", 1, 0, 1000, "negmamba")])  # C3 needs rotations
+  assert "- C3 at depth 1: beats theory" in beaten and "No measurement beats" not in beaten, beaten
+  _, agreed = _rows([_summary("C2", 1, 0, 1000, "negmamba")])
+  assert "No measurement beats the theory." in agreed, agreed
+  assert "- Declaration check: not checked" in agreed and "of all 0" not in agreed, agreed
+
+
+def test_a_profile_is_one_layers_and_lists_every_group_it_trained():
+  """A hybrid stack (`negmamba,aussm`) has no layer profile of its own; a group beyond the ten
+  (`--groups=D3`) is a row after them; a layer not registered here says so."""
+  hybrid = _summary("S3", 2, 0, 1000, "negmamba,aussm")
+  assert tracking_profile.profile_data([hybrid]) == {}, "a hybrid stack read as a profile"
+  rows, _ = _rows([_summary("C2", 1, 0, 1000, "negmamba"),
+                   _summary("D3", 1, 0, 0, "negmamba"), hybrid])
+  assert list(rows) == ["C2", "D3"], rows
+  _, unknown = _rows([_summary("C2", 1, 0, 1000, "not_a_layer_here")])
+  assert "(the layer is not registered here: load its plugin)" in unknown, unknown
+
+
+def test_the_overview_reads_the_theorys_depth_at_the_runs_key_width():
+  """As the layer's own table (test above): DeltaProduct's A5 at d_state 4 has a theory depth
+  of 1, at d_state 2 (keys too narrow for A5's reflections) none."""
+  for d_state, text in ((4, "✘ / 1"), (2, "✘ / ?")):
+    data = tracking_profile.profile_data([_summary("A5", 1, 0, 0, "deltaproduct", d_state)])
+    entry = tracking_profile.min_depth_entry(next(iter(data.values())), "A5")
+    assert entry["text"] == text, (d_state, entry)
