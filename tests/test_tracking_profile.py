@@ -282,3 +282,34 @@ def test_the_overview_reads_the_theorys_depth_at_the_runs_key_width():
     data = tracking_profile.profile_data([_summary("A5", 1, 0, 0, "deltaproduct", d_state)])
     entry = tracking_profile.min_depth_entry(next(iter(data.values())), "A5")
     assert entry["text"] == text, (d_state, entry)
+
+
+def _profile_command(tmp_path, *extra):
+  return ["launch.profile", "--model=mamba", "--preset=tiny", "--groups=C2,D3", "--depths=1",
+          f"--workdir={tmp_path}", "--quiet", *extra]
+
+
+def test_a_profile_dry_run_lists_both_sweeps_hands_on_its_flags_and_writes_no_report(tmp_path):
+  """--dry_run plans the profile's groups and each other group's sweep, then stops (no report:
+  there are no runs); the profile's flags reach its sweeps (the sweep refuses --workers with
+  Ray, so that refusal shows --workers arrived)."""
+  p = launcher.run(_profile_command(tmp_path, "--dry_run"), timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  assert "C2-mamba-L1-" in p.stdout and "D3-mamba-L1-" in p.stdout, p.stdout
+  assert not list(tmp_path.glob("profile_*")), list(tmp_path.iterdir())
+  p = launcher.run(_profile_command(tmp_path, "--dry_run", "--workers=2", "--executor=ray"),
+                   timeout=300)
+  assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
+  assert p.stderr.strip() == "error: --workers is for the local executor (Ray runs a task per " \
+                             "group)", p.stderr[-2000:]
+
+
+def test_a_failed_sweep_stops_the_profile_with_its_status(tmp_path):
+  """A group that fails (a program that raises) makes its sweep exit 1: the profile exits 1
+  too, before the next group's sweep and the report (which would read the failed runs)."""
+  import os
+  env = {**os.environ, "SSM_BENCH_FAULT": "group_start:1:raise"}
+  p = launcher.run(_profile_command(tmp_path), env=env, timeout=300)
+  assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+  assert not list(tmp_path.glob("D3-*")), "the next sweep ran after a failed one"
+  assert not list(tmp_path.glob("profile_*")), "a report was written after a failed sweep"
