@@ -1,4 +1,5 @@
-"""Finding processes by their command line: for tests that check nothing was left running."""
+"""Processes for the tests: finding them by command line or parent (to check nothing was left
+running), and starting commands with SIGINT at its default, as a terminal's shell would."""
 import contextlib
 import glob
 import signal

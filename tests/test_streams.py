@@ -45,8 +45,8 @@ def test_same_seed_same_batch_different_seed_differs(name):
 
 
 def _every_kind_of_task():
-  """One name per way a task is built: every language (DFA, stream variant, counter; next-symbol
-  sets and, where offered, membership), the fixed tasks, groups and their generating sets."""
+  """Task names of every kind: every language (DFA, stream variant, counter; next-symbol sets
+  and, where offered, membership), the fixed tasks, groups and their generating sets."""
   names = TASKS + NEXT_TOKEN + [f"lang-{n}" for n in registry.language_names()]
   for n in registry.language_names():
     try:
