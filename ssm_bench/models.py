@@ -28,9 +28,11 @@ def build_layer(cfg: ModelConfig, i: int):
 
 
 def check(cfg: ModelConfig, length: int = 4):
-  """Build the network abstractly (no arithmetic): a layer that cannot be built with these
-  kwargs or returns the wrong shape raises LayerError, before any run directory exists; so does
-  a layer whose class function fails for these kwargs."""
+  """Build the network abstractly (no arithmetic) on `length` tokens: a layer that cannot be
+  built with these kwargs or returns the wrong shape raises LayerError, before any run directory
+  exists; so does a layer whose class function fails for these kwargs. Callers pass the longest
+  sequence a run feeds it (its eval_length), so a layer bounded in length (a table of learned
+  positions) refuses the run here, not after training."""
   registry.check_classes(cfg.layers, cfg.layer_kwargs)
   registry.check_state_widths(cfg.layers, dataclasses.asdict(cfg), cfg.layer_kwargs)
   try:

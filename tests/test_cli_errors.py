@@ -32,6 +32,9 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--config.stepz=3"], "config.steps"),
     ("train", ["--model=deltaproduct", '--config.layer_kwargs={"n_h": 0}'], "n_h and heads must"),
     ("train", ["--model=transformer", '--config.layer_kwargs={"heads": 0}'], "heads and max_pos"),
+    # a table of learned positions shorter than the evaluation: refused before training
+    ("train", ["--model=transformer", '--config.layer_kwargs={"position": "learned", '
+               '"max_positions": 100}'], "length 1000 exceeds max_positions 100"),
     ("train", ["--config.steps=abc"], "invalid"),
     ("train", ["--norm=batchnorm"], "layernorm"),
     ("train", ["--preset=gpu"], "paper"),
@@ -59,6 +62,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--only=("], "regular expression"),
     ("sweep", ["--config.lr=0"], "lr must be"),
     ("sweep", ["--config.stepz=5"], "config.steps"),
+    ("sweep", ["--sweep=tiny", "--config.model=transformer", '--config.layer_kwargs='
+               '{"position": "learned", "max_positions": 100}'], "exceeds max_positions 100"),
     ("sweep", ["--config.steps=1.5"], "invalid"),
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
