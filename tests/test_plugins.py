@@ -112,7 +112,7 @@ def test_no_layer_names_outside_the_registry(path):
     (["--plugins=plugin_layers.peek:register", "--model=peek"],
      "is not causal at initialisation: the output at position"),
     (["--plugins=plugin_layers.badfactors", "--model=badfactors"],
-     "decay factors: B has shape (1, 4, 3); expected (1, 4, 2) or (8, 2)"),
+     "decay factors: B has shape (1, 1000, 3); expected (1, 1000, 2) or (8, 2)"),  # eval length
     (["--plugins=examples.rotation", "--model=rotation", '--layer_kwargs={"r": 1}'],
      "not taken by rotation"),
     (["--plugins=examples.rotation", "--model=rotation", "--layer_kwargs=[1]"], "JSON object"),

@@ -38,7 +38,7 @@ def test_a_sweep_of_built_in_layers_is_not_built_or_compiled_again_to_check_it(m
   again; a built-in layer given kwargs is built and checked."""
   from ssm_bench import causality, models
   checked = []
-  monkeypatch.setattr(models, "check", lambda cfg: checked.append(cfg.layers))
+  monkeypatch.setattr(models, "check", lambda cfg, length=4: checked.append(cfg.layers))
   monkeypatch.setattr(causality, "require", lambda cfg: checked.append(cfg.layers))
   sweep.plan("table2_lite", "/tmp/unused")
   assert checked == [], f"built-in networks checked: {checked[:4]}"
