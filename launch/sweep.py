@@ -124,7 +124,7 @@ def check_layers(cfgs):
                                     and all(registry.get(n).builtin for n in layers)):
         continue
       built.add((net, c.task))
-      models.check(train.model_config(c), max(c.train_length, c.eval_length))
+      models.check(train.model_config(c), c.eval_length)  # its longest sequence
       if net not in causal:  # compiled, so once per network: a task sizes only its ends
         causal.add(net)
         causality.require(train.model_config(c))

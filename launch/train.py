@@ -64,8 +64,8 @@ def config_from_flags() -> TrainConfig:
                          f"constructions from: {', '.join(others)})")
       cfg = built  # the recorded config describes the network that is trained
     from ssm_bench import train
-    # kwargs, output shapes and the longest length evaluated, before any run directory
-    models.check(train.model_config(cfg), max(cfg.train_length, cfg.eval_length))
+    # kwargs, output shapes and the longest sequence (eval_length), before any run directory
+    models.check(train.model_config(cfg), cfg.eval_length)
     causality.require(train.model_config(cfg))  # a plugin's network reads no token ahead
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None
