@@ -65,10 +65,11 @@ def test_init_from_analytic_trains_near_the_construction(tmp_path):
   assert "max_len 1000" in out.stdout, out.stdout
 
 
-def test_a_hybrid_stack_trains_at_the_depth_its_list_gives(tmp_path):
+@pytest.mark.parametrize("flag", ["--model", "--layers"])  # --layers: its alias for lists
+def test_a_hybrid_stack_trains_at_the_depth_its_list_gives(tmp_path, flag):
   """--model=s4d,mamba is a depth-2 stack whatever the preset's depth (no --depth needed)."""
   import json
-  out = train(*[f for f in TINY_FLAGS if not f.startswith("--model")], "--model=s4d,mamba",
+  out = train(*[f for f in TINY_FLAGS if not f.startswith("--model")], f"{flag}=s4d,mamba",
               f"--workdir={tmp_path / 'run'}")
   assert out.returncode == 0, out.stderr[-2000:]
   cfg = json.load(open(tmp_path / "run" / "summary.json"))["config"]
