@@ -6,6 +6,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 
 def running_with(needle: str, wait_s: float = 0.0) -> list[str]:
   """Pids of live processes whose command line contains `needle`, after waiting up to wait_s
@@ -43,6 +45,11 @@ def still_running(pids) -> list[int]:
     except OSError:
       return False
   return [p for p in pids if running(p)]
+
+
+# For tests that start Ray: it starts its own processes fork-then-exec (a preexec_fn), which
+# jax's fork warning counts although no Python runs in the forked child
+RAY_FORKS = pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 
 
 @contextlib.contextmanager

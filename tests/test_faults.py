@@ -184,8 +184,7 @@ def test_a_full_disk_at_the_summary_leaves_no_result_and_relaunch_finishes(tmp_p
   assert s["status"] == "done" and s["steps"] == cfg.steps
 
 
-# Ray starts its own processes fork-then-exec (a preexec_fn), which jax's fork warning counts
-@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
+@processes.RAY_FORKS
 def test_a_ray_worker_killed_mid_group_is_a_failed_group_and_relaunch_finishes(tmp_path,
                                                                                monkeypatch):
   pytest.importorskip("ray")

@@ -14,6 +14,7 @@ from ssm_bench import runs
 
 from fake_runs import finish_with
 import launcher
+import processes
 
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
@@ -229,8 +230,7 @@ def test_worker_processes_stop_the_sweep_on_a_directory_holding_another_run(tmp_
     executors.processes(groups[:1], workers=2)
 
 
-# Ray starts its own processes fork-then-exec (a preexec_fn), which jax's fork warning counts
-@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
+@processes.RAY_FORKS
 def test_ray_plans_on_a_worker_matches_local_and_reaches_a_plugin_layer(tmp_path, tiny_local):
   """One Ray instance for three behaviours: memory planned on a worker, the same summaries as
   the local executor, and a plugin layer (examples/rotation.py, recorded in its runs' config)
