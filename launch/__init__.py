@@ -7,3 +7,4 @@ import sys as _sys
 if _sys.argv[:1] == ["-m"]:
   from launch import interrupts as _interrupts
   _interrupts.install()
+  _interrupts.defer_until_armed()

@@ -75,6 +75,7 @@ def run_main(main):
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every checkpoint at INFO
     interrupts.install()  # (done at `python -m launch.X`'s import already; here for others)
     try:
+      interrupts.arm()  # a Ctrl-C noted while the modules imported stops the command here
       rc = main(argv)
       sys.stdout.flush()  # here, so that a closed pipe is caught below, not at teardown
       return rc

@@ -82,13 +82,15 @@ def _start(deadline: Deadline | None, groups_left: int) -> float | None:
 
 def _train_local(cfgs, dirs, progress) -> int:
   """Train one group in this process; 1 if it failed (its summaries say 'failed'), else 0."""
+  from launch import interrupts
   from ssm_bench import runs
   left = runs.unfinished(dirs)  # a resumed group trains only these
   if progress:
     progress.start_group(f"{cfgs[0].task} {cfgs[0].model} x{cfgs[0].depth}", left, cfgs[0].steps)
   failed = 0
   try:
-    runs.train_group(cfgs, dirs, progress=progress.step if progress else None)
+    runs.train_group(cfgs, dirs, progress=progress.step if progress else None,
+                     on_chunk=interrupts.check)
   except runs.RunError:
     raise
   except Exception:  # recorded as 'failed' in each run's summary by train_group

@@ -14,6 +14,7 @@ from absl import flags
 
 from launch import common
 from launch import config_flags
+from launch import interrupts
 from ssm_bench import causality
 from ssm_bench import models
 from ssm_bench import plugins
@@ -86,7 +87,8 @@ def main(argv):
     print(f"{run_dir} already holds a finished run; not retraining.")
   else:
     try:
-      runs.train_group([cfg], [run_dir], log=lambda line: print(line, flush=True))
+      runs.train_group([cfg], [run_dir], log=lambda line: print(line, flush=True),
+                       on_chunk=interrupts.check)
     except runs.RunError as e:
       raise common.UsageError(str(e)) from None
     done = runs.read_summary(run_dir)

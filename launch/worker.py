@@ -31,13 +31,16 @@ def main() -> int:
   report = os.fdopen(os.dup(1), "w")
   os.dup2(2, 1)
   from launch import common
+  from launch import interrupts
   from ssm_bench import runs
   from ssm_bench.config import TrainConfig
   common.enable_compilation_cache()
   # (a plugin's layers register here when train.model_config loads each config's plugins)
   cfgs = [TrainConfig(**c) for c in job["configs"]]
+  interrupts.arm()  # a Ctrl-C noted while jax imported stops the worker here (130)
   try:
-    runs.train_group(cfgs, job["dirs"], progress=lambda _: watchdog.beat())
+    runs.train_group(cfgs, job["dirs"], progress=lambda _: watchdog.beat(),
+                     on_chunk=interrupts.check)
   except runs.RunError as e:  # not the group's failure but the sweep's: the parent stops
     print(json.dumps({"run_error": str(e)}), file=report, flush=True)
     return 2

@@ -6,9 +6,10 @@ out-of-memory kill does. With <point>:<n>:hang it sleeps there for ever instead,
 stuck in the XLA runtime does (what the sweep's watchdog is for); <point>:<n>:deaf also ignores
 SIGINT and says so on stderr, as a process whose Ctrl-C got lost (what the watchdog's stop
 escalation is for); <point>:<n>:raise raises a RuntimeError there, as a group that runs out of
-memory does (a failed group: its runs recorded 'failed', the sweep's exit status 1). Unset
-(always, outside tests)
-a point costs one dictionary lookup.
+memory does (a failed group: its runs recorded 'failed', the sweep's exit status 1);
+<point>:<n>:drop_sigint sends this process a SIGINT and drops the KeyboardInterrupt, as C code
+that calls back into Python does (NumPy, a Cython module: what launch.interrupts.check is for).
+Unset (always, outside tests) a point costs one dictionary lookup.
 """
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def point(name: str):
       signal.signal(signal.SIGINT, signal.SIG_IGN)
       print(f"fault {name}: ignoring SIGINT, hanging", file=sys.stderr, flush=True)
       action = ["hang"]
+    if action == ["drop_sigint"]:
+      try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the handler runs here
+      except KeyboardInterrupt:
+        pass
+      return
     if action == ["raise"]:
       raise RuntimeError(f"fault {name}: raised as a failing program would")
     while action == ["hang"]:

@@ -4,6 +4,7 @@ The cases run in parallel, each a process of its own forked by the tests' launch
 the libraries' start-up paid once).
 """
 import concurrent.futures
+import json
 import os
 import signal
 import subprocess
@@ -164,7 +165,8 @@ def test_ctrl_c_stops_a_sweep_with_one_line_and_status_130(tmp_path):
 def test_ctrl_c_while_an_entry_point_starts_stops_it_with_one_line(tmp_path, after_s):
   """A Ctrl-C in the first second or two, while jax imports: jax's garbage-collection callback
   swallowed it ("Exception ignored") and the run trained on in 3 of 4 tries, or it printed an
-  import's traceback. `python -m launch.X` now installs the hooks first (launch/interrupts.py)."""
+  import's traceback. `python -m launch.X` now installs the hooks first and notes a Ctrl-C
+  until main begins (launch/interrupts.py)."""
   proc = processes.popen_from_a_shell(
       [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
        "--steps=1000000", f"--workdir={tmp_path / 'run'}"],
@@ -261,8 +263,59 @@ def test_ctrl_c_caught_by_a_finalizer_still_stops_with_one_line(tmp_path, load):
   _assert_interrupted(proc, proc.stderr)
 
 
+# `python -m launch.X` as it starts: a Ctrl-C while the modules import, whose KeyboardInterrupt
+# C code that calls back into Python drops (NumPy building a dtype, a Cython module registering
+# its types: a run trained on in CI), then the entry point's main.
+_CTRL_C_DROPPED_AT_START = """
+import sys
+sys.argv[:1] = ["-m"]  # as while `python -m launch.X` imports its package
+import launch
+sys.argv = ["launch.x"]
+import os, signal, time
+try:
+  os.kill(os.getpid(), signal.SIGINT)
+  time.sleep(1)
+except BaseException:
+  pass
+"""
+_START_MAIN = {
+    "run_main": "from launch import common\ncommon.run_main(lambda argv: print('main ran'))\n",
+    "launch.worker": "import runpy\nrunpy.run_module('launch.worker', run_name='__main__')\n"}
+
+
+@pytest.mark.parametrize("main", sorted(_START_MAIN))
+def test_ctrl_c_dropped_while_an_entry_point_imports_still_stops_it(tmp_path, main):
+  """A Ctrl-C during start-up is noted, not raised where C code could drop it (or crash, as
+  jaxlib's extension did while it loaded), and raised as the entry point's main begins: 130 and
+  the one line (none from a sweep's worker, whose sweep prints it), the main not run."""
+  proc = processes.run_from_a_shell(
+      [sys.executable, "-c", _CTRL_C_DROPPED_AT_START + _START_MAIN[main]],
+      input='{"configs": [], "dirs": []}', capture_output=True, text=True, timeout=120,
+      cwd=os.path.dirname(os.path.dirname(__file__)))
+  assert "main ran" not in proc.stdout, f"the Ctrl-C was dropped: main ran\n{proc.stderr[-1500:]}"
+  if main == "launch.worker":
+    assert proc.returncode == 130 and not proc.stderr, (
+        f"exit {proc.returncode}, not 130 without a line; stderr:\n{proc.stderr[-1500:]}")
+  else:
+    _assert_interrupted(proc, proc.stderr)
+
+
+def test_ctrl_c_dropped_while_training_stops_at_the_next_chunk(tmp_path):
+  """A Ctrl-C whose KeyboardInterrupt C code drops during training (fault drop_sigint) stops
+  launch.train at the end of that chunk of steps, not after the last step."""
+  env = {**os.environ, "SSM_BENCH_FAULT": "chunk:2:drop_sigint"}
+  proc = processes.run_from_a_shell(
+      [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
+       "--steps=2000", f"--workdir={tmp_path / 'run'}"],
+      capture_output=True, text=True, timeout=300, env=env)
+  _assert_interrupted(proc, proc.stderr)
+  steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").open()]
+  assert max(steps) == 20, f"trained to step {max(steps)} after the Ctrl-C at step 20"
+
+
 def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
-  """A sweep process that never acts on its SIGINT (its cause in CI is not known) is
+  """A sweep process that never acts on its SIGINT (as when C code drops the KeyboardInterrupt
+  where no `interrupts.check` follows, or a process hangs in XLA) is
   killed by its supervisor after the grace period, which still ends with the one line and 130."""
   env = {**os.environ, "SSM_BENCH_FAULT": "group_start:1:deaf", "SSM_BENCH_STOP_GRACE_S": "5"}
   proc, err = _interrupted_sweep(tmp_path, env, wait_for_stderr="ignoring SIGINT")
