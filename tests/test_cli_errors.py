@@ -300,17 +300,42 @@ def test_ctrl_c_dropped_while_an_entry_point_imports_still_stops_it(tmp_path, ma
     _assert_interrupted(proc, proc.stderr)
 
 
-def test_ctrl_c_dropped_while_training_stops_at_the_next_chunk(tmp_path):
-  """A Ctrl-C whose KeyboardInterrupt C code drops during training (fault drop_sigint) stops
-  launch.train at the end of that chunk of steps, not after the last step."""
+def test_a_command_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
+  """Started in the background by a script (`cmd &`, nohup: SIGINT ignored), a command is not
+  stopped by a SIGINT, as any program there: the start-up deferral takes over only a SIGINT at
+  its default."""
+  proc = subprocess.Popen(
+      ["sh", "-c", 'trap "" INT; exec "$0" "$@"', sys.executable, "-m", "launch.train",
+       "--task=C2", "--model=mamba", "--preset=tiny", f"--workdir={tmp_path / 'run'}"],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  time.sleep(0.5)  # while it imports
+  proc.send_signal(signal.SIGINT)
+  out, err = proc.communicate(timeout=120)
+  assert proc.returncode == 0 and out.startswith("step"), (
+      f"exit {proc.returncode}; stdout:\n{out[-500:]}\nstderr:\n{err[-1500:]}")
+
+
+_TRAINING = {
+    "launch.train": ["-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
+                     "--steps=2000"],
+    "launch.sweep": ["-m", "launch.sweep", "--sweep=tiny", "--config.steps=2000", "--quiet"],
+    "launch.sweep --workers=2": ["-m", "launch.sweep", "--sweep=tiny", "--config.steps=2000",
+                                 "--quiet", "--workers=2"]}
+
+
+@pytest.mark.parametrize("command", sorted(_TRAINING))
+def test_ctrl_c_dropped_while_training_stops_at_the_next_chunk(tmp_path, command):
+  """A Ctrl-C whose KeyboardInterrupt C code drops during training (fault drop_sigint, in the
+  process that trains: launch.train, the sweep's child, each worker) stops the command at the
+  end of that chunk of steps (step 20 of 2000), with the one line and 130."""
   env = {**os.environ, "SSM_BENCH_FAULT": "chunk:2:drop_sigint"}
   proc = processes.run_from_a_shell(
-      [sys.executable, "-m", "launch.train", "--task=C2", "--model=mamba", "--preset=tiny",
-       "--steps=2000", f"--workdir={tmp_path / 'run'}"],
+      [sys.executable, *_TRAINING[command], f"--workdir={tmp_path / 'run'}"],
       capture_output=True, text=True, timeout=300, env=env)
   _assert_interrupted(proc, proc.stderr)
-  steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").open()]
-  assert max(steps) == 20, f"trained to step {max(steps)} after the Ctrl-C at step 20"
+  steps = {str(p.parent.relative_to(tmp_path)): max(json.loads(line)["step"] for line in p.open())
+           for p in (tmp_path / "run").rglob("metrics.jsonl")}
+  assert steps and max(steps.values()) == 20, f"trained on after the Ctrl-C at step 20: {steps}"
 
 
 def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):

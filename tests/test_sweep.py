@@ -262,7 +262,7 @@ def test_a_deadline_starts_no_group_the_longest_so_far_would_not_finish(monkeypa
   now = [0.0]
   trained = []
 
-  def train_group(cfgs, dirs, progress=None):
+  def train_group(cfgs, dirs, progress=None, **_):
     trained.append(dirs[0])
     now[0] += 10
 
@@ -284,7 +284,7 @@ def test_a_deadline_reckons_with_the_longest_group_so_far_not_the_first(monkeypa
   now, trained = [0.0], []
   length = {"g0": 5, "g1": 15, "g2": 5}
 
-  def train_group(cfgs, dirs, progress=None):
+  def train_group(cfgs, dirs, progress=None, **_):
     trained.append(dirs[0])
     now[0] += length[dirs[0]]
 
@@ -304,7 +304,7 @@ def test_the_local_executor_sizes_each_group_just_before_it_trains(monkeypatch):
   import io
   now, events = [0.0], []
 
-  def train_group(cfgs, dirs, progress=None):
+  def train_group(cfgs, dirs, progress=None, **_):
     events.append(("train", tuple(dirs)))
     now[0] += 10
 
@@ -334,7 +334,7 @@ def test_a_split_part_whose_runs_all_finished_is_not_trained(monkeypatch):
   """A group resumed after a split: the part whose runs finished in the last launch is left
   out (no compile, no progress count); only the other part trains."""
   trained = []
-  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None: trained.append(dirs))
+  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None, **_: trained.append(dirs))
   monkeypatch.setattr(runs, "unfinished", lambda dirs: sum(d != "a0" for d in dirs))
   fit = lambda groups: [(c[:1], d[:1]) for c, d in groups] + [(c[1:], d[1:]) for c, d in groups]
   executors.local([([None, None], ["a0", "a1"])], fit=fit)
@@ -350,7 +350,7 @@ def test_a_sweep_on_one_device_sizes_no_group_it_does_not_reach(tmp_path, monkey
   sized, trained = [], []
   monkeypatch.setattr(memory, "_program_bytes", 
                       lambda cfg, k, device=None: sized.append(cfg.model) or 1.0)
-  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None:
+  monkeypatch.setattr(runs, "train_group", lambda cfgs, dirs, progress=None, **_:
                       trained.append(cfgs[0].model) or time.sleep(0.1))  # past the limit
   monkeypatch.delenv(sweep.DEADLINE_ENV, raising=False)
   argv = ["sweep", "--sweep=tiny", f"--workdir={tmp_path}", "--memory_gb=1", "--stall_s=0",
