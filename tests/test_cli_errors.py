@@ -300,6 +300,40 @@ def test_ctrl_c_dropped_while_an_entry_point_imports_still_stops_it(tmp_path, ma
     _assert_interrupted(proc, proc.stderr)
 
 
+_BLOCKED_IN_MAIN = """
+import sys
+sys.argv[:1] = ["-m"]  # as while `python -m launch.X` imports its package
+import launch
+sys.argv = ["launch.x"]
+import time
+from launch import common
+
+def main(argv):
+  print("main began", flush=True)
+  time.sleep(30)  # compiling, evaluating: no chunk ends for a long while
+  print("the Ctrl-C waited for the call to end")
+
+common.run_main(main)
+"""
+
+
+def test_ctrl_c_once_main_began_stops_a_blocking_call_at_once(tmp_path):
+  """After start-up a Ctrl-C raises at once, as usual: not noted for the next chunk of steps
+  (a compilation or an evaluation can take minutes)."""
+  proc = processes.popen_from_a_shell(
+      [sys.executable, "-c", _BLOCKED_IN_MAIN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+  assert proc.stdout.readline() == "main began\n"
+  proc.send_signal(signal.SIGINT)
+  try:
+    out, err = proc.communicate(timeout=15)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    pytest.fail("the Ctrl-C did not stop the command within 15 s")
+  assert "waited" not in out, f"the Ctrl-C waited for the call to end; stderr:\n{err[-1500:]}"
+  _assert_interrupted(proc, err)
+
+
 def test_a_command_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
   """Started in the background by a script (`cmd &`, nohup: SIGINT ignored), a command is not
   stopped by a SIGINT, as any program there: the start-up deferral takes over only a SIGINT at
