@@ -162,6 +162,16 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
   assert "All profiles" not in one, "a single profile got an overview of itself"
 
 
+def test_report_only_trains_nothing(tmp_path):
+  """--report_only writes the report from the runs already there and starts no sweep: over an
+  empty directory it says there are none (exit 2) at once and leaves the directory empty."""
+  p = launcher.run(["launch.profile", "--model=mamba", "--report_only",
+                    f"--workdir={tmp_path}"], timeout=60)
+  assert p.returncode == 2 and "no finished profile_cpu runs of mamba" in p.stderr, (
+      f"exit {p.returncode}:\n{p.stderr[-1500:]}")
+  assert not list(tmp_path.iterdir()), f"--report_only wrote {list(tmp_path.iterdir())}"
+
+
 def test_a_layers_report_compares_it_with_the_profiles_in_another_directory(tmp_path):
   """launch.profile --compare_with=DIR: the report's overview sets the layer beside the other
   layers' profiles stored in DIR at the same protocol (and those only: not another protocol's,
