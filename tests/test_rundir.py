@@ -39,6 +39,32 @@ def test_a_run_another_process_is_training_is_refused_then_trained_once_free(tmp
   assert steps == sorted(set(steps)), f"metrics lines repeated: {steps}"
 
 
+def test_a_run_held_for_a_moment_is_waited_for_not_refused(tmp_path, monkeypatch):
+  """A relaunch may find its killed predecessor's worker still exiting for a moment: the lock
+  is waited for (up to SSM_BENCH_LOCK_WAIT_S) and then held, not the run refused at once."""
+  import threading
+  import time
+  monkeypatch.setenv("SSM_BENCH_LOCK_WAIT_S", "60")
+  d = str(tmp_path / "run")
+  held = threading.Event()
+
+  def predecessor():
+    with rundir.training_lock([d]):
+      held.set()
+      time.sleep(0.5)
+
+  t = threading.Thread(target=predecessor)
+  t.start()
+  held.wait()
+  try:
+    with rundir.training_lock([d]):  # held once the predecessor lets go
+      pass
+  except rundir.RunBusy as e:
+    pytest.fail(f"refused while the predecessor held it for 0.5 s: {e}")
+  finally:
+    t.join()
+
+
 def test_a_refused_group_leaves_no_empty_run_directory_behind(tmp_path, monkeypatch):
   """A group refused at its second run (another process trains it) had already made its first
   run's directory: left empty, it looked like a run that never started. The directories a

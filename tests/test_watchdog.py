@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -51,6 +52,37 @@ def test_watchdog_gives_up_after_its_restarts_with_one_line(monkeypatch, capsys)
   assert "restarting it (2 of 2)" in err and "stalled 3 times" in err, err
 
 
+def test_watchdog_judges_each_launch_by_a_fresh_heartbeat_against_stall_s(monkeypatch):
+  """Each launch starts with the heartbeat touched (a relaunch is not killed at once for its
+  predecessor's silence), and a child is killed once the heartbeat is older than stall_s, not
+  some multiple of it."""
+  from launch import watchdog
+  stall_s, at_spawn, at_kill = 1.0, [], []
+
+  class Silent:  # a child that never beats
+    def __init__(self, path):
+      self.path, self.proc = path, subprocess.Popen(["sleep", "60"])
+
+    def wait(self, timeout=None):
+      return self.proc.wait(timeout)
+
+    def kill(self):
+      at_kill.append(time.time() - os.path.getmtime(self.path))
+      self.proc.kill()
+
+  def spawn(args, env):
+    path = env[watchdog.ENV]
+    at_spawn.append(time.time() - os.path.getmtime(path))
+    return Silent(path)
+
+  monkeypatch.setattr(watchdog, "spawn", spawn)
+  assert watchdog.supervise(["--sweep=tiny"], stall_s=stall_s, restarts=1) == 1
+  assert len(at_spawn) == 2 and max(at_spawn) < stall_s / 2, (
+      f"heartbeat ages at each launch {at_spawn}: a relaunch began with a stale one")
+  assert len(at_kill) == 2 and all(stall_s < a < 2.5 * stall_s for a in at_kill), (
+      f"heartbeat ages when killed {at_kill}, with stall_s {stall_s}")
+
+
 def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_ctrl_c(
     monkeypatch, capsys):
   """Ctrl-C: a child stopping cleanly (saving a checkpoint) is waited for and its status kept;
@@ -63,7 +95,10 @@ def test_watchdog_stop_lets_a_stopping_child_finish_and_kills_one_that_ignores_c
   monkeypatch.setenv("SSM_BENCH_STOP_GRACE_S", "0.5")
   deaf = subprocess.Popen([sys.executable, "-c", "import signal, time; "
                            "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(60)"])
+  started = time.time()
   assert watchdog.stop(deaf) == 130 and deaf.returncode == -9, deaf.returncode
+  # 3 s for a terminal's Ctrl-C to stop it, then the 0.5 s grace: not the default 30 s
+  assert time.time() - started < 15, f"killed {time.time() - started:.0f} s after the stop"
   assert "interrupted" in capsys.readouterr().err
 
 
