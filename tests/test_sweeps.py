@@ -123,6 +123,54 @@ def test_illusion_on_the_cpu_preset_trains_its_cpu_grid_at_fixed_lengths():
       ("mamba", 16), ("s4d", 16), ("ids4", 16), ("rnn", 64)}, "the cpu sizes changed"
 
 
+def test_illusion_on_the_paper_preset_trains_paper_002s_grid():
+  """Paper 002, Fig. 3: A5, A4xC5 and C60 at lengths 2, 4, .., 20 and depth 1 to 4, each trained
+  at its length and evaluated to at least 20."""
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("illusion", PRESETS["paper"])
+  assert {(c.train_length, c.depth) for c in cfgs} == {
+      (n, d) for n in range(2, 21, 2) for d in (1, 2, 3, 4)}, "not lengths 2..20 x depth 1..4"
+  assert {c.task for c in cfgs} == {"A5", "A4xC5", "C60"}
+  assert all(c.eval_length == max(c.train_length, 20) for c in cfgs)
+  assert len(cfgs) == 3 * 4 * 4 * 10
+
+
+def test_near_solution_trains_each_noise_scale_and_the_default_initialisation():
+  """Paper 000, Sec. 6: the construction plus noise at each scale, beside the same network from
+  a default initialisation (init_from_analytic -1), 3 seeds each."""
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("near_solution", PRESETS["cpu"])
+  assert sorted({c.init_from_analytic for c in cfgs}) == [-1.0, 0.0, 0.01, 0.03, 0.1, 0.3]
+  assert len(cfgs) == 6 * 3 and {c.seed for c in cfgs} == {0, 1, 2}
+
+
+def test_table2_lite_gives_every_cell_its_two_rates_and_two_seeds():
+  """table2_lite's 360 runs: each of the 90 cells at lr 1e-3 and 1e-2, seeds 0 and 1."""
+  from collections import defaultdict
+  cells = defaultdict(set)
+  for cs, _ in sweep.plan("table2_lite", "/tmp/unused"):
+    for c in cs:
+      cells[(c.task, c.model, c.depth)].add((c.lr, c.seed))
+  assert len(cells) == 90
+  assert all(v == {(lr, s) for lr in (1e-3, 1e-2) for s in (0, 1)} for v in cells.values()), (
+      next(v for v in cells.values()))
+
+
+def test_the_baselines_sweep_plans_both_stages_for_every_cell():
+  """table2_baselines: the baselines on C2, S3 and A5 at depth 1 and 2, lr 3e-3 and 3e-2 with
+  seeds 0 and 1, then TABLE2_CPU_MORE_SEEDS (trained where verdict_settled says so)."""
+  from collections import defaultdict
+  from launch import sweep_stages
+  from ssm_bench.config import PRESETS
+  cells = defaultdict(set)
+  for c in sweeps.expand("table2_baselines", PRESETS["table2_ext_cpu"]):
+    cells[(c.task, c.model, c.depth)].add((c.lr, c.seed))
+  assert len(cells) == 3 * 5 * 2
+  seeds = (0, 1) + sweep_stages.TABLE2_CPU_MORE_SEEDS
+  assert all(v == {(lr, s) for lr in (3e-3, 3e-2) for s in seeds} for v in cells.values()), (
+      next(v for v in cells.values()))
+
+
 def test_parity_hybrid_trains_at_length_8_without_a_curriculum():
   from ssm_bench.config import PRESETS
   cfgs = sweeps.expand("parity_hybrid", PRESETS["cpu"])
