@@ -425,6 +425,15 @@ def test_a_learned_initial_state_starts_and_stays_at_unit_norm():
                              rtol=1e-5, err_msg="a learned h0 is not used at unit norm")
 
 
+@pytest.mark.parametrize("kind,value", [("ones", 0.5), ("zeros", 0.0)])
+def test_a_fixed_initial_state_is_the_unit_norm_constant_or_zero(kind, value):
+  """initial_state="ones" (the default: the paper's unit-norm start) is 1 / sqrt(n) per
+  coordinate; "zeros" (the ablation) starts the recurrence from h0 = 0."""
+  from ssm_bench.layers import common
+  np.testing.assert_allclose(np.asarray(common.initial_state(None, kind, (3, 4))),
+                             np.full((3, 4), value), err_msg=f"h0 {kind!r}")
+
+
 def test_learned_positions_refuse_a_sequence_longer_than_their_table():
   """Rows past `max_positions` do not exist: jax's gather would clamp to the last row and
   score a long evaluation with wrong positions, so the layer refuses by name."""
