@@ -7,7 +7,8 @@ own handler (`common.run_main`) ran, each seen here (2026-12-06):
 - jax's garbage-collection callback (run often while modules import) swallowed it as an
   "Exception ignored" and the command trained on (3 of 4 Ctrl-Cs sent 0.3-1.2 s in);
 - C code that calls back into Python dropped it silently: NumPy building a dtype, a Cython
-  module registering its types (numpy.random) - 2 of 160 Ctrl-Cs under load, and once in CI;
+  module registering its types (numpy.random): 3 of about 315 sent 0.6-3 s in under load,
+  and once in CI;
 - it crashed jaxlib's extension module while it loaded (SIGSEGV, 9 of 30 sent 35-75 ms in);
 - it printed the import's traceback.
 So until the entry point's main begins (`arm`), a Ctrl-C is only noted, and raised there.
