@@ -132,12 +132,33 @@ def test_installed_versions_are_inside_the_pinned_ranges():
     (dict(seed=-1), "seed must be an integer in [0, 2^31), got -1"),
     (dict(depth=True), "depth must be int, got True"),
     (dict(lr="0.1"), "lr must be float, got '0.1'"),
+    (dict(task=3), "task must be str, got 3"),
 ])
 def test_a_config_that_cannot_train_as_meant_is_refused_naming_the_rule(fields, problem):
   """Caught when the config is built, before any run directory exists (the CLI prints the
   message as its one error line: test_cli_errors)."""
   with pytest.raises(config.ConfigError, match=re.escape(problem)):
     config.TrainConfig(**fields)
+
+
+# A value just outside each range rule of config._RANGES (the positive integers' 0 from its list).
+_JUST_OUTSIDE = {**{name: 0 for name in config._POSITIVE_INTS},
+                 "lr": 0.0, "weight_decay": -1e-9, "grad_clip": 0.0, "warmup_steps": -1,
+                 "conv_kernel": -1, "dt_min": 0.0, "dt_max": 0.0, "curriculum_threshold": -1e-9,
+                 "init_from_analytic": float("nan"), "seed": -1, "pad_order": -1}
+
+
+def test_every_range_rule_has_a_value_just_outside_it_below():
+  assert set(_JUST_OUTSIDE) == set(config._RANGES), (
+      f"fields without a case: {set(config._RANGES) - set(_JUST_OUTSIDE)}")
+
+
+@pytest.mark.parametrize("field", sorted(_JUST_OUTSIDE))
+def test_a_value_just_outside_a_fields_range_is_refused_naming_it(field):
+  """Each range rule at its edge (0 where it must be > 0, -1 where >= 0, nan where finite)."""
+  what = config._RANGES[field][1]
+  with pytest.raises(config.ConfigError, match=re.escape(f"{field} must be {what}")):
+    config.TrainConfig(**{field: _JUST_OUTSIDE[field]})
 
 
 def test_an_integer_given_for_a_float_field_is_taken_as_that_float():

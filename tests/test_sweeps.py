@@ -23,6 +23,8 @@ def test_table2_grid_and_groups():
   assert len(lite_groups) == 10, "table2_lite: one program per (model, depth)"
   lite = [c for cs, _ in lite_groups for c in cs]
   assert {c.matmul_precision for c in lite} == {"float32"}
+  assert {(c.steps, c.d_state, c.schedule) for c in lite} == {(3000, 32, "cosine")}, (
+      "table2_lite's protocol (BUILD_NOTES, Protocols) changed")
   assert {c.steps for c in runs} == {20000}
   # the rest of SPEC's protocol (section 4) and its evaluation set (section 5)
   assert sorted({c.d_state for c in runs}) == [32, 64, 128]
@@ -175,6 +177,16 @@ def test_parity_hybrid_trains_at_length_8_without_a_curriculum():
   from ssm_bench.config import PRESETS
   cfgs = sweeps.expand("parity_hybrid", PRESETS["cpu"])
   assert {(c.train_length, c.curriculum_start) for c in cfgs} == {(8, 8)}
+
+
+def test_the_gpu_profile_trains_the_paper_protocol_without_the_conv():
+  """The profile's GPU protocol: the paper preset (float32 matmuls) without the Mamba block's
+  conv, like Table 2's, at table2_lite's rates and seeds."""
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("profile", PRESETS["profile"], {"model": "mamba"})
+  assert {(c.conv_kernel, c.matmul_precision, c.preset) for c in cfgs} == {
+      (0, "float32", "profile")}
+  assert {(c.lr, c.seed) for c in cfgs} >= {(lr, s) for lr in (1e-3, 1e-2) for s in (0, 1)}
 
 
 def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
