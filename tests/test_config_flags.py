@@ -148,7 +148,11 @@ _JUST_OUTSIDE = {**{name: 0 for name in config._POSITIVE_INTS},
                  "init_from_analytic": float("nan"), "seed": -1, "pad_order": -1}
 
 
-def test_every_range_rule_has_a_value_just_outside_it_below():
+def test_every_numeric_field_has_a_range_rule_and_a_value_just_outside_it_below():
+  """A number a run cannot use (a 0 interval, a negative size) is refused when the config is
+  built, for every int and float field."""
+  numeric = {f for f, t in config.field_types().items() if t in (int, float)}
+  assert numeric == set(config._RANGES), f"without a range rule: {numeric - set(config._RANGES)}"
   assert set(_JUST_OUTSIDE) == set(config._RANGES), (
       f"fields without a case: {set(config._RANGES) - set(_JUST_OUTSIDE)}")
 
