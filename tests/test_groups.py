@@ -77,7 +77,7 @@ def test_bad_names_state_the_grammar(name):
     groups.get_group(name)
 
 
-@pytest.mark.parametrize("name", ["S9", "S12", "A10", "C10000", "S7xC2"])
+@pytest.mark.parametrize("name", ["S9", "S12", "A10", "C10000", "S7xC2", "D1300xC2"])
 def test_too_large_groups_are_refused_with_the_reason(name):
   with pytest.raises(groups.GroupError, match="too large"):
     groups.get_group(name)
@@ -88,6 +88,20 @@ def test_a_group_of_the_largest_order_is_built():
   assert groups.get_group(f"C{groups.MAX_ORDER}").order == groups.MAX_ORDER == 5040
   with pytest.raises(groups.GroupError, match="too large"):
     groups.get_group(f"C{groups.MAX_ORDER + 1}")
+
+
+def test_a_product_at_the_largest_order_is_built_whatever_its_families():
+  """The order a name promises is checked before the table is built: A7 x C2 (2520 x 2) is at
+  the limit and is a task (an A_n promises n!/2, a D_n 2n: D1300 x C2 is 5200, refused)."""
+  assert groups.get_group("A7xC2").order == groups.MAX_ORDER
+
+
+def test_a_groups_theory_record_holds_what_its_properties_say():
+  """launch.info --group prints this record: Q8 is a non-Abelian 2-group of derived and
+  elementary-2 length 2."""
+  assert groups.get_group("Q8").theory() == {
+      "name": "Q8", "order": 8, "abelian": False, "solvable": True, "derived_length": 2,
+      "elementary2_length": 2}
 
 
 @pytest.mark.parametrize("name,size", [("S3", 2), ("A5", 2), ("S4", 2), ("C2xC4", 2),
