@@ -79,7 +79,8 @@ def test_watchdog_judges_each_launch_by_a_fresh_heartbeat_against_stall_s(monkey
   assert watchdog.supervise(["--sweep=tiny"], stall_s=stall_s, restarts=1) == 1
   assert len(at_spawn) == 2 and max(at_spawn) < stall_s / 2, (
       f"heartbeat ages at each launch {at_spawn}: a relaunch began with a stale one")
-  assert len(at_kill) == 2 and all(stall_s < a < 2.5 * stall_s for a in at_kill), (
+  # polled every stall_s / 4: killed a poll past stall_s (3.5 x leaves a loaded machine slack)
+  assert len(at_kill) == 2 and all(stall_s < a < 3.5 * stall_s for a in at_kill), (
       f"heartbeat ages when killed {at_kill}, with stall_s {stall_s}")
 
 
