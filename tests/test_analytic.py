@@ -39,8 +39,11 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          # the solvable cascade: derived length 2 (D4, Q8, A4) and 3 (S4)
          + [(n, "simple_aussm", "sequential") for n in ("D4", "Q8", "S4")]
          + [("A4", "simple_aussm", "associative")]
-         # the same cascade in full AUSSM layers: S4 (3 layers), an Abelian group in one
-         + [("S4", "aussm", "sequential"), ("C2xC30", "aussm", "sequential")]
+         # the same cascade in full AUSSM layers: S4 (3 layers); D4, whose first quotient
+         # (C2 x C2) turns two state coordinates beside the constant one its biases read; an
+         # Abelian group in one
+         + [("S4", "aussm", "sequential"), ("D4", "aussm", "sequential"),
+            ("C2xC30", "aussm", "sequential")]
          # the signed (negmamba) cascade: elementary-2 length 2 (D4, Q8) and 3 (C8)
          + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")]
          # a generating-set stream of the group: the group's own constructions, on that stream

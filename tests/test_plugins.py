@@ -247,6 +247,15 @@ def test_a_plugin_whose_own_import_fails_is_told_from_one_not_on_the_path():
     plugins.load("plugin_layers.not_there")
 
 
+def test_a_plugins_register_function_runs_once_per_process():
+  """Every run of a sweep loads its plugins again (`train.model_config`): `module:register` is
+  called on the first load only (plugins.load: once per process), so work it does is done once."""
+  from plugin_layers import counted
+  for _ in range(3):
+    plugins.load("plugin_layers.counted:register")
+  assert counted.CALLS == 1, f"register() ran {counted.CALLS} times in one process"
+
+
 EXAMPLES = sorted(f"examples.{f[:-3]}" for f in os.listdir(os.path.join(ROOT, "examples"))
                   if f.endswith(".py") and not f.startswith("_"))
 
