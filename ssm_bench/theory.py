@@ -309,9 +309,12 @@ def has_theorem(cls: str) -> bool:
 
 def min_depth_text(cls: str, group, width: int | None = None) -> str:
   """The class's minimal depth for the group as reports show it: a number, 'never' or
-  'no theorem'."""
+  'no theorem'. A rule that misbehaves stays a TheoryError (it is no ValueError of "no
+  theorem": shown as one, a broken plugin rule read as a gap in the theory)."""
   try:
     d = min_depth(cls, group, 3 if parse(cls)[0].predict else 16, width)
+  except TheoryError:
+    raise
   except ValueError:
     return "no theorem"
   return "never" if d is None else str(d)
@@ -328,6 +331,8 @@ def prediction(classes, group, width: int | None = None) -> dict:
   if len(kinds) == 1 and known:
     try:
       depth = min_depth(kinds[0], group, 3 if parse(kinds[0])[0].predict else 16, width)
+    except TheoryError:  # a rule that misbehaves: an error, as min_depth_text
+      raise
     except ValueError:  # a class whose theorem says nothing about this group
       known = False
   return {"expressible": expressible(classes, group, width), "min_depth": depth,

@@ -135,6 +135,17 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
   assert not work.exists(), "a refused run left a run directory"
 
 
+@pytest.mark.parametrize("args", [["--model=badstep"], ["--group=S3"]])
+def test_a_plugin_class_whose_rule_misbehaves_is_one_line_where_the_theory_is_read(args):
+  """A theory class whose step returns no subgroup passes registration; the card and the group
+  record, which read its rule, end in one line naming the class (not a traceback, and not
+  "no theorem", which would read a broken rule as a gap in the theory)."""
+  p = run("launch.info", "--plugins=plugin_layers.badstep", *args)
+  lines = p.stderr.strip().splitlines()
+  assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), p.stderr[-2000:]
+  assert "theory class 'identityless'" in lines[0] and "not a subgroup" in lines[0], lines[0]
+
+
 def _register_isolated(monkeypatch, module: str):
   """Run a test plugin into a copy of the registry, undone after the test: a layer made to fail
   must not reach the registry other tests in this worker read."""

@@ -99,6 +99,11 @@ def test_a_step_that_returns_no_subgroup_is_an_error_not_a_wrong_prediction(monk
     theory.min_depth("exponent", "C4")
   with pytest.raises(theory.TheoryError, match="not a subgroup"):
     theory.expressible(["exponent"] * 2, "C4")
+  # as reports print it (launch.info, the profiles): an error, not "no theorem"
+  with pytest.raises(theory.TheoryError, match="not a subgroup"):
+    theory.min_depth_text("exponent", "C4")
+  with pytest.raises(theory.TheoryError, match="not a subgroup"):  # as tables read it
+    theory.prediction(["exponent"], "C4")
 
 
 def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
