@@ -74,6 +74,33 @@ def test_a_group_is_measured_whole_first_and_estimated_only_if_it_does_not_fit(m
       f"a program of the plan was compiled for another device than the one planned for: {devices}")
 
 
+def test_the_plan_keeps_headroom_counts_every_run_and_keys_estimates_by_device(monkeypatch):
+  """A whole group fits only within HEADROOM of the device (XLA's estimate is not the peak); a
+  program that does not grow from one run to two is planned as K whole programs, never as
+  runs that cost nothing; estimates for two devices compiled for (`--target`) are two."""
+  compiled = []
+
+  def program_bytes(cfg, k, device=None):
+    compiled.append((k, device))
+    return (1 + k) * GiB
+
+  monkeypatch.setattr(memory, "_program_bytes", program_bytes)
+  monkeypatch.setattr(memory, "_CACHE", {})
+  assert not memory.fits_whole(CFGS, 32 * GiB), "28 GiB planned on a 32 GiB device (87.5%)"
+  assert memory.fits_whole(CFGS, 33 * GiB)
+  a, b = (type("Device", (), {"device_kind": kind})() for kind in ("GPU A", "GPU B"))
+  compiled.clear()
+  memory.estimate(CFGS[0], a), memory.estimate(CFGS[0], b), memory.estimate(CFGS[0], a)
+  assert [d for _, d in compiled] == [a, a, b, b], (
+      f"estimates compiled for {[getattr(d, 'device_kind', d) for _, d in compiled]}: one "
+      "device's estimate served another's")
+  monkeypatch.setattr(memory, "_program_bytes", lambda cfg, k, device=None: 3 * GiB)
+  monkeypatch.setattr(memory, "_CACHE", {})
+  est = memory.estimate(CFGS[0])
+  assert est.per_run == 3 * GiB and est.bytes(27) >= 27 * 3 * GiB, (
+      f"{est}: runs that did not grow the program planned as free")
+
+
 CACHE_HIT = """
 import json, sys
 import jax
@@ -139,7 +166,7 @@ def test_estimates_are_per_task_size_not_borrowed_from_the_first_task():
   assert memory._key(TrainConfig(task="C60", **tiny)) == memory._key(TrainConfig(task="A5", **tiny))
 
 
-def test_the_evaluation_chunk_is_sized_on_the_program_evaluation_runs():
+def test_the_evaluation_chunk_is_sized_on_the_program_evaluation_runs(monkeypatch):
   """With a budget, the chunk's compiled program is measured on the function evaluation will
   run, its extra arguments traced (a padded group's class count: then it is the same program,
   which the persistent cache serves again); 1 sequence at a time when nothing fits."""
@@ -161,6 +188,10 @@ def test_the_evaluation_chunk_is_sized_on_the_program_evaluation_runs():
   assert traced and all(isinstance(o, jax.core.Tracer) for o in traced), (
       f"sized on another program than evaluation runs: {traced}")
   assert memory.eval_chunk(trainer, 1.0, masked, args) == 1, "nothing fits: one sequence"
+  # a chunk's program within the device but past the HEADROOM of it a plan may use
+  monkeypatch.setattr(memory, "compiled_bytes", lambda lowered: 0.9 * GiB)
+  assert memory.eval_chunk(trainer, 1.0 * GiB, masked, args) == 1, (
+      "a chunk planned at 90% of the device, past HEADROOM")
 
 
 def test_a_padded_group_shares_one_estimate_across_its_tasks():
