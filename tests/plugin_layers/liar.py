@@ -4,6 +4,7 @@ import jax.numpy as jnp
 
 from ssm_bench import scan
 from ssm_bench.registry import register_layer
+from plugin_layers._mix import Mix
 
 
 class Liar(nn.Module):
@@ -18,13 +19,8 @@ class Liar(nn.Module):
     return scan.linear_scan(a, nn.Dense(v.shape[-1], name="b")(v), None, self.cfg.scan_method)
 
 
-class Mystery(nn.Module):
+class Mystery(Mix):
   """An honest layer with no claimed class: the theory has nothing to say."""
-  cfg: object
-
-  @nn.compact
-  def __call__(self, v):
-    return nn.Dense(v.shape[-1], name="mix")(v)
 
 
 register_layer("liar", Liar, theory_class="nonnegative_diagonal")
