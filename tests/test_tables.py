@@ -308,6 +308,20 @@ def test_the_committed_tables_are_what_the_stored_runs_give(tmp_path):
                    else f"{name} (not committed)")
   assert not stale, ("committed tables differ from `python -m launch.tables "
                      f"--runs=results/runs --out=results`: {stale}")
+  from ssm_bench import report
+  tables_files = {t.file for t in report.TABLES + (report.OTHER,)} | {
+      "table2.md", "table2.tex", "table2_compare.md", "table2_extended.md"}
+  gone = sorted(n for n in tables_files if os.path.exists(os.path.join(root, "results", n))
+                and n not in made)
+  assert not gone, f"committed tables the stored runs no longer give: {gone}"
+  # the same tables as JSON (`--format=json`, what a script reads): each one filled here
+  js = launcher.run(["launch.tables", "--runs=results/runs", "--format=json"], cwd=root,
+                    timeout=600)
+  assert js.returncode == 0, js.stderr[-2000:]
+  data = json.loads(js.stdout)
+  empty = [t.key for t in report.TABLES if t.file in made and not data[t.key]]
+  empty += [] if data["grid"] else ["grid"]
+  assert not empty, f"tables written as files but empty in the JSON: {empty}"
 
 
 def test_a_summary_that_parses_but_breaks_the_schema_is_listed_as_corrupt(tmp_path):
