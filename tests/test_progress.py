@@ -16,6 +16,22 @@ def test_progress_prints_plain_lines_with_eta_when_not_a_terminal(tmp_path):
   assert "[1/2 groups, 2/4 runs]" in out.getvalue() and "ETA" in out.getvalue(), out.getvalue()
 
 
+def test_every_progress_event_touches_the_watchdogs_heartbeat(tmp_path, monkeypatch):
+  """The watchdog kills a sweep child whose heartbeat is older than stall_s: a group that
+  trains longer than that beats at every chunk of steps, not only at its start and end."""
+  import os
+  from launch import watchdog
+  beat = tmp_path / "heartbeat"
+  monkeypatch.setenv(watchdog.ENV, str(beat))
+  p = progress.Progress(1, 2, enabled=False)
+  for event in (lambda: p.start_group("C2 mamba x1", 2, 20), lambda: p.step(10),
+                lambda: p.group_done(2)):
+    if beat.exists():
+      os.utime(beat, (0, 0))  # as old as a stalled child's
+    event()
+    assert beat.exists() and beat.stat().st_mtime > 1e9, "a progress event did not beat"
+
+
 def test_progress_eta_is_the_mean_group_time_times_the_groups_left(monkeypatch):
   """1 of 4 groups done in 30 s: 3 left at 30 s each, ETA 90 s."""
   now = [1000.0]
