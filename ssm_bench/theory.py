@@ -309,8 +309,8 @@ def has_theorem(cls: str) -> bool:
 
 def min_depth_text(cls: str, group, width: int | None = None) -> str:
   """The class's minimal depth for the group as reports show it: a number, 'never' or
-  'no theorem'. A rule that misbehaves stays a TheoryError (it is no ValueError of "no
-  theorem": shown as one, a broken plugin rule read as a gap in the theory)."""
+  'no theorem'. A rule that misbehaves raises its TheoryError: a ValueError too, but shown as
+  "no theorem" a broken plugin rule would read as a gap in the theory."""
   try:
     d = min_depth(cls, group, 3 if parse(cls)[0].predict else 16, width)
   except TheoryError:

@@ -90,7 +90,8 @@ def test_the_plan_keeps_headroom_counts_every_run_and_keys_estimates_by_device(m
   assert memory.fits_whole(CFGS, 33 * GiB)
   a, b = (type("Device", (), {"device_kind": kind})() for kind in ("GPU A", "GPU B"))
   compiled.clear()
-  memory.estimate(CFGS[0], a), memory.estimate(CFGS[0], b), memory.estimate(CFGS[0], a)
+  for device in (a, b, a):
+    memory.estimate(CFGS[0], device)
   assert [d for _, d in compiled] == [a, a, b, b], (
       f"estimates compiled for {[getattr(d, 'device_kind', d) for _, d in compiled]}: one "
       "device's estimate served another's")
