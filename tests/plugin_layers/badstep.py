@@ -7,4 +7,5 @@ from plugin_layers._mix import Mix
 
 theory.register_class("identityless", "a researcher's class with a broken rule", "none",
                       step=lambda group, subgroup, param: subgroup[1:])
+
 register_layer("badstep", Mix, theory_class="identityless")
