@@ -108,8 +108,9 @@ def check_layers(cfgs):
   """Every plugin loads, every run's network can be set up for its task (a task larger than
   pad_order, an analytic init whose construction differs), and every distinct network of the
   sweep that has a plugin layer or layer kwargs builds with the right shapes and (a plugin's)
-  reads no token ahead: one line before any run directory exists."""
-  from ssm_bench import causality, models, plugins, registry, train
+  reads no token ahead and has a theory that can be read on the task: one line before any run
+  directory exists."""
+  from ssm_bench import causality, models, plugins, registry, tables, train
   built, causal = set(), set()  # (network, task) built abstractly; networks checked causal
   configured = set()  # (shape, task) whose ModelConfig was made
   try:
@@ -128,6 +129,7 @@ def check_layers(cfgs):
       if net not in causal:  # compiled, so once per network: a task sizes only its ends
         causal.add(net)
         causality.require(train.model_config(c))
+      tables.check_theory(c)  # a plugin's theory rule on this task, as the tables will read it
   except ValueError as e:  # PluginError, LayerError, ConfigError
     raise common.UsageError(str(e)) from None
 

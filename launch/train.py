@@ -20,6 +20,7 @@ from ssm_bench import models
 from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
+from ssm_bench import tables
 from ssm_bench.config import PRESETS, TrainConfig
 from tasks import registry as tasks
 
@@ -68,6 +69,7 @@ def config_from_flags() -> TrainConfig:
     # kwargs, output shapes and the longest sequence (eval_length), before any run directory
     models.check(train.model_config(cfg), cfg.eval_length)
     causality.require(train.model_config(cfg))  # a plugin's network reads no token ahead
+    tables.check_theory(cfg)  # a plugin's theory rule, read now as the tables will
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None
   return cfg

@@ -125,6 +125,9 @@ def test_no_layer_names_outside_the_registry(path):
     (["--plugins=plugin_layers.classfn", "--model=classfn",
       '--layer_kwargs={"mode": "widthless"}'],
      "state_width(config, kwargs) failed for kwargs {'mode': 'widthless'}: ZeroDivisionError"),
+    # a class whose rule misbehaves on the task (trained, then the tables failed on it)
+    (["--plugins=plugin_layers.badstep", "--model=badstep"],
+     "theory class 'identityless': its step from a subgroup of order 2 of C2"),
 ])
 def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args, problem):
   work = tmp_path / "run"
@@ -135,15 +138,22 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
   assert not work.exists(), "a refused run left a run directory"
 
 
-@pytest.mark.parametrize("args", [["--model=badstep"], ["--group=S3"]])
-def test_a_plugin_class_whose_rule_misbehaves_is_one_line_where_the_theory_is_read(args):
-  """A theory class whose step returns no subgroup passes registration; the card and the group
-  record, which read its rule, end in one line naming the class (not a traceback, and not
-  "no theorem", which would read a broken rule as a gap in the theory)."""
-  p = run("launch.info", "--plugins=plugin_layers.badstep", *args)
+@pytest.mark.parametrize("command", [["launch.info", "--model=badstep"],
+                                     ["launch.info", "--group=S3"],
+                                     ["launch.sweep", "--sweep=tiny", "--config.model=badstep"]])
+def test_a_plugin_class_whose_rule_misbehaves_is_one_line_where_the_theory_is_read(tmp_path,
+                                                                                     command):
+  """A theory class whose step returns no subgroup passes registration; the card, the group
+  record and a sweep of its layer (before any run directory: its tables would read the rule)
+  end in one line naming the class (not a traceback, and not "no theorem", which would read a
+  broken rule as a gap in the theory). launch.train: the bad-input cases above."""
+  work = tmp_path / "runs"
+  extra = [f"--workdir={work}"] if command[0] == "launch.sweep" else []
+  p = run(*command, "--plugins=plugin_layers.badstep", *extra)
   lines = p.stderr.strip().splitlines()
   assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), p.stderr[-2000:]
   assert "theory class 'identityless'" in lines[0] and "not a subgroup" in lines[0], lines[0]
+  assert not work.exists(), "a refused sweep left run directories"
 
 
 def _register_isolated(monkeypatch, module: str):
