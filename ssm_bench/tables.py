@@ -80,10 +80,12 @@ def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "",
 
 
 def check_theory(cfg: TrainConfig):
-  """Read the theory of a run's stack on its task's group as the tables will (nothing for a
-  task without a group): a plugin's class whose rule misbehaves raises its one-line
-  TheoryError before the run trains, not when its tables are made. Stacks of built-in layers
-  pass unchecked (their classes' rules are the suite's own, tested: tests/test_theory.py)."""
+  """Read the theory of a run's stack on its task as the tables will (on its group, or as the
+  language table predicts for a lang- task): a plugin's class whose rule misbehaves raises its
+  one-line TheoryError before the run trains, not when its tables are made. Stacks of
+  built-in layers pass unchecked (their classes' rules are the suite's own, tested:
+  tests/test_theory.py)."""
+  from ssm_bench import language_table
   from tasks import registry as task_registry
   layers = registry.parse_layers(cfg.model, cfg.depth)
   if all(registry.get(n).builtin for n in layers):
@@ -91,6 +93,7 @@ def check_theory(cfg: TrainConfig):
   group = task_registry.get_task(cfg.task).group
   if group is not None:
     stack_prediction(cfg.model, cfg.depth, group, cfg.layer_kwargs)
+  language_table.predicted(cfg.task, cfg.model, cfg.layer_kwargs)  # None for other tasks
 
 
 def cell_width(summaries) -> int | None:

@@ -140,15 +140,19 @@ def test_bad_plugin_input_is_one_line_and_leaves_no_run_directory(tmp_path, args
 
 @pytest.mark.parametrize("command", [["launch.info", "--model=badstep"],
                                      ["launch.info", "--group=S3"],
-                                     ["launch.sweep", "--sweep=tiny", "--config.model=badstep"]])
+                                     ["launch.sweep", "--sweep=tiny", "--config.model=badstep"],
+                                     # a language whose monoid has a group (C2): its table
+                                     # reads the rule on it
+                                     ["launch.train", "--model=badstep", "--task=lang-tomita3",
+                                      "--preset=tiny"]])
 def test_a_plugin_class_whose_rule_misbehaves_is_one_line_where_the_theory_is_read(tmp_path,
                                                                                      command):
   """A theory class whose step returns no subgroup passes registration; the card, the group
   record and a sweep of its layer (before any run directory: its tables would read the rule)
   end in one line naming the class (not a traceback, and not "no theorem", which would read a
-  broken rule as a gap in the theory). launch.train: the bad-input cases above."""
+  broken rule as a gap in the theory). launch.train on a group: the bad-input cases above."""
   work = tmp_path / "runs"
-  extra = [f"--workdir={work}"] if command[0] == "launch.sweep" else []
+  extra = [f"--workdir={work}"] if command[0] != "launch.info" else []
   p = run(*command, "--plugins=plugin_layers.badstep", *extra)
   lines = p.stderr.strip().splitlines()
   assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), p.stderr[-2000:]
