@@ -110,8 +110,8 @@ def check_layers(cfgs):
   sweep that has a plugin layer or layer kwargs builds with the right shapes and (a plugin's)
   reads no token ahead and has a theory that can be read on the task: one line before any run
   directory exists."""
-  from ssm_bench import causality, models, plugins, registry, tables, train
-  built, causal = set(), set()  # (network, task) built abstractly; networks checked causal
+  from ssm_bench import plugins, preflight, train
+  seen = set()  # preflight's memo: networks and (network, task) pairs checked
   configured = set()  # (shape, task) whose ModelConfig was made
   try:
     for c in cfgs:
@@ -119,17 +119,7 @@ def check_layers(cfgs):
       if (c.shape_key(), c.task) not in configured:
         configured.add((c.shape_key(), c.task))
         train.model_config(c)
-      layers = models.parse_layers(c.model, c.depth)
-      net = (c.model, c.depth, c.layer_kwargs, c.d_model, c.d_state)
-      if (net, c.task) in built or (not c.layer_kwargs
-                                    and all(registry.get(n).builtin for n in layers)):
-        continue
-      built.add((net, c.task))
-      models.check(train.model_config(c), c.eval_length)  # its longest sequence
-      if net not in causal:  # compiled, so once per network: a task sizes only its ends
-        causal.add(net)
-        causality.require(train.model_config(c))
-      tables.check_theory(c)  # a plugin's theory rule on this task, as the tables will read it
+      preflight.require(c, seen)
   except ValueError as e:  # PluginError, LayerError, ConfigError
     raise common.UsageError(str(e)) from None
 

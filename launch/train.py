@@ -15,12 +15,11 @@ from absl import flags
 from launch import common
 from launch import config_flags
 from launch import interrupts
-from ssm_bench import causality
 from ssm_bench import models
 from ssm_bench import plugins
+from ssm_bench import preflight
 from ssm_bench import registry
 from ssm_bench import runs
-from ssm_bench import tables
 from ssm_bench.config import PRESETS, TrainConfig
 from tasks import registry as tasks
 
@@ -65,11 +64,7 @@ def config_from_flags() -> TrainConfig:
                          f"pass --model={layers} with --init_from_analytic (the task has "
                          f"constructions from: {', '.join(others)})")
       cfg = built  # the recorded config describes the network that is trained
-    from ssm_bench import train
-    # kwargs, output shapes and the longest sequence (eval_length), before any run directory
-    models.check(train.model_config(cfg), cfg.eval_length)
-    causality.require(train.model_config(cfg))  # a plugin's network reads no token ahead
-    tables.check_theory(cfg)  # a plugin's theory rule, read now as the tables will
+    preflight.require(cfg)  # builds, reads no token ahead, its theory readable: one line
   except ValueError as e:  # includes ConfigError and analytic.NoConstruction
     raise common.UsageError(str(e)) from None
   return cfg

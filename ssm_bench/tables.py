@@ -79,23 +79,6 @@ def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "",
   return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group, width)
 
 
-def check_theory(cfg: TrainConfig):
-  """Read the theory of a run's stack on its task as the tables will (on its group, or as the
-  language table predicts for a lang- task): a plugin's class whose rule misbehaves raises its
-  one-line TheoryError before the run trains, not when its tables are made. Stacks of
-  built-in layers pass unchecked (their classes' rules are the suite's own, tested:
-  tests/test_theory.py)."""
-  from ssm_bench import language_table
-  from tasks import registry as task_registry
-  layers = registry.parse_layers(cfg.model, cfg.depth)
-  if all(registry.get(n).builtin for n in layers):
-    return
-  group = task_registry.get_task(cfg.task).group
-  if group is not None:
-    stack_prediction(cfg.model, cfg.depth, group, cfg.layer_kwargs)
-  language_table.predicted(cfg.task, cfg.model, cfg.layer_kwargs)  # None for other tasks
-
-
 def cell_width(summaries) -> int | None:
   """The widest state among a cell's runs (`registry.state_width` of each run's config): the
   theory allows the cell if it allows one of them (a width only ever turns a claim into 'no

@@ -1,0 +1,58 @@
+"""A run's network checked before any run directory exists, so that bad input costs one line.
+
+The checks, in one list that `launch.train` (one run) and `launch.sweep` (every distinct network
+and task of a sweep) both call: the layers build with their kwargs and return the right shapes
+on the run's longest sequence (`models.check`), a plugin's network reads no token ahead at its
+initialisation (`causality.require`), and a plugin's theory rule can be read on the run's task
+as the tables will read it (`theory_readable`). Each raises a one-line ValueError.
+"""
+from __future__ import annotations
+
+from ssm_bench import causality
+from ssm_bench import language_table
+from ssm_bench import models
+from ssm_bench import registry
+from ssm_bench import tables
+from ssm_bench import train
+from ssm_bench.config import TrainConfig
+from tasks import registry as task_registry
+
+
+def require(cfg: TrainConfig, seen: set | None = None):
+  """Raise a one-line ValueError if cfg's network cannot train on its task (above).
+
+  seen: a sweep's memo across its runs, updated here: a (network, task) already in it is not
+  checked again, a network's causality (compiled) is checked once whatever its task, and a
+  stack of built-in layers without kwargs is not built (the suite's own, tested:
+  tests/test_models.py; a sweep's plan would build each of its shapes). None: one run, and
+  every check runs."""
+  net = cfg.model, cfg.depth, cfg.layer_kwargs, cfg.d_model, cfg.d_state
+  if seen is not None:
+    if (net, cfg.task) in seen or (not cfg.layer_kwargs and _builtin(cfg)):
+      return
+    seen.add((net, cfg.task))
+  model_cfg = train.model_config(cfg)
+  models.check(model_cfg, cfg.eval_length)  # its longest sequence
+  if seen is None or net not in seen:  # compiled, so once per network: a task sizes its ends
+    if seen is not None:
+      seen.add(net)
+    causality.require(model_cfg)
+  theory_readable(cfg)
+
+
+def theory_readable(cfg: TrainConfig):
+  """Read the theory of a run's stack on its task as the tables will (on its group, or as the
+  language table predicts for a lang- task): a plugin's class whose rule misbehaves raises its
+  one-line TheoryError before the run trains, not when its tables are made. Stacks of
+  built-in layers pass unchecked (their classes' rules are the suite's own, tested:
+  tests/test_theory.py)."""
+  if _builtin(cfg):
+    return
+  group = task_registry.get_task(cfg.task).group
+  if group is not None:
+    tables.stack_prediction(cfg.model, cfg.depth, group, cfg.layer_kwargs)
+  language_table.predicted(cfg.task, cfg.model, cfg.layer_kwargs)  # None for other tasks
+
+
+def _builtin(cfg: TrainConfig) -> bool:
+  return all(registry.get(n).builtin for n in registry.parse_layers(cfg.model, cfg.depth))
