@@ -117,6 +117,23 @@ def test_committed_runs_are_named_by_their_configs():
     assert rundir.config_dict(stored) == rundir.config_dict(TrainConfig(**stored))
 
 
+def test_a_hybrid_stacks_run_name_has_no_comma():
+  """A run's name is a directory name that `--only` and a shell read as one word: the layers of
+  a hybrid stack are joined by '+', in their order."""
+  name = runs.run_name(TrainConfig(model="s4d,mamba", depth=2))
+  assert name.startswith("C2-s4d+mamba-L2-") and "," not in name, name
+
+
+def test_the_refusal_of_another_runs_directory_names_at_most_four_fields(tmp_path):
+  """The one error line stays one line: four differing fields named, the rest counted."""
+  d = str(tmp_path / "run")
+  rundir.prepare(TINY, d)
+  other = TINY.replace(seed=5, lr=0.5, d_state=3, depth=2, batch_size=3, steps=70)
+  with pytest.raises(runs.RunError) as e:
+    rundir.prepare(other, d)
+  assert str(e.value).count(" there, ") == 4 and "; 2 more)" in str(e.value), str(e.value)
+
+
 def test_equal_layer_kwargs_name_the_same_run_however_written():
   """Key order and spacing are not part of a run's identity: the same kwargs written two ways
   resume the same directory instead of training a second copy."""
@@ -155,9 +172,23 @@ def test_resuming_keeps_each_logged_step_once_up_to_the_checkpoint(tmp_path):
   with open(rundir.metrics_path(d), "w") as f:
     for step in (10, 20, 20, 30, 40):
       f.write(json.dumps({"step": step, "loss": float(step)}) + "\n")
+      if step == 10:  # a line that is JSON but no row (an edited file): not a step of any run
+        f.write(json.dumps({"loss": 1.0}) + "\n" + json.dumps({"step": "20"}) + "\n")
     f.write('{"step": 50, "lo')
   rundir.truncate_metrics(d, 20)
   assert [r["step"] for r in rundir.read_metrics(d)] == [10, 20]
+
+
+def test_a_run_whose_summary_is_not_valid_is_trained_again(tmp_path):
+  """A summary.json that says done but is no valid summary (no curves, no steps: a hand or a
+  disk, since a kill cannot leave one) is not a result: the run trains again and writes one."""
+  d = str(tmp_path / "run")
+  rundir.prepare(TINY, d)
+  with open(os.path.join(d, "summary.json"), "w") as f:
+    json.dump({"status": "done", "max_len": 1000}, f)
+  assert not rundir.is_finished(d), "an invalid summary was read as a finished run"
+  s = runs.train_group([TINY], [d])[0]
+  assert s["status"] == "done" and s["steps"] == TINY.steps and not runs.validate_summary(s), s
 
 
 def test_a_done_summary_needs_both_curves_on_the_whole_grid():
