@@ -47,6 +47,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language or a layer"),
     ("info", ["--group=S3", "--d_state=4"], "needs --model"),
     ("info", ["--model=mamba", "--groups=S3,S0"], "--groups: unknown group 'S0'"),
+    ("info", ["--model=mamba", "--groups="], "--groups: no group given"),  # was: a card of none
     ("info", ["--group=S3", "--sample=0x4"], "positive integers"),
     ("info", ["--group=S3", "--sample=4x0"], "positive integers"),
     ("info", ["--group=S3", "--sample=1001x1000"], "1001000 tokens; print at most 1000000"),
@@ -77,6 +78,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
      "--plugins and --config.plugins differ"),
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
     ("profile", ["--model=mamba", "--groups=C2,S0"], "--groups: unknown group 'S0'"),
+    ("profile", ["--model=mamba", "--groups="], "--groups: no group given"),
     ("profile", ["--model=mamba", "--compare_with=/no/such/dir"], "--compare_with: no directory"),
     ("profile", ["--model=mamba,negmamba"], "--model must name one layer"),  # no hybrids
     ("profile", ["--model=mamba", "--depths=1,4"], "--depths must be among 1, 2, 3, got 1,4"),

@@ -157,6 +157,16 @@ def test_an_unfinished_directory_of_another_run_is_refused_and_execution_fields_
   assert json.load(open(os.path.join(d, "config.json")))["log_every"] == TINY.log_every
 
 
+def test_preparing_a_run_rewrites_a_config_that_cannot_be_read(tmp_path):
+  """A config.json that is not JSON (a disk or a hand) is rewritten from the run's config: the
+  directory's name carries the config's hash, and a resume needs a readable record."""
+  d = tmp_path / "run"
+  d.mkdir()
+  (d / "config.json").write_text('{"task": "C')
+  rundir.prepare(TINY, str(d))
+  assert json.loads((d / "config.json").read_text()) == dataclasses.asdict(TINY)
+
+
 def test_preparing_a_run_removes_the_temporaries_a_killed_writer_left(tmp_path):
   d = tmp_path / "run"
   d.mkdir()
@@ -204,5 +214,8 @@ def test_a_done_summary_needs_both_curves_on_the_whole_grid():
     assert runs.validate_summary({**s, key: None}), f"a done summary without {key} passed"
     cut = dict(list(full.items())[:-1])
     assert runs.validate_summary({**s, key: cut}), f"a done summary with {key} cut short passed"
+    shuffled = dict(sorted(full.items()))  # '100' < '1000' < '20': a figure would zigzag
+    assert runs.validate_summary({**s, key: shuffled}), f"{key} out of length order passed"
+  assert runs.validate_summary({**s, "status": "finished"}) == ["unknown status 'finished'"]
   assert runs.validate_summary({**s, "status": "diverged", "acc_curve": None,
                                 "seq_acc_curve": None}) == []

@@ -71,6 +71,14 @@ def test_finished_run_is_not_retrained(tmp_path):
   assert calls == [], "a finished run was trained again"
 
 
+def test_a_run_directory_given_with_a_trailing_slash_is_named_by_its_directory(tmp_path):
+  """`--workdir=runs/x/` is the directory runs/x: the summary's run name and its group's
+  members are "x", not the empty name after the slash."""
+  d = str(tmp_path / "run") + os.sep
+  s = runs.train_group([TINY], [d])[0]
+  assert (s["run"], s["group_runs"]) == ("run", ["run"]), (s["run"], s["group_runs"])
+
+
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
   runs.train_group([TINY], [full])
