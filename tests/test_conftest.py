@@ -34,6 +34,17 @@ def test_the_test_run_stores_every_program_and_users_only_those_over_half_a_seco
     common.enable_compilation_cache()
 
 
+def test_ssm_bench_cache_off_leaves_the_compilation_cache_untouched(monkeypatch):
+  """SSM_BENCH_CACHE=off (a read-only home, a shared machine): nothing is persisted, so no
+  cache directory is set, not even the default one."""
+  from launch import common
+  updates = []
+  monkeypatch.setattr(jax.config, "update", lambda *a: updates.append(a))
+  monkeypatch.setenv("SSM_BENCH_CACHE", "off")
+  common.enable_compilation_cache()
+  assert updates == [], f"SSM_BENCH_CACHE=off still set {updates}"
+
+
 def test_the_test_run_compiles_lighter_than_users_on_a_cpu_only_install():
   flags = os.environ.get("XLA_FLAGS", "")
   if conftest.accelerator_plugins():

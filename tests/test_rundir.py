@@ -93,6 +93,26 @@ def test_a_refused_group_leaves_no_empty_run_directory_behind(tmp_path, monkeypa
   assert len(calls) == 2, f"{len(calls)} lock attempts; expected one retry"
 
 
+def test_a_run_its_lock_holder_finished_meanwhile_is_not_trained_again(tmp_path, monkeypatch):
+  """Two launches of one sweep: the second waits for the first's lock, and by the time it holds
+  it the first has finished the run. It must read the summary again, not train a second time."""
+  import contextlib
+  d = str(tmp_path / "run")
+  real_lock = rundir.training_lock
+
+  @contextlib.contextmanager
+  def after_the_other_launch(dirs):
+    monkeypatch.setattr(rundir, "training_lock", real_lock)
+    runs.train_group([TINY], [d])  # the other launch, finishing while this one waits
+    with real_lock(dirs):
+      yield
+
+  monkeypatch.setattr(rundir, "training_lock", after_the_other_launch)
+  calls = []
+  runs.train_group([TINY], [d], on_chunk=calls.append)
+  assert calls == [], f"the run was trained again after its lock holder finished it: {calls}"
+
+
 def test_a_file_system_without_locks_still_trains(tmp_path, monkeypatch):
   """flock fails with ENOLCK on some network and FUSE mounts: the run trains unguarded, as
   before the lock, rather than failing."""
@@ -217,5 +237,6 @@ def test_a_done_summary_needs_both_curves_on_the_whole_grid():
     shuffled = dict(sorted(full.items()))  # '100' < '1000' < '20': a figure would zigzag
     assert runs.validate_summary({**s, key: shuffled}), f"{key} out of length order passed"
   assert runs.validate_summary({**s, "status": "finished"}) == ["unknown status 'finished'"]
+  assert runs.validate_summary({**s, "max_len": "1000"}) == ["missing or mistyped 'max_len'"]
   assert runs.validate_summary({**s, "status": "diverged", "acc_curve": None,
                                 "seq_acc_curve": None}) == []

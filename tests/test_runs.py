@@ -458,6 +458,14 @@ def test_summaries_record_the_revision_the_process_started_with(monkeypatch):
       "the summary records the revision at writing time, not the one the process runs")
 
 
+def test_summaries_record_the_xla_flags_the_process_ran_with(monkeypatch):
+  """A sweep worker's single-threaded CPU sums in another order than a lone run: the summary
+  says which, so two runs that differ in the 7th digit can be told apart."""
+  from ssm_bench import rundir
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+  assert rundir.environment()["xla_flags"] == "--xla_cpu_multi_thread_eigen=false"
+
+
 def test_summaries_record_what_auto_ran_for_their_own_layers(monkeypatch):
   """Configs keep "auto"; which method that was, for the network's own layers on this backend,
   is in every summary (`models.scan_auto`, traced, so it follows the scans' choice): a diagonal
