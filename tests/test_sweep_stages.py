@@ -251,6 +251,10 @@ def test_cli_staged_sweep_skips_the_depths_a_finished_shallower_run_solved(tmp_p
   for line in ("stage 1: 1 run(s), 0 of them wanted by the 1 run(s) finished so far",
                "stage 2: 1 run(s), 0 of them"):
     assert line in deeper.stdout, f"missing {line!r} in the dry run with --only:\n{deeper.stdout}"
+  trained = run_sweep(*[a if not a.startswith("--only") else "--only=^A5-ids4-L[23]-"
+                        for a in args], f"--workdir={tmp_path}", "--quiet")  # and training so
+  assert trained.returncode == 0 and "2 runs not needed" in trained.stdout, (
+      f"--only without the finished depth trained the deeper ones:\n{trained.stdout}")
   out = run_sweep(*args, f"--workdir={tmp_path}", "--quiet")
   assert out.returncode == 0, out.stderr
   assert "2 runs not needed" in out.stdout, out.stdout
