@@ -129,6 +129,9 @@ def main(argv):
     where = ", ".join(f"{d} ({n} run{'s' * (n != 1)})" for d, n in unread)
     print(f"note: not read: {where}; --runs reads the run directories directly in it "
           f"(pass --runs={unread[0][0]})", file=sys.stderr)
+  elif not data["rs"].good and not data["rs"].problems:  # a mistyped --runs: said, not 0 rows
+    print(f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "
+          "summary.json): the tables are empty", file=sys.stderr)
   if _FORMAT.value == "json":
     common.print_json(as_json(data))
     return

@@ -330,7 +330,7 @@ def problems_markdown(rs: RunSet) -> str:
   not extrapolate, per model and protocol (their names where a group has at most 3); then each
   run no cell uses (failed, incomplete, corrupt, reading ahead), with why."""
   if not rs.problems:
-    return f"All {len(rs.good)} runs finished (status done)."
+    return f"All {len(rs.good)} runs finished (status done)." if rs.good else "No runs."
   diverged = {s["run"] for s in rs.diverged}
   unused = [(name, why) for name, why in rs.problems if name not in diverged]
   head = f"{len(rs.good)} runs done"

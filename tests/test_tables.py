@@ -165,6 +165,17 @@ def test_runs_in_a_sweeps_own_directory_are_named_not_silently_skipped(tmp_path)
   assert tables.nested(str(tmp_path / "runs" / "smoke")) == [], "run directories are not sweeps"
 
 
+def test_a_directory_without_runs_is_said_not_tabled_silently(tmp_path):
+  """A mistyped --runs (a directory with no run in it or below it) writes empty tables, and a
+  note on stderr says there was nothing to read; the tables say "No runs.", not "All 0 runs
+  finished"."""
+  (tmp_path / "empty").mkdir()
+  out = run_tables(tmp_path / "empty", tmp_path / "out")
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert f"note: no run directories in {tmp_path / 'empty'}" in out.stderr, out.stderr[-2000:]
+  assert "No runs." in (tmp_path / "out" / "table2.md").read_text()
+
+
 def test_json_format_and_missing_dir(tmp_path):
   from ssm_bench import report
   write_runs(str(tmp_path / "runs"))
