@@ -89,9 +89,10 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
   with pytest.raises(KeyboardInterrupt):
     runs.train_group([TINY], [killed], on_chunk=kill)
   assert runs.read_summary(killed) is None, "a killed run must not look finished"
-  resumed_steps = []
-  runs.train_group([TINY], [killed], on_chunk=resumed_steps.append)
+  resumed_steps, told = [], []
+  runs.train_group([TINY], [killed], on_chunk=resumed_steps.append, progress=told.append)
   assert resumed_steps == [30, 40], f"resumed at the wrong step: {resumed_steps}"
+  assert told == [20, 30, 40], f"the progress bar was not told the resumed start: {told}"
   for a, b in zip(jax.tree.leaves(final_params(full, 40)), jax.tree.leaves(final_params(killed, 40))):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
   lines = [json.loads(l)["step"] for l in open(os.path.join(killed, "metrics.jsonl"))]
