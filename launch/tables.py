@@ -129,14 +129,17 @@ def main(argv):
     where = ", ".join(f"{d} ({n} run{'s' * (n != 1)})" for d, n in unread)
     print(f"note: not read: {where}; --runs reads the run directories directly in it "
           f"(pass --runs={unread[0][0]})", file=sys.stderr)
-  elif not data["rs"].good and not data["rs"].problems:  # a mistyped --runs: said, not 0 rows
-    print(f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "
-          "summary.json): the tables are empty", file=sys.stderr)
+  empty = not unread and not data["rs"].good and not data["rs"].problems  # a mistyped --runs
+  empty_note = lambda: empty and print(
+      f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "
+      "summary.json): the tables are empty", file=sys.stderr)  # once the output is made
   if _FORMAT.value == "json":
+    empty_note()
     common.print_json(as_json(data))
     return
   files = render(data)
   if _FORMAT.value == "markdown" or not _OUT.value:  # Table 2, then every other table filled
+    empty_note()
     print("\n".join([files["table2.md"]] + [files[t.file] for t in report.TABLES + (report.OTHER,)
                                              if t.file in files]))
     return
@@ -154,6 +157,7 @@ def main(argv):
       written += figures.write_profile_overview(data["profile"], _OUT.value)
   except OSError as e:
     raise common.UsageError(f"cannot write to --out={_OUT.value}: {e.strerror or e}") from None
+  empty_note()
   print(f"wrote {', '.join(written)} to {_OUT.value} from {len(data['rs'].good)} runs "
         f"({len(data['rs'].problems)} listed as not done)")
 

@@ -67,6 +67,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--sweep=tiny", "--config.model=transformer", '--config.layer_kwargs='
                '{"position": "learned", "max_positions": 100}'], "exceeds max_positions 100"),
     ("sweep", ["--config.steps=1.5"], "invalid"),
+    ("sweep", ["--sweep=tiny", "--config.model=transformer", "--config.d_model=6"],
+     "d_model 6 is not a multiple of heads 4"),  # a built-in stack: was its runs all failed
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs

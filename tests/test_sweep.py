@@ -33,19 +33,27 @@ def test_only_regex_filters_and_bad_regex_is_a_usage_error():
     sweep.plan("table2", "/tmp/unused", only="(")
 
 
-def test_a_sweep_of_built_in_layers_is_not_built_or_compiled_again_to_check_it(monkeypatch):
-  """The layer checks (a plugin's shapes and causality, each a compiled program) are for layers
-  the suite has not checked itself: planning table2_lite builds none of its built-in networks
-  again; a built-in layer given kwargs is built and checked."""
+def test_a_sweep_of_built_in_layers_builds_each_network_once_and_compiles_none(monkeypatch):
+  """The layer checks cost little for the suite's own layers: planning table2_lite builds each
+  of its built-in networks once (abstractly: its widths can still be wrong, a transformer's
+  d_model its heads do not divide), not once per task, and compiles none (the causality check
+  is for plugins); a built-in layer given kwargs is built on every task (kwargs may bound it
+  in length, or change its class)."""
   from ssm_bench import causality, models
-  checked = []
-  monkeypatch.setattr(models, "check", lambda cfg, length=4: checked.append(cfg.layers))
-  monkeypatch.setattr(causality, "require", lambda cfg: checked.append(cfg.layers))
-  sweep.plan("table2_lite", "/tmp/unused")
-  assert checked == [], f"built-in networks checked: {checked[:4]}"
+  built, compiled = [], []
+  monkeypatch.setattr(models, "check", lambda cfg, length=4: built.append(
+      (cfg.layers, cfg.d_model, cfg.d_state)))
+  monkeypatch.setattr(causality, "check_at_init", lambda cfg: compiled.append(cfg.layers) or {
+      "ok": True})
+  groups = sweep.plan("table2_lite", "/tmp/unused")
+  networks = {(c.model, c.depth, c.d_model, c.d_state) for g, _ in groups for c in g}
+  assert len(built) == len(set(built)) == len(networks) and not compiled, (
+      f"{len(built)} builds ({len(set(built))} distinct) for {len(networks)} networks; "
+      f"compiled {compiled[:4]}")
+  built.clear()
   sweep.plan("illusion", "/tmp/unused", only="^A5-ids4-L1-",
              overrides={"layer_kwargs": '{"row_norm": true}'})
-  assert checked and all(layers == ("ids4",) for layers in checked), checked
+  assert built and all(b[0] == ("ids4",) for b in built) and not compiled, (built, compiled)
 
 
 def test_a_workdir_that_cannot_be_made_or_written_is_one_usage_error(tmp_path, monkeypatch):
