@@ -22,6 +22,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=S100000"], "5040"),
     ("train", ["--task=banana"], "tasks:"),
     ("train", ["--model=mambo"], "choose from mamba"),
+    ("train", ["--model=transformer", "--d_model=6"], "d_model 6 is not a multiple of heads 4"),
     ("train", ["--model=mamba,"], "empty name"),
     ("train", ["--model=negmamba,aussm", "--depth=3"], "depth is 3"),
     ("train", ["--lr=nan"], "lr must be a finite number"),
