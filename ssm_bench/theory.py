@@ -281,6 +281,8 @@ def min_depth(cls: str, group, max_depth: int = 16, width: int | None = None):
   Raises ValueError for a class without a theorem (ask `has_theorem` first)."""
   c, param = parse(cls)
   g = _group(group)
+  if g.order == 1 and (c.predict or c.step):  # the trivial group needs no layer, as a series
+    return 0  # of length 0 says (a predict rule is asked from depth 1 up)
   if c.predict:
     verdicts = [c.predict(g, d, param, width) for d in range(1, max_depth + 1)]
     if True in verdicts:

@@ -218,8 +218,14 @@ def test_never_needs_a_no_at_every_depth(monkeypatch):
   assert theory.min_depth_text("refuser", "C3") == "never"
 
 
-def test_trivial_group_needs_no_layer():
-  assert theory.min_depth("nonnegative_diagonal", "C1") == 0
+def test_trivial_group_needs_no_layer_whatever_the_class():
+  """Every class with a theorem, a series or a predict rule (householder, tc0), says 0 for C1:
+  `launch.info --group=C1` had listed deltanet and deltaproduct at 1 beside every other layer's
+  0, since a predict rule is asked from depth 1 up."""
+  for cls in ("nonnegative_diagonal", "householder:1", "householder:2", "tc0",
+              "unit_modulus_diagonal"):
+    assert theory.min_depth(cls, "C1") == 0, (cls, theory.min_depth(cls, "C1"))
+  assert theory.min_depth_text("unknown", "C1") == "no theorem"
 
 
 def test_a_class_without_a_theorem_for_the_group_predicts_no_depth():
