@@ -129,6 +129,8 @@ def main(argv):
     where = ", ".join(f"{d} ({n} run{'s' * (n != 1)})" for d, n in unread)
     print(f"note: not read: {where}; --runs reads the run directories directly in it "
           f"(pass --runs={unread[0][0]})", file=sys.stderr)
+  for why in data["unloaded_plugins"]:  # said where it is seen, not only inside profile.md
+    print(f"note: not loaded, so the theory of its runs' layers reads ?: {why}", file=sys.stderr)
   empty = not unread and not data["rs"].good and not data["rs"].problems  # a mistyped --runs
   empty_note = lambda: empty and print(
       f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "

@@ -405,4 +405,6 @@ def test_tables_without_out_print_markdown_noting_other_runs_and_unloaded_plugin
                "# State-tracking profiles", "Not loaded (theory shown as ?):",
                "no_such_plugin_module"):
     assert text in out.stdout, f"{text!r} not printed:\n{out.stdout}"
+  assert "note: not loaded, so the theory of its runs' layers reads ?: cannot import plugin " \
+      "'no_such_plugin_module'" in out.stderr, f"no note on stderr:\n{out.stderr[-2000:]}"
   assert not [n for n in os.listdir(tmp_path) if n.endswith(".md")], "files written without --out"
