@@ -106,10 +106,9 @@ def note_collapsed(overrides):
 
 def check_layers(cfgs):
   """Every plugin loads, every run's network can be set up for its task (a task larger than
-  pad_order, an analytic init whose construction differs), and every distinct network of the
-  sweep that has a plugin layer or layer kwargs builds with the right shapes and (a plugin's)
-  reads no token ahead and has a theory that can be read on the task: one line before any run
-  directory exists."""
+  pad_order, an analytic init whose construction differs), and passes `preflight.require`
+  (each distinct network builds with the right shapes; a plugin's reads no token ahead and
+  has a theory that can be read on the task): one line before any run directory exists."""
   from ssm_bench import plugins, preflight, train
   seen = set()  # preflight's memo: networks and (network, task) pairs checked
   configured = set()  # (shape, task) whose ModelConfig was made

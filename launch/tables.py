@@ -132,9 +132,12 @@ def main(argv):
   for why in data["unloaded_plugins"]:  # said where it is seen, not only inside profile.md
     print(f"note: not loaded, so the theory of its runs' layers reads ?: {why}", file=sys.stderr)
   empty = not unread and not data["rs"].good and not data["rs"].problems  # a mistyped --runs
-  empty_note = lambda: empty and print(
-      f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "
-      "summary.json): the tables are empty", file=sys.stderr)  # once the output is made
+
+  def empty_note():  # once the output is made: a write that fails is its one error line
+    if empty:
+      print(f"note: no run directories in {_RUNS.value} (a run directory holds config.json or "
+            "summary.json): the tables are empty", file=sys.stderr)
+
   if _FORMAT.value == "json":
     empty_note()
     common.print_json(as_json(data))

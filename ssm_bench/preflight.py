@@ -27,18 +27,17 @@ def require(cfg: TrainConfig, seen: set | None = None):
   network whatever its task (its layers are the suite's own: only its widths can be wrong, a
   transformer's d_model that its heads do not divide; table2's plan builds its 30 networks,
   0.7 s, not one per task). None: one run, and every check runs."""
+  seen = set() if seen is None else seen
   net = cfg.model, cfg.depth, cfg.layer_kwargs, cfg.d_model, cfg.d_state
-  if seen is not None:
-    builtin = not cfg.layer_kwargs and _builtin(cfg)
-    key = (net, None if builtin else cfg.task, cfg.eval_length)
-    if key in seen:
-      return
-    seen.add(key)
+  builtin = not cfg.layer_kwargs and _builtin(cfg)
+  key = (net, None if builtin else cfg.task, cfg.eval_length)
+  if key in seen:
+    return
+  seen.add(key)
   model_cfg = train.model_config(cfg)
   models.check(model_cfg, cfg.eval_length)  # its longest sequence
-  if seen is None or net not in seen:  # compiled, so once per network: a task sizes its ends
-    if seen is not None:
-      seen.add(net)
+  if net not in seen:  # compiled, so once per network: a task sizes only its ends
+    seen.add(net)
     causality.require(model_cfg)
   theory_readable(cfg)
 
