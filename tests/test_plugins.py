@@ -337,6 +337,14 @@ def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
                                           conv_kernel=0))
   out = declaration.check(mixed, mixed.init(jax.random.PRNGKey(0), tokens), tokens)
   assert [r["ok"] for r in out["layers"]] == [True, False] and out["ok"] is False, out
+  # a layer whose inner cell sows them: found in the submodule, not "sows no transitions"
+  nested = models.StateTracker(ModelConfig(layers=("nested_liar",), d_model=8, d_state=2))
+  out = declaration.check(nested, nested.init(jax.random.PRNGKey(0), tokens), tokens)
+  assert out["checked"] and out["ok"] is False, out
+  # a stack that sows nothing is unchecked (None), not within its class
+  quiet = models.StateTracker(ModelConfig(layers=("lstm",), d_model=8, d_state=2))
+  out = declaration.check(quiet, quiet.init(jax.random.PRNGKey(0), tokens), tokens)
+  assert (out["checked"], out["ok"]) == (False, None), out
   # through a run: the summary and the profile report say so
   c = TrainConfig(task="C2", model="liar", plugins="plugin_layers.liar",
                   **{**PRESETS["profile_tiny"], "steps": 10})

@@ -19,9 +19,19 @@ class Liar(nn.Module):
     return scan.linear_scan(a, nn.Dense(v.shape[-1], name="b")(v), None, self.cfg.scan_method)
 
 
+class NestedLiar(nn.Module):
+  """The liar as the inner cell of a layer: its transitions are sown by a submodule."""
+  cfg: object
+
+  @nn.compact
+  def __call__(self, v):
+    return Liar(self.cfg, name="cell")(v)
+
+
 class Mystery(Mix):
   """An honest layer with no claimed class: the theory has nothing to say."""
 
 
 register_layer("liar", Liar, theory_class="nonnegative_diagonal")
+register_layer("nested_liar", NestedLiar, theory_class="nonnegative_diagonal")
 register_layer("mystery", Mystery, theory_class="unknown")
