@@ -64,6 +64,11 @@ def load(text: str) -> tuple[str, ...]:
   return entries
 
 
+def loaded() -> tuple[str, ...]:
+  """The plugin entries this process has loaded, in sorted order."""
+  return tuple(sorted(_loaded))
+
+
 def try_load(text: str) -> str:
   """load(), but a failure is returned as its one-line reason ('' when all loaded): for tables,
   which show a layer they cannot find as `?` rather than fail."""

@@ -280,8 +280,13 @@ def find(name: str) -> LayerSpec | None:
 def get(name: str) -> LayerSpec:
   spec = find(name)
   if spec is None:
+    from ssm_bench import plugins  # (plugins imports this module)
+    loaded = plugins.loaded()
+    theirs = [n for n, s in _LAYERS.items() if not s.builtin]
+    where = (f"plugins loaded: {', '.join(loaded)}; their layers: {', '.join(theirs) or 'none'}"
+             if loaded else "a plugin's layers need --plugins=module")
     raise LayerError(f"unknown model {name!r}; choose from {', '.join(_LAYERS)} or a comma list "
-                     "of them for a hybrid stack (a plugin's layers need --plugins=module)")
+                     f"of them for a hybrid stack ({where})")
   return spec
 
 

@@ -536,3 +536,17 @@ def test_the_example_clock_turns_by_roots_forward_and_trains_its_choices_backwar
   assert np.abs(a ** 4 - 1).max() < 1e-5, f"transitions off the 4th roots: {a.ravel()[:6]}"
   grad = jax.grad(lambda p: layer.apply(p, v).sum())(params)["params"]["logits"]["kernel"]
   assert np.abs(np.asarray(grad)).max() > 1e-4, "no gradient reaches the clock's logits"
+
+
+def test_an_unknown_model_names_the_loaded_plugins_and_the_layers_they_registered(monkeypatch):
+  """A plugin that registered nothing (a forgotten register call, or `module` where
+  `module:register` was meant) is said in the unknown-model line, not left to look like a
+  missing --plugins."""
+  monkeypatch.setattr(plugins, "_loaded", set())
+  with pytest.raises(registry.LayerError, match=r"\(a plugin's layers need --plugins=module\)"):
+    registry.get("my_layer")
+  plugins.load("plugin_layers._mix")  # a helper module: it registers no layer
+  with pytest.raises(registry.LayerError) as e:
+    registry.get("my_layer")
+  theirs = ", ".join(n for n in registry.names() if not registry.get(n).builtin) or "none"
+  assert f"(plugins loaded: plugin_layers._mix; their layers: {theirs})" in str(e.value), e.value
