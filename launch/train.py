@@ -91,9 +91,11 @@ def main(argv):
     done = runs.read_summary(run_dir)
   strings = done.get("max_len_of") == "whole strings"  # a language: judged on whole strings
   curve = done.get("seq_acc_curve" if strings else "acc_curve") or {}
-  picks = {L: curve.get(str(L)) for L in (60, 100, 200, 500, 1000) if str(L) in curve}
+  shown = [L for L in ("60", "100", "200", "500", "1000") if L in curve]
+  if curve and list(curve)[-1] not in shown:  # the longest evaluated: past 1000, or below 60
+    shown.append(list(curve)[-1])
   print(f"{done['status']}: max_len {done['max_len']}  {'strings' if strings else 'acc'}(L) "
-        + "  ".join(f"{L}:{v:.3f}" for L, v in picks.items())
+        + "  ".join(f"{L}:{curve[L]:.3f}" for L in shown)
         + f"  steps {done['steps']}  wall {done['wall_time_s']:.0f}s  -> {run_dir}")
 
 

@@ -57,6 +57,19 @@ def test_a_language_run_prints_its_whole_string_accuracy(tmp_path):
       f"want the whole strings' accuracy {want}, got: {out.stdout.splitlines()[-1]}")
 
 
+@pytest.mark.parametrize("eval_length,want", [(30, ["20"]), (1200, ["60", "100", "200", "500",
+                                                                     "1000", "1200"])])
+def test_the_done_line_shows_the_longest_length_evaluated(tmp_path, eval_length, want):
+  """The line's lengths are 60, 100, 200, 500, 1000 where evaluated, then the longest one: an
+  evaluation to 30 printed no accuracy at all, and one past 1000 not its end."""
+  out = train(*TINY_FLAGS, "--train_length=16", f"--eval_length={eval_length}",
+              f"--workdir={tmp_path / 'run'}")
+  assert out.returncode == 0, out.stderr
+  line = out.stdout.splitlines()[-1]
+  shown = line.split("acc(L) ")[1].split("  steps")[0].split()
+  assert [s.split(":")[0] for s in shown] == want, line
+
+
 def test_init_from_analytic_trains_near_the_construction(tmp_path):
   out = train("--task=C6", "--model=simple_aussm", "--init_from_analytic=0.0", "--lr=1e-5",
               "--steps=20", "--log_every=10", "--checkpoint_every=10", "--eval_seqs=16",
