@@ -6,8 +6,10 @@ For each model and group size K, a compiled chunk of training steps is run under
 `jax.profiler.trace` (Perfetto JSON), and the trace's op events are summed per kind: the scan
 kernels (Pallas/Triton custom calls), matmuls, fusions, copies, reductions, the optimizer update
 (ops under the `optimizer` name scope, where the trace names scopes) and the rest, per training
-step, with the host gap = wall time (of the same chunks untraced) - device time, and the
-costliest ops outside the scan kernel by name, each with where it comes from: the jax op path
+step, with the host gap = wall time (of the same chunks untraced) - device time. The scan's
+other ops (a plain-JAX scan's, a kernel's preparation) are a kind of their own, found by the
+source file their instructions name (ssm_bench/scan/). Then the costliest ops outside the
+scan by name, each with where it comes from: the jax op path
 and Python line of its instruction in the compiled program's HLO (`hlo.sources`; the GPU trace
 itself names no scopes), which is also how the optimizer's ops are found there. Each kind and
 op also has the GB it reads and writes per step (`hlo.bytes_moved`: operand and result sizes in the
@@ -48,6 +50,10 @@ KINDS = (("scan kernel (custom call)", re.compile(r"pallas|triton|custom.?call|_
          ("reduction", re.compile(r"reduce", re.I)),
          ("fusion", re.compile(r"fusion", re.I)))
 _CONTAINERS = re.compile(r"^(while|conditional|call)(\.|$)", re.I)
+# The scan's own XLA ops (a plain-JAX scan's every op, a kernel's preparation of its factors):
+# by where the program says they come from, so a CPU step, with no kernel, still says its share.
+SCAN_OPS = "scan (XLA ops)"
+SCAN_KINDS = (KINDS[0][0], SCAN_OPS)
 
 
 def _events(trace_dir: str):
@@ -72,7 +78,7 @@ def kind_of(name: str, scope: str = "") -> str | None:
   return "other op"
 
 
-TOP_OPS = 8  # the costliest ops by name outside the scan kernel: what the non-scan part is
+TOP_OPS = 8  # the costliest ops by name outside the scan: what the non-scan part is
 def _refine(kind: str | None, source: str) -> str | None:
   """An op's kind given where it comes from: a custom call is the scan kernel only if jax
   made it a `pallas_call` (cuBLAS's are matmuls); the optimizer's name scope makes an op the
@@ -84,9 +90,13 @@ def _refine(kind: str | None, source: str) -> str | None:
   path = source.split(" @ ")[0]
   by_primitive = kind_of(path.rsplit("/", 1)[-1])
   if kind == KINDS[0][0]:
-    return kind if "pallas_call" in path or by_primitive == "other op" else by_primitive
+    if "pallas_call" in path or by_primitive == "other op":
+      return kind
+    kind = by_primitive
   if re.search(r"(^|/)optimizer/", path):
     return "optimizer update"
+  if " @ ssm_bench/scan/" in source:
+    return SCAN_OPS
   return by_primitive if kind == "other op" else kind
 
 
@@ -121,7 +131,7 @@ def summarize(events, procs, steps: int, wall_s: float, sources: dict | None = N
       per_kind[kind] += ms
       kind_bytes[kind] += nbytes / steps
       unsized += 0.0 if nbytes else ms
-      if kind != KINDS[0][0]:  # the scan kernel's own time is its row; the rest by op
+      if kind not in SCAN_KINDS:  # the scan's own time is its rows; the rest by op
         per_op[name] += ms
         op_bytes[name] += nbytes / steps
         detail = source or str(args.get("long_name") or args.get("hlo_op") or "")
@@ -297,7 +307,7 @@ def _render(rows, name, head) -> str:
     if r.get("ms_without_bytes"):
       out.append(f"  (no bytes for {r['ms_without_bytes']:.4f} ms of ops: not named in the HLO)")
     if r.get("top_ops"):
-      out.append("  costliest ops outside the scan kernel:")
+      out.append("  costliest ops outside the scan:")
       out += [f"    {o['op'][:40]:<40} {o['ms']:9.4f} ms{_moved(o.get('gb'), o['ms'])}  {o['kind']}"
               + (f"  {o['detail'][:110]}" if o["detail"] not in ("", o["op"]) else "")
               for o in r["top_ops"]]

@@ -26,6 +26,9 @@ def test_profile_section_traces_a_step_and_sums_time_by_kind():
     assert set(gb) == set(r["ms_per_step"]) and gb["matmul"] > 0 and gb["fusion"] > 0, gb
     assert any(o.get("gb", 0) > 0 for o in r["top_ops"]), f"no op's bytes found: {r['top_ops']}"
   assert rows[1]["gb_per_step"]["matmul"] > rows[0]["gb_per_step"]["matmul"], "K=2 moves more"
+  for r in rows:  # the CPU's chunked scan has no kernel: its ops are a kind by their source
+    assert r["ms_per_step"].get("scan (XLA ops)", 0) > 0, r["ms_per_step"]
+    assert not any("ssm_bench/scan/" in o["detail"] for o in r["top_ops"]), r["top_ops"]
   for r in rows:  # the rate of all K runs' matmul work in the traced matmuls' time
     want = float(f"{r['matmul_gflop_per_run_step'] * r['k'] / r['ms_per_step']['matmul']:.3g}")
     assert r["matmul_tflops"] == want > 0, (r["k"], r["matmul_tflops"], want)
@@ -165,17 +168,21 @@ def test_profile_kinds_take_the_optimizer_scope_and_the_primitive_from_the_progr
   ev = [{"ph": "X", "pid": 1, "name": n, "dur": 1000.0, "args": args} for n, args in (
       ("loop_multiply_fusion_3", {}), ("nvjet_tst_128x64", {}),
       ("cutlass_gemm", {"hlo_op": "custom-call.4"}), ("fusion.7", {}),
-      ("pallas_scan_fwd", {"hlo_op": "custom-call.9"}))]
+      ("pallas_scan_fwd", {"hlo_op": "custom-call.9"}), ("fusion.8", {}))]
   sources = {"loop_multiply_fusion_3": "optimizer/mul @ ssm_bench/train.py:1 (step)",
              "nvjet_tst_128x64": "jvp(StateTracker)/layer0/B/dot_general @ m.py:2 (f)",
              "custom-call.4": "jvp(StateTracker)/layer0/in_u/dot_general @ m.py:2 (f)",
              "fusion.7": "transpose(jvp(StateTracker))/layer0/mul @ m.py:3 (g)",
-             "custom-call.9": "optimizer/custom_vjp_call/pallas_call"}
+             "custom-call.9": "optimizer/custom_vjp_call/pallas_call",
+             # a kernel's preparation of its factors: the scan's, not the rest of the step
+             "fusion.8": "jvp(StateTracker)/layer0/mul @ ssm_bench/scan/pallas_chunked.py:9 (h)"}
   out = bench_profile.summarize(ev, procs, steps=1, wall_s=0.01, sources=sources)
   assert out["ms_per_step"] == {"optimizer update": 1.0, "matmul": 2.0, "fusion": 1.0,
-                                "scan kernel (custom call)": 1.0}, out["ms_per_step"]
+                                "scan kernel (custom call)": 1.0, "scan (XLA ops)": 1.0}, (
+      out["ms_per_step"])
   details = {o["op"]: o["detail"] for o in out["top_ops"]}
   assert details["fusion.7"] == sources["fusion.7"], f"the op's source is not shown: {details}"
+  assert "fusion.8" not in details, f"the scan's own op listed outside the scan: {details}"
 
 
 def test_eval_profile_traces_one_runs_evaluation_as_a_sweep_scores_it(monkeypatch):
