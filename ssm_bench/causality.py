@@ -100,9 +100,11 @@ def checks_at_init(layers: tuple, kwargs: str = "") -> dict:
 
 
 def require(cfg):
-  """Raise LayerError (one line) if cfg's network has a plugin layer and reads ahead at its
-  initialisation. Built-in-only networks pass unchecked here (tests/test_causality.py)."""
-  if all(registry.get(n).builtin for n in cfg.layers):
+  """Raise LayerError (one line) if cfg's network has a plugin layer or layer kwargs and reads
+  ahead at its initialisation. Built-in layers at their defaults pass unchecked here
+  (tests/test_causality.py checks each); their kwargs can read ahead (a transformer's
+  `{"causal": false}`)."""
+  if not cfg.layer_kwargs and all(registry.get(n).builtin for n in cfg.layers):
     return
   result = check_at_init(cfg)
   if result["ok"] is False:

@@ -2,9 +2,10 @@
 
 The checks, in one list that `launch.train` (one run) and `launch.sweep` (every distinct network
 and task of a sweep) both call: the layers build with their kwargs and return the right shapes
-on the run's longest sequence (`models.check`), a plugin's network reads no token ahead at its
-initialisation (`causality.require`), and a plugin's theory rule can be read on the run's task
-as the tables will read it (`theory_readable`). Each raises a one-line ValueError.
+on the run's longest sequence (`models.check`), a network with a plugin layer or layer kwargs
+reads no token ahead at its initialisation (`causality.require`), and a plugin's theory rule
+can be read on the run's task as the tables will read it (`theory_readable`). Each raises a
+one-line ValueError.
 """
 from __future__ import annotations
 

@@ -71,6 +71,14 @@ def test_a_layer_that_reads_ahead_is_caught_at_initialisation():
   causality.require(small("sleeper"))  # reads ahead only through a weight that starts at 0
 
 
+def test_a_builtin_layer_whose_kwargs_read_ahead_is_refused_at_initialisation():
+  """Built-ins at their defaults are this file's first test; their kwargs can read ahead (the
+  transformer's causal flag), so a stack with kwargs is checked as a plugin's is."""
+  with pytest.raises(registry.LayerError, match="not causal at initialisation"):
+    causality.require(small("transformer", layer_kwargs='{"causal": false}'))
+  causality.require(small("transformer", layer_kwargs='{"position": "rope"}'))
+
+
 def test_a_sweep_with_a_plugin_that_reads_ahead_is_refused_before_it_starts():
   from launch import common, sweep
   peek = TrainConfig(task="C2", model="peek", plugins="plugin_layers.peek:register")

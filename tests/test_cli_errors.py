@@ -23,6 +23,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--task=banana"], "tasks:"),
     ("train", ["--model=mambo"], "choose from mamba"),
     ("train", ["--model=transformer", "--d_model=6"], "d_model 6 is not a multiple of heads 4"),
+    ("train", ["--model=transformer", '--config.layer_kwargs={"causal": false}'],
+     "not causal at initialisation"),  # a built-in's kwargs: was trained, causal false
     ("train", ["--model=mamba,"], "empty name"),
     ("train", ["--model=negmamba,aussm", "--depth=3"], "depth is 3"),
     ("train", ["--lr=nan"], "lr must be a finite number"),
@@ -70,6 +72,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--config.steps=1.5"], "invalid"),
     ("sweep", ["--sweep=tiny", "--config.model=transformer", "--config.d_model=6"],
      "d_model 6 is not a multiple of heads 4"),  # a built-in stack: was its runs all failed
+    ("sweep", ["--sweep=tiny", "--config.model=transformer",
+               '--config.layer_kwargs={"causal": false}'], "not causal at initialisation"),
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
