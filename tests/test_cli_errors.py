@@ -25,6 +25,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--model=transformer", "--d_model=6"], "d_model 6 is not a multiple of heads 4"),
     ("train", ["--model=transformer", '--config.layer_kwargs={"causal": false}'],
      "not causal at initialisation"),  # a built-in's kwargs: was trained, causal false
+    ("train", ["--model=deltaproduct", '--config.layer_kwargs={"n_h": -1}'],
+     "n_h must be at least 1"),  # was: unknown theory class 'householder:-1'
     ("train", ["--model=mamba,"], "empty name"),
     ("train", ["--model=negmamba,aussm", "--depth=3"], "depth is 3"),
     ("train", ["--lr=nan"], "lr must be a finite number"),
@@ -34,7 +36,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--steps=5", "--config.steps=6"], "--steps and --config.steps both given"),
     ("train", ["--config.eval_seqs=100", "--preset=cpu"], "eval_chunk"),
     ("train", ["--config.stepz=3"], "config.steps"),
-    ("train", ["--model=deltaproduct", '--config.layer_kwargs={"n_h": 0}'], "n_h and heads must"),
+    ("train", ["--model=deltaproduct", '--config.layer_kwargs={"heads": 0}'], "n_h and heads must"),
     ("train", ["--model=transformer", '--config.layer_kwargs={"heads": 0}'], "heads and max_pos"),
     # a table of learned positions shorter than the evaluation: refused before training
     ("train", ["--model=transformer", '--config.layer_kwargs={"position": "learned", '

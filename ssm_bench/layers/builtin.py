@@ -21,6 +21,8 @@ from ssm_bench.registry import BUILTIN_SOURCE, module_kwargs, register_layer
 def _householder(kw) -> str:
   """DeltaNet/DeltaProduct's class: reflections need unit keys and beta up to 2; with beta in
   [0, 1] the eigenvalues are non-negative; anything else claims nothing."""
+  if kw.get("n_h", 1) < 1:  # the layer refuses it too, but a run's class is read first
+    raise ValueError(f"n_h must be at least 1, got {kw['n_h']}")
   if not kw["key_norm"]:
     return "unknown"
   if kw["beta_max"] == 2.0:
