@@ -52,13 +52,18 @@ def build(runs_dir: str, paper_path: str | None) -> dict:
           **{t.key: data for t, data in report.build(finished).items()}}
 
 
+# where no run is a Table 2 run (tables.is_table2_run), rather than a title over nothing
+NO_TABLE2 = ("No Table 2 runs (a group's uniform stream, trained from a random init with the "
+             "length curriculum).\n")
+
+
 def render(data: dict) -> dict:
   """File name -> text; deterministic for the same summaries."""
   rs = data["rs"]
   md = ["# Table 2: longest length with accuracy above 90% (best over grid and seeds)", "",
         "Built only from run summaries. A cell: the best max_len over the grid and seeds, `✘` "
         "below 100, then (runs that reach 100 / runs); `·`: no run. One table per protocol.", "",
-        tables.markdown_table2(data["table2"]), "## Runs not in the cells", "",
+        tables.markdown_table2(data["table2"]) or NO_TABLE2, "## Runs not in the cells", "",
         tables.problems_markdown(rs), ""]
   if data["other"]:
     n = sum(e["runs"] for rows in data["other"].values() for e in rows.values())
@@ -71,7 +76,7 @@ def render(data: dict) -> dict:
          "of what the model family can express at that depth.", ""]
   if data["paper"] and data["paper"].get("row_notes"):
     cmp += [f"Note on {k}: {v}" for k, v in data["paper"]["row_notes"].items()] + [""]
-  cmp += [tables.markdown_table2(data["table2"], compare=True)]
+  cmp += [tables.markdown_table2(data["table2"], compare=True) or NO_TABLE2]
   if data["grid"]:
     cmp += ["## Where the successes come from in the grid", "",
             "Per grid axis on which a stack's runs vary: extrapolated (max_len >= 100) / reached "

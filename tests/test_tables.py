@@ -174,6 +174,8 @@ def test_a_directory_without_runs_is_said_not_tabled_silently(tmp_path):
   assert out.returncode == 0, out.stderr[-2000:]
   assert f"note: no run directories in {tmp_path / 'empty'}" in out.stderr, out.stderr[-2000:]
   assert "No runs." in (tmp_path / "out" / "table2.md").read_text()
+  for name in ("table2.md", "table2_compare.md"):  # not a title over nothing
+    assert "No Table 2 runs (" in (tmp_path / "out" / name).read_text(), f"{name} says nothing"
 
 
 def test_json_format_and_missing_dir(tmp_path):
