@@ -138,6 +138,22 @@ def test_layer_matches_its_formula(name, conv_kernel):
                              err_msg=f"{name} does not compute its SPEC formula")
 
 
+@pytest.mark.parametrize("name", ["deltanet", "deltaproduct"])
+def test_delta_rule_heads_match_their_formula(name):
+  """`heads` (a kwarg, 1 by default) splits the values into independent delta rules, each with
+  its own keys, betas and query."""
+  cfg = ModelConfig(layers=(name,), d_model=D, d_state=N, scan_method="sequential")
+  spec = registry.get(name)
+  layer = spec.builder(cfg, **{**spec.kwargs, "heads": 2})
+  v = jax.random.normal(jax.random.PRNGKey(1), (B_, T, D))
+  params = perturbed(jax.jit(layer.init)(jax.random.PRNGKey(0), v))
+  got = np.asarray(jax.jit(layer.apply)(params, v), np.float64)
+  p64 = jax.tree.map(lambda x: np.asarray(x, np.float64), params["params"])
+  want = delta(p64, np.asarray(v, np.float64), spec.kwargs.get("n_h", 1), heads=2)
+  np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5,
+                             err_msg=f"{name} with 2 heads does not compute its formula")
+
+
 def test_ids4_with_row_norm_matches_its_formula_and_keeps_every_transition_bounded():
   """`row_norm` (an IDS4 kwarg, off by default) divides A(v_t) by max(1, ||A(v_t)||_inf); the
   inputs here are scaled so that most transitions start above 1, or the check would be void."""
@@ -189,22 +205,26 @@ def gru(p, v):
   return dense(p["readout"], run(np.full((B_, N), 1 / np.sqrt(N)), T, step)) + p["D"] * v
 
 
-def delta(p, v, n_h):
-  """The delta rule step by step: S <- S - beta k (k^T S) + beta k v^T, n_h times a token."""
-  k = dense(p["k"], v).reshape(B_, T, n_h, N)
+def delta(p, v, n_h, heads=1):
+  """The delta rule step by step: S <- S - beta k (k^T S) + beta k v^T, n_h times a token, in
+  each head (keys of width N, values of width D / heads), the heads' readouts side by side."""
+  m = D // heads
+  k = dense(p["k"], v).reshape(B_, T, n_h, heads, N)
   k = k / np.linalg.norm(k, axis=-1, keepdims=True)
-  val = dense(p["v"], v).reshape(B_, T, n_h, D)
-  beta = 2 * sigmoid(dense(p["beta"], v)).reshape(B_, T, n_h)
-  q = dense(p["q"], v)
+  val = dense(p["v"], v).reshape(B_, T, n_h, heads, m)
+  beta = 2 * sigmoid(dense(p["beta"], v)).reshape(B_, T, n_h, heads)
+  q = dense(p["q"], v).reshape(B_, T, heads, N)
 
-  def step(S, t):
-    for j in range(n_h):
-      kj, bj = k[:, t, j], beta[:, t, j, None, None]
-      S = S - bj * kj[:, :, None] * np.einsum("bn,bnm->bm", kj, S)[:, None, :] \
-          + bj * kj[:, :, None] * val[:, t, j, None, :]
-    return S
-  S = run(np.full((B_, N, D), 1 / np.sqrt(D)), T, step)
-  return dense(p["o"], np.einsum("btnm,btn->btm", S, q)) + p["D"] * v
+  def head(h):
+    def step(S, t):
+      for j in range(n_h):
+        kj, bj = k[:, t, j, h], beta[:, t, j, h, None, None]
+        S = S - bj * kj[:, :, None] * np.einsum("bn,bnm->bm", kj, S)[:, None, :] \
+            + bj * kj[:, :, None] * val[:, t, j, h, None, :]
+      return S
+    S = run(np.full((B_, N, m), 1 / np.sqrt(m)), T, step)
+    return np.einsum("btnm,btn->btm", S, q[:, :, h])
+  return dense(p["o"], np.concatenate([head(h) for h in range(heads)], -1)) + p["D"] * v
 
 
 def attention(p, v, heads=2, rotary=False, sink=False):
