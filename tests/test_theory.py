@@ -179,9 +179,16 @@ def test_builtin_layers_declare_the_class_the_papers_give_them(name, cls):
 @pytest.mark.parametrize("kwargs,cls", [('{"beta_max": 1.0}', "householder_nonnegative"),
                                         ('{"key_norm": false}', "unknown"),
                                         ('{"beta_max": -1.0}', "unknown"),  # eigenvalues > 1
+                                        # reflections need beta = 2, and 1.5 reaches only -0.5
+                                        ('{"beta_max": 1.5}', "unknown"),
                                         ('{"n_h": 3}', "householder:3")])
 def test_delta_rule_class_follows_its_kwargs(kwargs, cls):
   assert registry.theory_class_of("deltaproduct", kwargs) == cls
+
+
+def test_delta_rule_class_refuses_fewer_than_one_factor():
+  with pytest.raises(registry.LayerError, match="n_h must be at least 1, got 0"):
+    registry.check_classes(("deltaproduct",), '{"n_h": 0}')
 
 
 def test_hybrids_of_mamba_and_s4d_never_track():
