@@ -74,11 +74,14 @@ def stop(child) -> int:
     return child.wait(timeout=3)
   except subprocess.TimeoutExpired:
     child.send_signal(signal.SIGINT)
+  grace = float(os.environ.get("SSM_BENCH_STOP_GRACE_S", STOP_GRACE_S))
   try:
-    return child.wait(timeout=float(os.environ.get("SSM_BENCH_STOP_GRACE_S", STOP_GRACE_S)))
+    return child.wait(timeout=grace)
   except subprocess.TimeoutExpired:
     child.kill()
     child.wait()
+    print(f"note: the sweep had not stopped {grace:g} s after its Ctrl-C, so it was killed",
+          file=sys.stderr)  # why the stop took that long
     print(common.INTERRUPTED, file=sys.stderr)
     return 130
 

@@ -392,6 +392,8 @@ def test_ctrl_c_stops_a_sweep_whose_process_lost_the_sigint(tmp_path):
   env = {**os.environ, "SSM_BENCH_FAULT": "group_start:1:deaf", "SSM_BENCH_STOP_GRACE_S": "5"}
   proc, err = _interrupted_sweep(tmp_path, env, wait_for_stderr="ignoring SIGINT")
   _assert_interrupted(proc, err)
+  assert "had not stopped 5 s after its Ctrl-C, so it was killed" in err, (
+      f"the sweep stopped without its supervisor's kill:\n{err[-1500:]}")
 
 
 def _training_profile(tmp_path):
