@@ -226,7 +226,21 @@ def _print_language(d: dict):
   mark = {True: "yes", False: "no", None: "?"}
   for cls, p in d["predictions"].items():
     print(f"  {cls:<22} {mark[p['verdict']]:<4} {p['source']}")
-  _print_sample(d)
+  if "inputs" in d:
+    _print_language_sample(d["alphabet"], d["inputs"], d["labels"])
+
+
+def _print_language_sample(alphabet: str, inputs, labels):
+  """Each position's symbol over the set its label stands for (a bitmask, `tasks/languages.py`:
+  bit i for symbol i, bit k for the word may end here, printed `$`); --json keeps the ints."""
+  k = len(alphabet)
+  as_set = lambda bits: "".join(c for i, c in enumerate(alphabet + "$") if bits >> i & 1) or "-"
+  print("  sample (under each symbol, the symbols that may follow it; $: the word may end there):")
+  for row, lab in zip(inputs, labels):
+    cols = [(alphabet[t], as_set(int(b))) for t, b in zip(row, lab)]
+    width = max(len(c) for pair in cols for c in pair)
+    print("  input: " + " ".join(a.ljust(width) for a, _ in cols).rstrip())
+    print("  next:  " + " ".join(b.ljust(width) for _, b in cols).rstrip())
 
 
 def _print_sample(d: dict):

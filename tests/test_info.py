@@ -170,3 +170,21 @@ def test_group_flags_take_each_group_once_in_order_and_refuse_an_unknown_one():
   assert common.group_names("--groups", ["S3", "C2", "S3"]) == ("S3", "C2")
   with pytest.raises(common.UsageError, match="--groups: unknown group 'S0'"):
     common.group_names("--groups", ["C2", "S0"])
+
+
+def test_a_language_sample_prints_each_label_as_the_symbols_that_may_follow():
+  """Text mode decodes the label bitmask (bit i: symbol i, bit k: may end, `$`) under each
+  symbol; --json keeps the ints (tests/test_languages.py)."""
+  out = run_info("--language=dyck1", "--sample=1x4", "--seed=0")
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  inputs = [l for l in lines if l.startswith("  input: ")]
+  nexts = [l for l in lines if l.startswith("  next:  ")]
+  assert len(inputs) == len(nexts) == 1, out.stdout
+  symbols = inputs[0][len("  input: "):].split()
+  sets = nexts[0][len("  next:  "):].split()
+  depth = 0
+  for s, allowed in zip(symbols, sets):  # Dyck-1: ')' needs an open '(', the end needs none
+    depth += 1 if s == "(" else -1
+    want = "(" + (")" if depth else "$")
+    assert allowed == want, f"after {''.join(symbols)}: {sets}, at depth {depth} want {want}"
