@@ -3,7 +3,7 @@ library that breaks a behaviour SPEC or the README names) must make the tests it
 
     python tests/mutate.py [--only REGEX] [--mutants FILE]   # from the repository root
 
-All of tests/mutants.json takes about two hours of one core. `--mutants` runs another file of
+A mutant takes half a minute to a minute of one core here, so all of tests/mutants.json hours. `--mutants` runs another file of
 the same form (a draft of new mutants, before they join tests/mutants.json).
 
 Each mutant is applied in a fresh clone of HEAD (never in this working tree), its tests run there
