@@ -48,7 +48,19 @@ def score(summary) -> tuple[float, bool]:
 
 
 def takes(summary) -> bool:
-  return _language(summary["config"]["task"]) is not None
+  """A lang- run of a language this version has (a stored run of one it lacks, from another
+  version, is listed with the runs no table reads, not dropped)."""
+  key = _language(summary["config"]["task"])
+  return key is not None and _known(key[0])
+
+
+@functools.lru_cache(maxsize=None)
+def _known(language: str) -> bool:
+  try:
+    language_theory.describe_language(language)
+    return True
+  except languages.LanguageError:
+    return False
 
 
 def language_data(summaries) -> dict:
@@ -57,13 +69,10 @@ def language_data(summaries) -> dict:
   out = {}
   for s in summaries:
     key = _language(s["config"]["task"])
-    if key is None:
+    if key is None or not _known(key[0]):
       continue
     if key not in out:
-      try:
-        d = language_theory.describe_language(key[0])
-      except languages.LanguageError:
-        continue
+      d = language_theory.describe_language(key[0])
       out[key] = {"language": key[0], "star_free": d["star_free"],
                   "subgroups": d["maximal_subgroups"], "cells": {}}
     c = s["config"]

@@ -134,3 +134,15 @@ def test_a_layers_runs_at_other_kwargs_are_columns_of_their_own_with_their_own_p
   header, _, row = md.splitlines()
   assert header.endswith('| clock {"m":3} x1 | clock {"m":4} x1 |'), header
   assert row.endswith("| ✘ (0/1) ✗ | 1000 (1/1) ? |"), row
+
+
+def test_a_stored_run_of_a_language_this_version_lacks_is_listed_with_the_unread_runs():
+  """A run from another version (its language renamed or gone) is no language-table cell, and
+  the table of runs no table reads lists it, so it is reported, not dropped."""
+  from ssm_bench import report
+  gone, kept = _run("lang-tomita99", "rnn", 1000), _run("lang-tomita3", "rnn", 40)
+  assert not language_table.takes(gone) and language_table.takes(kept)
+  assert list(language_table.language_data([gone, kept])) == [("tomita3", "next set")]
+  built = report.build([gone, kept])
+  rows = {key for by_task in built[report.OTHER].values() for key in by_task}
+  assert rows == {("lang-tomita99", "rnn x1")}, f"other_runs holds {sorted(rows)}"

@@ -54,6 +54,18 @@ def test_parity_table_gives_train_accuracy_and_accuracy_at_the_evaluation_length
   assert "| s4d,mamba | 1 | 0.990 | 0.510 (0/1) | 0.490 (0/1) | 10000 |" in table, table
 
 
+def test_parity_table_gives_the_median_train_accuracy_and_counts_a_stack_that_only_diverged():
+  runs_ = [_parity("negmamba", 1, acc, 1.0, 1.0) for acc in (0.6, 1.0, 0.8)]
+  for seed in (0, 1):
+    gone = _parity("mamba", 1, 0.0, 0.0, 0.0)
+    gone["config"]["seed"], gone["status"] = seed, "diverged"
+    runs_.append(gone)
+  table = neighbours.parity_markdown(neighbours.parity_data(runs_))
+  assert "| negmamba x1 | 3 | 0.800 | 1.000 (3/3) | 1.000 (3/3) | 10000 |" in table, table
+  assert "| mamba x1 | 2 | · | · (0/2) | · (0/2) | 10000 |" in table, (
+      f"a stack whose runs all diverged must show them as runs that solved nothing:\n{table}")
+
+
 def test_near_solution_table_counts_runs_per_noise_and_the_default_init_apart():
   runs_ = []
   for noise, max_len in ((0.0, 1000), (0.0, 1000), (0.1, 300), (0.1, 60), (-1.0, 0)):
