@@ -217,6 +217,22 @@ def test_profile_second_stage_reads_the_theory_at_the_runs_width(tmp_path, d_sta
       f"d_state {d_state}: extra seeds trained {trained}, want {wanted} (theory at that width)")
 
 
+@pytest.mark.parametrize("d_state,wanted", [(12, True), (8, False)])
+def test_profile_second_stage_reads_the_theory_at_the_layers_own_key_width(d_state, wanted):
+  """A plugin whose keys are a quarter of d_state wide (`state_width`): two reflections hold A5
+  in 3 dimensions, so at d_state 12 two failed runs are 'below theory' and get seeds 1-3, at
+  d_state 8 (keys of width 2) there is no theorem and the cell is settled."""
+  from ssm_bench import plugins
+  from ssm_bench.config import TrainConfig
+  plugins.load("plugin_layers.narrow_keys")
+  base = TrainConfig(task="A5", model="narrow_keys", plugins="plugin_layers.narrow_keys",
+                     preset="profile_cpu", d_state=d_state)
+  finished = [(base.replace(lr=lr), {"status": "done", "max_len": 0}) for lr in (1e-3, 1e-2)]
+  extra = base.replace(seed=sweep_stages.profile_extra_seeds(base)[0])
+  assert (not sweep_stages.profile_skip(extra, finished)) is wanted, (
+      f"d_state {d_state}: the extra seed {'did not train' if wanted else 'trained'}")
+
+
 def test_profile_seed_override_trains_even_where_the_theory_agrees(tmp_path):
   """--config.seed=2 (an extra seed) on a cell with no first runs to judge by still trains it."""
   groups, staged, cells = _profile_cells(tmp_path, r"^D4-negmamba-L1-", seed=2)

@@ -162,6 +162,23 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
   assert "All profiles" not in one, "a single profile got an overview of itself"
 
 
+def test_the_overview_calls_below_settled_when_any_of_its_depths_has_enough_runs():
+  """D4 with negmamba: the theory's depth 2 failed on enough runs and depth 3 on one: the
+  disagreement is settled by depth 2, whatever depth 3's count."""
+  enough = tables.MIN_RUNS_AGAINST_THEORY
+  runs = [_summary("C2", 1, 0, 1000, "aussm"),  # a second profile: the overview is drawn
+          *[_summary("D4", 2, s, 0, "negmamba") for s in range(enough)],
+          _summary("D4", 3, 0, 0, "negmamba")]
+  report = tracking_profile.markdown(tracking_profile.profile_data(runs))
+  row = next(l for l in report.split("\n## ")[0].splitlines() if l.startswith("| D4 |"))
+  assert row.endswith("| ✘ / 2 **below** |"), row
+
+
+def test_a_cell_whose_best_run_reaches_100_shows_100_not_a_cross():
+  rows, _ = _rows([_summary("C2", 1, 0, 100, "negmamba")])
+  assert "| 100 (1/1) ✓ |" in rows["C2"], rows["C2"]
+
+
 def test_report_only_trains_nothing(tmp_path):
   """--report_only writes the report from the runs already there and starts no sweep: over an
   empty directory it says there are none (exit 2) at once and leaves the directory empty."""
