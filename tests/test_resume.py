@@ -90,3 +90,8 @@ def test_analytic_init_records_the_construction_it_trains():
   mcfg = train.model_config(cfg)
   assert (cfg.norm, cfg.activation, cfg.d_model) == (mcfg.norm, mcfg.activation, mcfg.d_model)
   assert cfg.norm == "none" and cfg.model == "simple_aussm" and cfg.depth == 1
+  # the run's numerics are its own, not the construction's defaults: a scan method and a
+  # matmul precision asked for are what the network computes with
+  asked = asked.replace(scan_method="sequential", matmul_precision="float32")
+  mcfg = train.model_config(train.analytic_config(asked))
+  assert (mcfg.scan_method, mcfg.matmul_precision) == ("sequential", "float32"), mcfg
