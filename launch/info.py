@@ -233,7 +233,6 @@ def _print_language(d: dict):
 def _print_language_sample(alphabet: str, inputs, labels):
   """Each position's symbol over the set its label stands for (a bitmask, `tasks/languages.py`:
   bit i for symbol i, bit k for the word may end here, printed `$`); --json keeps the ints."""
-  k = len(alphabet)
   as_set = lambda bits: "".join(c for i, c in enumerate(alphabet + "$") if bits >> i & 1) or "-"
   print("  sample (under each symbol, the symbols that may follow it; $: the word may end there):")
   for row, lab in zip(inputs, labels):
