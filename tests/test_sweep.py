@@ -37,8 +37,9 @@ def test_a_sweep_of_built_in_layers_builds_each_network_once_and_compiles_none(m
   """The layer checks cost little for the suite's own layers: planning table2_lite builds each
   of its built-in networks once (abstractly: its widths can still be wrong, a transformer's
   d_model its heads do not divide), not once per task, and compiles none (the causality check
-  is for plugins); a built-in layer given kwargs is built on every task (kwargs may bound it
-  in length, or change its class)."""
+  is for plugins and kwargs); a built-in layer given kwargs is built on every task (kwargs may
+  bound it in length, or change its class) and its causality compiled once (kwargs may read
+  ahead: a transformer's `causal`)."""
   from ssm_bench import causality, models
   built, compiled = [], []
   monkeypatch.setattr(models, "check", lambda cfg, length=4: built.append(
@@ -53,7 +54,8 @@ def test_a_sweep_of_built_in_layers_builds_each_network_once_and_compiles_none(m
   built.clear()
   sweep.plan("illusion", "/tmp/unused", only="^A5-ids4-L1-",
              overrides={"layer_kwargs": '{"row_norm": true}'})
-  assert built and all(b[0] == ("ids4",) for b in built) and not compiled, (built, compiled)
+  assert built and all(b[0] == ("ids4",) for b in built) and compiled == [("ids4",)], (
+      built, compiled)
 
 
 def test_a_workdir_that_cannot_be_made_or_written_is_one_usage_error(tmp_path, monkeypatch):
