@@ -99,12 +99,17 @@ def checks_at_init(layers: tuple, kwargs: str = "") -> dict:
           "causal_at_init": check(*at_init)}
 
 
+def suite_tested(layers, layer_kwargs: str) -> bool:
+  """Built-in layers at their defaults: tests/test_causality.py checks each, so a run needs no
+  check of its own; a plugin's layer or a built-in's kwargs (a transformer's `{"causal":
+  false}`) can read ahead."""
+  return not layer_kwargs and all(registry.get(n).builtin for n in layers)
+
+
 def require(cfg):
-  """Raise LayerError (one line) if cfg's network has a plugin layer or layer kwargs and reads
-  ahead at its initialisation. Built-in layers at their defaults pass unchecked here
-  (tests/test_causality.py checks each); their kwargs can read ahead (a transformer's
-  `{"causal": false}`)."""
-  if not cfg.layer_kwargs and all(registry.get(n).builtin for n in cfg.layers):
+  """Raise LayerError (one line) if cfg's network reads ahead at its initialisation, unless
+  `suite_tested`."""
+  if suite_tested(cfg.layers, cfg.layer_kwargs):
     return
   result = check_at_init(cfg)
   if result["ok"] is False:

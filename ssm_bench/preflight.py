@@ -30,7 +30,7 @@ def require(cfg: TrainConfig, seen: set | None = None):
   0.7 s, not one per task). None: one run, and every check runs."""
   seen = set() if seen is None else seen
   net = cfg.model, cfg.depth, cfg.layer_kwargs, cfg.d_model, cfg.d_state
-  builtin = not cfg.layer_kwargs and _builtin(cfg)
+  builtin = causality.suite_tested(registry.parse_layers(cfg.model, cfg.depth), cfg.layer_kwargs)
   key = (net, None if builtin else cfg.task, cfg.eval_length)
   if key in seen:
     return
