@@ -38,6 +38,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("train", ["--config.stepz=3"], "config.steps"),
     ("train", ["--model=deltaproduct", '--config.layer_kwargs={"heads": 0}'], "n_h and heads must"),
     ("train", ["--model=transformer", '--config.layer_kwargs={"heads": 0}'], "heads and max_pos"),
+    ("train", ["--model=transformer", "--d_model=4", '--config.layer_kwargs={"position": "rope"}'],
+     "heads 4 leaves 1"),  # was: trained without positions
     # a table of learned positions shorter than the evaluation: refused before training
     ("train", ["--model=transformer", '--config.layer_kwargs={"position": "learned", '
                '"max_positions": 100}'], "length 1000 exceeds max_positions 100"),

@@ -80,6 +80,9 @@ class Attention(nn.Module):
                        f"max_positions={self.max_positions}")
     if d % self.heads:
       raise ValueError(f"d_model {d} is not a multiple of heads {self.heads}")
+    if self.position == "rope" and d // self.heads < 2:  # one dimension: nothing to rotate
+      raise ValueError(f"position 'rope' rotates pairs of a head's dimensions: d_model {d} / "
+                       f"heads {self.heads} leaves 1")
     x = v
     if self.position == "learned":
       if t > self.max_positions:
