@@ -323,6 +323,7 @@ def test_a_profile_dry_run_lists_both_sweeps_hands_on_its_flags_and_writes_no_re
   p = launcher.run(_profile_command(tmp_path, "--dry_run"), timeout=300)
   assert p.returncode == 0, p.stderr[-2000:]
   assert "C2-mamba-L1-" in p.stdout and "D3-mamba-L1-" in p.stdout, p.stdout
+  assert "C2xC2-" not in p.stdout, f"--groups=C2 planned C2xC2 too:\n{p.stdout}"
   assert not list(tmp_path.glob("profile_*")), list(tmp_path.iterdir())
   p = launcher.run(_profile_command(tmp_path, "--dry_run", "--workers=2", "--executor=ray"),
                    timeout=300)
