@@ -51,16 +51,16 @@ def takes(summary) -> bool:
   """A lang- run of a language this version has (a stored run of one it lacks, from another
   version, is listed with the runs no table reads, not dropped)."""
   key = _language(summary["config"]["task"])
-  return key is not None and _known(key[0])
+  return key is not None and _described(key[0]) is not None
 
 
 @functools.lru_cache(maxsize=None)
-def _known(language: str) -> bool:
+def _described(language: str) -> dict | None:
+  """language_theory.describe_language, or None for a language this version lacks."""
   try:
-    language_theory.describe_language(language)
-    return True
+    return language_theory.describe_language(language)
   except languages.LanguageError:
-    return False
+    return None
 
 
 def language_data(summaries) -> dict:
@@ -69,10 +69,10 @@ def language_data(summaries) -> dict:
   out = {}
   for s in summaries:
     key = _language(s["config"]["task"])
-    if key is None or not _known(key[0]):
+    d = _described(key[0]) if key else None
+    if d is None:
       continue
     if key not in out:
-      d = language_theory.describe_language(key[0])
       out[key] = {"language": key[0], "star_free": d["star_free"],
                   "subgroups": d["maximal_subgroups"], "cells": {}}
     c = s["config"]
