@@ -21,6 +21,7 @@ stack expresses G iff the series reaches the trivial group:
 - tc0 (constant-depth transformers): no fixed depth tracks a non-solvable group at every length
   unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: no theorem;
 - unknown: no theorem (tables show `?`).
+A hybrid stack mixing these tracks what any of its sub-stacks tracks (`expressible`).
 A class name may carry one integer parameter after a colon (`householder:2`). The classes above
 register through `register_class`, as a plugin's own class does (examples/clock.py).
 Each class also says which transitions belong to it, so a layer that sows its transitions can
@@ -248,21 +249,29 @@ def _group(group):
 
 def expressible(classes, group, width: int | None = None) -> bool | None:
   """Can a stack with these transition classes (first = bottom) track the group at finite
-  precision? None when some layer's class has no theorem. width: the dimensions the stack's
-  state lives in, which a class with a width condition reads (householder: the keys' width,
-  `registry.state_width`); None assumes wide enough."""
-  g = _group(group)
+  precision? None when no theorem decides it. width: the dimensions the stack's state lives in,
+  which a class with a width condition reads (householder: the keys' width,
+  `registry.state_width`); None assumes wide enough.
+
+  A mixed stack can do what any of its sub-stacks can (the layers kept in their order): a layer
+  whose output projection is zero leaves the residual stream as it was. So it tracks the group
+  when its series classes' series, layers of other classes skipped, reaches the identity, or
+  when one of its classes that predicts depth by depth (householder) tracks it at that class's
+  count of layers; otherwise it is "no" only when every layer is a series class."""
+  g, classes = _group(group), list(classes)
   parsed = [parse(c) for c in classes]
-  if any(c.predict for c, _ in parsed):
-    if len(set(classes)) > 1:
-      return None if g.order > 1 else True  # no theorem for mixed stacks of these
+  if len(set(classes)) == 1 and parsed[0][0].predict:
     return parsed[0][0].predict(g, len(classes), parsed[0][1], width)
   h = np.arange(g.order)
   for c, param in parsed:
-    if c.step is None:
-      return None if h.size > 1 else True
-    h = _next_subgroup(c, param, g, h)
-  return h.size == 1
+    if c.step is not None:
+      h = _next_subgroup(c, param, g, h)
+  if h.size == 1:
+    return True
+  if any(c.predict(g, classes.count(name), param, width) is True
+         for name, (c, param) in zip(classes, parsed) if c.predict):
+    return True
+  return False if all(c.step is not None for c, _ in parsed) else None
 
 
 def _next_subgroup(c: TransitionClass, param, g, h) -> np.ndarray:

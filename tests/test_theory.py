@@ -203,15 +203,32 @@ def test_mixed_stack_uses_each_layers_power():
   assert theory.expressible(cls("aussm,negmamba"), "S3") is False  # S3' = C3 is not a 2-group
 
 
-def test_a_stack_mixing_a_non_series_class_claims_nothing_and_no_theorem_after_the_identity():
-  """expressible: a stack that mixes a class without a subgroup series (householder) with
-  another has no theorem, whatever the first layer alone could do; an undeclared layer above a
-  layer that already tracks the group (its series at the identity) changes nothing, below it
-  the theory cannot say."""
-  assert theory.expressible(["householder:2", "signed_diagonal"], "S3") is None
+def test_a_mixed_stack_tracks_what_any_of_its_sub_stacks_tracks(monkeypatch):
+  """expressible: a layer whose output projection is zero leaves the residual stream as it was,
+  so a stack mixing a class without a subgroup series (householder's predict rule, or no
+  theorem) with others tracks a group when its series layers, the others skipped, or its
+  householder layers alone do. It has no theorem (None) otherwise, never a "no": only stacks
+  of series classes alone are ruled out. `launch.info --model=deltaproduct,negmamba` had
+  printed "?" for C2, which each layer tracks alone."""
+  assert theory.expressible(["householder:2", "signed_diagonal"], "S3") is True
+  assert theory.expressible(["signed_diagonal", "householder:2"], "S3") is True
+  assert theory.expressible(["householder:2", "signed_diagonal"], "C2") is True
+  assert theory.expressible(["householder:2", "signed_diagonal"], "A5", 2) is None  # too narrow
+  assert theory.expressible(["householder:2", "signed_diagonal"], "A5") is True
+  assert theory.expressible(["householder:1", "signed_diagonal"], "A5") is None
+  assert theory.expressible(["householder:1", "signed_diagonal"], "C2xC2") is True  # the signs
   assert theory.expressible(["householder:2", "signed_diagonal"], "C1") is True
   assert theory.expressible(["unit_modulus_diagonal", "unknown"], "C3") is True
-  assert theory.expressible(["unknown", "unit_modulus_diagonal"], "C3") is None
+  assert theory.expressible(["unknown", "unit_modulus_diagonal"], "C3") is True
+  assert theory.expressible(["unknown", "signed_diagonal"], "C3") is None
+  assert theory.expressible(["tc0", "signed_diagonal"], "A5") is None  # no theorem mixes them
+  # series classes alone still say no
+  assert theory.expressible(["signed_diagonal", "nonnegative_diagonal"], "C3") is False
+  # a predict rule reads its own layers' count: two of a class that tracks C3 from depth 2 on,
+  # with another layer between them, are a stack of two
+  _register_exponent_class(monkeypatch, step=None, predict=lambda g, d, p, w: d >= 2)
+  assert theory.expressible(["exponent", "signed_diagonal", "exponent"], "C3") is True
+  assert theory.expressible(["exponent", "signed_diagonal"], "C3") is None
 
 
 def test_never_needs_a_no_at_every_depth(monkeypatch):
