@@ -53,22 +53,31 @@ def characters(g: groups.Group) -> tuple[np.ndarray, int]:
     orders.append(k)
   e = math.lcm(*orders) if orders else 1
 
+  # The generators' spanning tree from the identity, once: uses[y, j] counts generator j on
+  # y's path, so a character with generator values v is uses @ v (mod e) wherever it exists,
+  # and it exists where that is a homomorphism on every edge x -> x gen_j. (Walking the tree
+  # per candidate in Python took 88 s for C2^12's 4096 candidates.)
+  uses = np.zeros((n, len(gens)), np.int64)
+  reached = np.zeros(n, bool)
+  reached[0], frontier = True, [0]
+  while frontier:
+    nxt = []
+    for x in frontier:
+      for j, gen in enumerate(gens):
+        y = t[x, gen]
+        if not reached[y]:
+          reached[y] = True
+          uses[y] = uses[x]
+          uses[y, j] += 1
+          nxt.append(y)
+    frontier = nxt
+  edges = t[:, gens] if gens else np.zeros((n, 0), np.int64)
+
   def extend(values):  # a character from generator values, or None if inconsistent
-    chi = np.full(n, -1)
-    chi[0] = 0
-    frontier = [0]
-    while frontier:
-      nxt = []
-      for x in frontier:
-        for gen, val in zip(gens, values):
-          y = t[x, gen]
-          want = (chi[x] + val) % e
-          if chi[y] < 0:
-            chi[y] = want
-            nxt.append(y)
-          elif chi[y] != want:
-            return None
-      frontier = nxt
+    values = np.asarray(values, np.int64)
+    chi = uses @ values % e
+    if np.any((chi[edges] - chi[:, None] - values) % e):
+      return None
     return chi
 
   chosen, seen = [], None

@@ -109,7 +109,7 @@ def test_every_construction_pads_to_a_wider_model(name, model):
   assert bool((predict(cfg, params, tokens) == labels).all()), f"{name} {model} not exact"
 
 
-@pytest.mark.parametrize("name", ["C60", "C2xC30", "C2xC2xC2", "C1"])
+@pytest.mark.parametrize("name", ["C60", "C2xC30", "C2xC2xC2", "C1", "C4xC6", "C6xC6"])
 def test_characters_separate_elements(name):
   chars, e = analytic.characters(groups.get_group(name))
   keys = {tuple(col) for col in chars.T} if chars.size else {()}
