@@ -225,7 +225,8 @@ def _print_language(d: dict):
           + f"; maximal subgroups: {', '.join(d['maximal_subgroups']) or 'trivial only'}")
   mark = {True: "yes", False: "no", None: "?"}
   for cls, p in d["predictions"].items():
-    print(f"  {cls:<22} {mark[p['verdict']]:<4} {p['source']}")
+    verdict = mark[p["verdict"]] + (f" (depth >= {p['min_depth']})" if "min_depth" in p else "")
+    print(f"  {cls:<22} {verdict:<4} {p['source']}")
   if "inputs" in d:
     _print_language_sample(d["alphabet"], d["inputs"], d["labels"])
 

@@ -156,4 +156,6 @@ def language_settled(cfg: TrainConfig, finished) -> bool:
   cell = _cell_runs(cfg, finished, LANGUAGE_MORE_SEEDS)
   successes = sum(language_table.score(s)[1] for s in cell)
   return successes != 1 and _agrees_or_enough(
-      cfg, cell, successes, lambda c: language_table.predicted(c.task, c.model, c.layer_kwargs))
+      cfg, cell, successes, lambda c: language_table.predicted(
+          c.task, c.model, c.layer_kwargs, c.depth,
+          registry.state_width(c.model, dataclasses.asdict(c), c.layer_kwargs)))

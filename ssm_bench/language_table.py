@@ -77,27 +77,33 @@ def language_data(summaries) -> dict:
                   "subgroups": d["maximal_subgroups"], "cells": {}}
     c = s["config"]
     cell = out[key]["cells"].setdefault((c["model"], c["depth"], c.get("layer_kwargs", "")),
-                                        {"scores": []})
+                                        {"scores": [], "width": 0})
     cell["scores"].append(score(s))
+    # the widest state of the cell's runs, as Table 2's cells (`tables.cell_width`)
+    cell["width"] = max(cell["width"], registry.state_width(c["model"], c,
+                                                            c.get("layer_kwargs", "")))
     out[key]["reads"] = is_read_task(c["task"])
   return dict(sorted(out.items()))
 
 
-def _prediction(language: str, model: str, kwargs: str = "") -> bool | None:
-  p = _class_prediction(language, registry.theory_class_of(model, kwargs))
-  return p["verdict"] if p else None
+def _prediction(language: str, model: str, kwargs: str, depth: int,
+                width: int | None) -> bool | None:
+  p = _class_prediction(language, registry.theory_class_of(model, kwargs), width)
+  return language_theory.verdict_at(p, depth)
 
 
 @functools.lru_cache(maxsize=None)
-def _class_prediction(language: str, cls: str) -> dict | None:
-  return language_theory.class_prediction(language, cls)
+def _class_prediction(language: str, cls: str, width: int | None) -> dict | None:
+  return language_theory.class_prediction(language, cls, width)
 
 
-def predicted(task: str, model: str, kwargs: str = "") -> bool | None:
-  """The table's prediction for a model on a lang- task (✓ True, ✗ False, ? None); None for a
+def predicted(task: str, model: str, kwargs: str = "", depth: int = 1,
+              width: int | None = None) -> bool | None:
+  """The table's prediction for a stack of `depth` layers of a model on a lang- task (✓ True,
+  ✗ False, ? None; width: its state's, as `tables.cell_width`, None wide enough); None for a
   task that is not a language."""
   key = _language(task)
-  return None if key is None else _prediction(key[0], model, kwargs)
+  return None if key is None else _prediction(key[0], model, kwargs, depth, width)
 
 
 def column(model: str, depth: int, kwargs: str = "") -> str:
@@ -126,7 +132,7 @@ def markdown(data: dict) -> str:
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
       shown = f"{best:.2f}" if e["reads"] else (CROSS if best < EXTRAPOLATES else best)
-      mark = MARK[_prediction(e["language"], m, kwargs)]
+      mark = MARK[_prediction(e["language"], m, kwargs, depth, c["width"])]
       cells.append(f"{shown} ({ok}/{len(c['scores'])}) {mark}")
     star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
     lines.append(f"| {name} | {target} | {star_free} | "
@@ -141,7 +147,8 @@ INTRO = ("A cell: the best max_len over whole strings (the longest L at which ov
          "runs); then the "
          "prediction for the model's class: ✓ predicted to be modelled, ✗ not, ? no theorem "
          "(non-negative diagonal: iff star-free, Sarrof et al. 2024; a class that cannot track a "
-         "maximal subgroup of the syntactic monoid: ✗; non-linear RNNs: ✓ on regular languages; "
+         "maximal subgroup of the syntactic monoid: ✗; a language whose monoid is a group: ✓ from the "
+         "depth at which the class tracks that group; non-linear RNNs: ✓ on regular languages; "
          "counter languages (not regular): non-negative and signed diagonal ✓ with unbounded "
          "integer state values, Sarrof et al. 2024). Depth 2 is trained only where no depth-1 "
          "run reached 100 (`= d1`: not trained, depth 1 succeeded; `·`: not trained). A cell "

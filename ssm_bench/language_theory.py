@@ -11,6 +11,7 @@ beside them (a necessary condition, not a construction: "no theorem" says the re
 from __future__ import annotations
 
 import functools
+import math
 
 from ssm_bench import theory
 from tasks import groups as groups_lib
@@ -86,18 +87,31 @@ def maximal_subgroups(monoid) -> list[list[tuple]]:
 
 
 def group_name(group: list[tuple]) -> str:
-  """A name for a small group of transformations: C<n> when cyclic, else its order and whether
-  it is Abelian (enough to read the predictions)."""
+  """A name for a small group of transformations: C<n> when cyclic, an Abelian one as the
+  product of its cyclic prime-power factors (`C2xC2`: a name `tasks.groups` reads, so every
+  class's theorem can be asked of it), else its order (enough to read the predictions)."""
   n = len(group)
   e = next(x for x in group if _compose(x, x) == x)
+  orders = []
   for g in group:
     k, p = 1, g
     while p != e:
       p, k = _compose(p, g), k + 1
-    if k == n:
-      return f"C{n}"
-  abelian = all(_compose(a, b) == _compose(b, a) for a in group for b in group)
-  return f"order {n}, {'Abelian' if abelian else 'non-Abelian'}"
+    orders.append(k)
+  if n in orders:
+    return f"C{n}"
+  if not all(_compose(a, b) == _compose(b, a) for a in group for b in group):
+    return f"order {n}, non-Abelian"
+  factors = []
+  for q in sorted({q for q in range(2, n + 1) if n % q == 0 and all(q % r for r in range(2, q))}):
+    # c[k]: the elements of order dividing q^k; q^(ranks[k]) = c[k] / c[k - 1], where ranks[k]
+    # counts the factors C_{q^j} with j >= k
+    c = [1]
+    while len(c) == 1 or c[-1] > c[-2]:
+      c.append(sum(q ** len(c) % o == 0 for o in orders))
+    ranks = [round(math.log(c[k] / c[k - 1], q)) for k in range(1, len(c))] + [0]
+    factors += [q ** k for k in range(1, len(ranks)) for _ in range(ranks[k - 1] - ranks[k])]
+  return "x".join(f"C{f}" for f in sorted(factors))
 
 
 def _as_group(group: list[tuple]) -> groups_lib.Group:
@@ -128,15 +142,19 @@ def _describe(dfa) -> tuple[dict, tuple]:
       "source": "predictively modelled iff star-free (Sarrof et al. 2024, paper 003)"}}
   preds["nonlinear_or_dense"] = {"verdict": True, "source": "a non-linear RNN holds any finite "
                                  "automaton's state, so it recognizes every regular language"}
+  # the monoid is a group: its one maximal subgroup is all of it
+  group = as_groups[0] if len(as_groups) == 1 and as_groups[0].order == len(monoid) else None
   for cls in ("signed_diagonal", "unit_modulus_diagonal"):
     if star_free and cls == "signed_diagonal":
       preds[cls] = {"verdict": True, "source": "the class contains the non-negative one "
                     "(eigenvalues in [0, 1] are in [-1, 1]): star-free (Sarrof et al. 2024)"}
       continue
-    preds[cls] = series_verdict(cls, star_free, as_groups)
+    preds[cls] = (group_prediction(cls, group) if group is not None
+                  else series_verdict(cls, star_free, as_groups))
   return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
           "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
-          "aperiodic": star_free, "maximal_subgroups": names, "predictions": preds}, as_groups
+          "aperiodic": star_free, "maximal_subgroups": names,
+          "group_language": group is not None, "predictions": preds}, as_groups
 
 
 def series_verdict(cls: str, star_free: bool, subgroups) -> dict:
@@ -154,16 +172,50 @@ def series_verdict(cls: str, star_free: bool, subgroups) -> dict:
           f"{max(depths)}); whether the rest of the monoid is: no theorem"}
 
 
-def class_prediction(name: str, cls: str) -> dict | None:
+def group_prediction(cls: str, group, width: int | None = None) -> dict | None:
+  """What a class with a theorem says of a group language (its syntactic monoid is `group`):
+  the minimal DFA's state is a function of the running product of the letters in the group, so
+  a stack that tracks the group (on a stream of its generators: the letters) models the
+  language, from the class's minimal depth on ("min_depth"; width as in theory.min_depth); a
+  class that never tracks it cannot. None where the class has no theorem for the group."""
+  try:
+    depth = theory.min_depth(cls, group, width=width)
+  except ValueError:  # no theorem for this group (a class without one, householder too narrow)
+    return None
+  if depth is None:
+    return {"verdict": False, "source": f"the syntactic monoid is the group {group.name}, which "
+            "the class cannot track at any depth (the group theorems in theory.py)"}
+  return {"verdict": True, "min_depth": max(depth, 1),
+          "source": f"the syntactic monoid is the group {group.name}: the state is a function of "
+          f"the running product, which a stack of this class tracks from depth {max(depth, 1)} "
+          "on (the group theorems in theory.py); shallower: no theorem"}
+
+
+def class_prediction(name: str, cls: str, width: int | None = None) -> dict | None:
   """`describe_language(name)`'s prediction for a class, with its parameter; for a class it does
-  not list (a plugin's own), its subgroup series' verdict (`series_verdict`) on a regular
-  language; None where no rule applies (no series, or a counter language)."""
+  not list (a plugin's own, householder), on a group language the group's (`group_prediction`,
+  width as there), on another regular language its subgroup series' verdict
+  (`series_verdict`); None where no rule applies (no theorem, or a counter language). A
+  verdict with "min_depth" holds from that depth on."""
   d = describe_language(name)
   if cls in d["predictions"]:
     return d["predictions"][cls]
-  if not d["regular"] or theory.parse(cls)[0].step is None:
+  if not d["regular"]:
     return None
-  return series_verdict(cls, d["star_free"], _regular(languages.base_name(name))[1])
+  subgroups = _regular(languages.base_name(name))[1]
+  if d["group_language"]:
+    return group_prediction(cls, subgroups[0], width)
+  if theory.parse(cls)[0].step is None:
+    return None
+  return series_verdict(cls, d["star_free"], subgroups)
+
+
+def verdict_at(prediction: dict | None, depth: int) -> bool | None:
+  """A class prediction's verdict for a stack of `depth` layers: a verdict that holds from a
+  minimal depth on says nothing (None) below it."""
+  if prediction is None or depth < prediction.get("min_depth", 0):
+    return None
+  return prediction["verdict"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -54,7 +54,7 @@ def theory_readable(cfg: TrainConfig):
   group = task_registry.get_task(cfg.task).group
   if group is not None:
     tables.stack_prediction(cfg.model, cfg.depth, group, cfg.layer_kwargs)
-  language_table.predicted(cfg.task, cfg.model, cfg.layer_kwargs)  # None for other tasks
+  language_table.predicted(cfg.task, cfg.model, cfg.layer_kwargs, cfg.depth)  # None: no lang-
 
 
 def _builtin(cfg: TrainConfig) -> bool:

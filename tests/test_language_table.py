@@ -31,12 +31,12 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
 
 
 @pytest.mark.parametrize("kwargs,parity,tomita3", [('{"m":3}', False, False),
-                                                   ('{"m":4}', None, None)])
+                                                   ('{"m":4}', True, None)])
 def test_a_plugin_class_predicts_on_languages_by_its_series_with_its_parameter(kwargs, parity,
                                                                              tomita3):
   """examples/clock.py's roots_of_unity:<m>: parity's and tomita3's monoids hold C2, which cube
-  roots cannot track at any depth (✗), 4th roots can (?: the rest of the monoid has no
-  theorem); a counter language is no monoid (?)."""
+  roots cannot track at any depth (✗), 4th roots can: parity's monoid is C2 itself (✓), tomita3's
+  holds more (?: the rest of the monoid has no theorem); a counter language is no monoid (?)."""
   from ssm_bench import plugins
   plugins.load("examples.clock")
   got = [language_table.predicted(f"lang-{lang}", "clock", kwargs)
@@ -120,7 +120,7 @@ def test_a_membership_run_is_its_own_row_beside_the_next_set_run():
 
 
 def test_a_layers_runs_at_other_kwargs_are_columns_of_their_own_with_their_own_prediction():
-  """The clock at m = 3 and m = 4 on parity: two columns, ✗ (cube roots never track C2) and ?,
+  """The clock at m = 3 and m = 4 on parity: two columns, ✗ (cube roots never track C2) and ✓,
   each scored on its own runs; before, both pooled in one cell under the default m's class."""
   from ssm_bench import plugins
   plugins.load("examples.clock")
@@ -133,7 +133,7 @@ def test_a_layers_runs_at_other_kwargs_are_columns_of_their_own_with_their_own_p
   md = language_table.markdown(data)
   header, _, row = md.splitlines()
   assert header.endswith('| clock {"m":3} x1 | clock {"m":4} x1 |'), header
-  assert row.endswith("| ✘ (0/1) ✗ | 1000 (1/1) ? |"), row
+  assert row.endswith("| ✘ (0/1) ✗ | 1000 (1/1) ✓ |"), row
 
 
 def test_a_stored_run_of_a_language_this_version_lacks_is_listed_with_the_unread_runs():
@@ -146,3 +146,33 @@ def test_a_stored_run_of_a_language_this_version_lacks_is_listed_with_the_unread
   built = report.build([gone, kept])
   rows = {key for by_task in built[report.OTHER].values() for key in by_task}
   assert rows == {("lang-tomita99", "rnn x1")}, f"other_runs holds {sorted(rows)}"
+
+
+def test_a_group_languages_cell_is_predicted_at_its_depth_and_its_runs_width():
+  """tomita6's monoid is C3: deltaproduct (two reflections a token) tracks it in one layer
+  with keys of two dimensions, so its cell is ✓ at d_state 2 and ? at d_state 1; negmamba's
+  is ✗ at every depth, aussm's ✓ at depth 1 and 2."""
+  runs = []
+  for model, depth, d_state in (("deltaproduct", 1, 1), ("deltaproduct", 2, 2),
+                                ("negmamba", 1, 4), ("negmamba", 2, 4), ("aussm", 1, 4),
+                                ("aussm", 2, 4)):
+    r = _run("lang-tomita6", model, 0, depth=depth)
+    r["config"]["d_state"] = d_state
+    runs.append(r)
+  cells = language_table.markdown(language_table.language_data(runs)).splitlines()[2]
+  marks = [c.strip()[-1] for c in cells.strip(" |").split("|")[4:]]
+  assert marks == ["✓", "✓", "?", "✓", "✗", "✗"], cells  # aussm x1, x2, deltaproduct x1, x2, ...
+  assert language_table.predicted("lang-tomita6", "aussm", depth=1) is True
+
+
+def test_a_group_languages_cell_below_the_classs_minimal_depth_has_no_theorem(monkeypatch):
+  """A language whose monoid is C4 (a counter mod 4): a signed diagonal stack tracks C4 from
+  depth 2 on (C4 -> C2 -> 1), so negmamba's cell is ? at depth 1 and ✓ at depth 2."""
+  from tasks import languages
+  monkeypatch.setitem(languages.LANGUAGES, "mod4_for_test", lambda: languages.from_spec(
+      "mod4_for_test", "ab", ["0", "1", "2", "3"], "0", ["0"],
+      {"0 a": "1", "1 a": "2", "2 a": "3", "3 a": "0", "0 b": "0", "1 b": "1", "2 b": "2",
+       "3 b": "3"}, member=lambda w: w.count("a") % 4 == 0))
+  runs = [_run("lang-mod4_for_test", "negmamba", 0, depth=d) for d in (1, 2)]
+  row = language_table.markdown(language_table.language_data(runs)).splitlines()[2]
+  assert row.endswith("| ✘ (0/1) ? | ✘ (0/1) ✓ |"), row

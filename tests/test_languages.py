@@ -331,7 +331,7 @@ def test_a_non_abelian_subgroup_is_named_so_and_its_depth_bounds_the_verdict():
   klein = languages.from_spec("v4", "ab", ["0", "1", "2", "3"], "0", ["0"], {
       "0 a": "1", "1 a": "0", "2 a": "3", "3 a": "2", "0 b": "2", "2 b": "0", "1 b": "3",
       "3 b": "1"}, member=lambda w: True)
-  assert language_theory.describe(klein)["maximal_subgroups"] == ["order 4, Abelian"]
+  assert language_theory.describe(klein)["maximal_subgroups"] == ["C2xC2"]
 
 
 @pytest.mark.parametrize("name", list(languages.LANGUAGES))
@@ -346,9 +346,11 @@ def test_each_class_has_the_verdict_its_rule_gives(name):
             "unit_modulus_diagonal": None, "nonlinear_or_dense": True}
   else:
     _, subgroups = language_theory._describe(languages.get(name))
+    rule = (lambda cls: language_theory.group_prediction(cls, subgroups[0])) \
+        if d["group_language"] else \
+        (lambda cls: language_theory.series_verdict(cls, False, subgroups))
     want = {"nonnegative_diagonal": False, "nonlinear_or_dense": True,
-            **{cls: language_theory.series_verdict(cls, False, subgroups)["verdict"]
-               for cls in ("signed_diagonal", "unit_modulus_diagonal")}}
+            **{cls: rule(cls)["verdict"] for cls in ("signed_diagonal", "unit_modulus_diagonal")}}
   assert got == want, f"{name}: {got}"
 
 
@@ -360,3 +362,34 @@ def test_counter_languages_are_predicted_modelled_by_nonnegative_and_signed_diag
   got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
   assert got == {"nonnegative_diagonal": True, "signed_diagonal": True}, got
   assert language_theory.class_prediction(name, "householder(2)") is None
+
+
+def test_a_group_language_is_predicted_from_its_group_at_the_classs_minimal_depth():
+  """A language whose syntactic monoid is a group G (parity: C2, tomita5: C2xC2, tomita6: C3):
+  its state is a function of the running product in G, so a class that tracks G models it from
+  the class's minimal depth on (✓ there, no theorem below), and one that never tracks G cannot
+  (✗). A monoid that only holds a group (abab_star's C2) keeps the necessary condition alone."""
+  verdicts = lambda name: {cls: (p["verdict"], p.get("min_depth")) for cls, p in
+                           language_theory.describe_language(name)["predictions"].items()}
+  assert verdicts("parity")["signed_diagonal"] == (True, 1)
+  assert verdicts("tomita5")["signed_diagonal"] == (True, 1)  # C2xC2: elementary Abelian
+  assert verdicts("tomita6")["signed_diagonal"] == (False, None)  # C3: not a 2-group
+  assert verdicts("tomita6")["unit_modulus_diagonal"] == (True, 1)
+  assert verdicts("abab_star")["signed_diagonal"] == (None, None)
+  # a class the language does not list: householder, at the keys' width
+  on = lambda name, cls, width=None: language_theory.class_prediction(name, cls, width)
+  assert on("parity", "householder:1")["verdict"] is True
+  assert on("tomita6", "householder:1") is None  # C3 takes two reflections a token
+  assert on("tomita6", "householder:2")["verdict"] is True
+  assert on("tomita6", "householder:2", width=1) is None  # a rotation needs two dimensions
+  assert language_theory.describe_language("tomita5")["maximal_subgroups"] == ["C2xC2"]
+  # S3 acting on 3 states (a swap and a 3-cycle): unit-modulus from depth 2, signed never
+  s3 = languages.from_spec("s3", "tc", ["0", "1", "2"], "0", ["0"], {
+      "0 t": "1", "1 t": "0", "2 t": "2", "0 c": "1", "1 c": "2", "2 c": "0"},
+      member=lambda w: True)
+  d = language_theory.describe(s3)
+  assert d["group_language"] and d["maximal_subgroups"] == ["order 6, non-Abelian"], d
+  unit = d["predictions"]["unit_modulus_diagonal"]
+  assert (unit["verdict"], unit["min_depth"]) == (True, 2), unit
+  assert [language_theory.verdict_at(unit, k) for k in (1, 2, 3)] == [None, True, True]
+  assert d["predictions"]["signed_diagonal"]["verdict"] is False
