@@ -383,6 +383,13 @@ def test_a_group_language_is_predicted_from_its_group_at_the_classs_minimal_dept
   assert on("tomita6", "householder:2")["verdict"] is True
   assert on("tomita6", "householder:2", width=1) is None  # a rotation needs two dimensions
   assert language_theory.describe_language("tomita5")["maximal_subgroups"] == ["C2xC2"]
+  # a counter mod 4 beside a parity bit: C2xC4, named by its factors (not C2xC2xC4)
+  delta = {f"{i}{j} {x}": (f"{(i + 1) % 4}{j}" if x == "a" else f"{i}{1 - j}")
+           for i in range(4) for j in range(2) for x in "ab"}
+  c2c4 = languages.from_spec("c2c4", "ab", sorted({k.split()[0] for k in delta}), "00", ["00"],
+                             delta, member=lambda w: True)
+  assert language_theory.describe(c2c4)["maximal_subgroups"] == ["C2xC4"]
+  assert language_theory.describe(c2c4)["predictions"]["signed_diagonal"]["min_depth"] == 2
   # S3 acting on 3 states (a swap and a 3-cycle): unit-modulus from depth 2, signed never
   s3 = languages.from_spec("s3", "tc", ["0", "1", "2"], "0", ["0"], {
       "0 t": "1", "1 t": "0", "2 t": "2", "0 c": "1", "1 c": "2", "2 c": "0"},

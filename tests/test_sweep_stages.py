@@ -104,7 +104,7 @@ def test_table2_cpu_adds_seeds_only_to_cells_whose_verdict_rests_on_one_run(tmp_
 def test_languages_add_seeds_where_a_cell_rests_on_one_run_or_goes_against_the_theory(tmp_path):
   """Each depth of the languages sweep has a second stage (seed 1 at both rates): on parity it
   trains for mamba (one of two succeeds, and its class is predicted not to model it: ✗), aussm
-  (one of two, no theorem) and rnn (none, ✓); not for negmamba (both succeed) nor the transformer
+  (one of two) and rnn (none, ✓); not for negmamba (both succeed) nor the transformer
   (none, no theorem). Success is the language table's, on whole strings; a depth-2 extra seed
   is skipped once depth 1 modelled the language, extra seeds included."""
   groups = sweep.plan("languages", str(tmp_path),
@@ -290,8 +290,8 @@ def test_an_extra_seed_of_a_cell_with_no_finished_first_run_trains():
 
 def test_a_language_cells_extra_seed_asks_the_theory_with_the_runs_kwargs():
   """The clock at m = 3 cannot track parity's C2 (✗): two first runs that both model parity go
-  against that on too few runs, so its extra seed trains; at the default m = 4 (no theorem, ?)
-  the same runs would settle the cell."""
+  against that on too few runs, so its extra seed trains; at the default m = 4 (✓: 4th roots
+  track C2, parity's monoid) the same runs settle the cell."""
   from ssm_bench import evaluation, plugins
   from ssm_bench.config import TrainConfig
   plugins.load("examples.clock")
@@ -305,3 +305,28 @@ def test_a_language_cells_extra_seed_asks_the_theory_with_the_runs_kwargs():
   assert sweep_stages.language_settled(extra, finished) is False, "m = 3 read as the default m"
   at_default = [(c.replace(layer_kwargs=""), s) for c, s in finished]
   assert sweep_stages.language_settled(extra.replace(layer_kwargs=""), at_default) is True
+
+
+def test_a_language_cells_extra_seed_asks_the_theory_at_the_cells_depth_and_width(monkeypatch):
+  """Two first runs that fail go against a ✓ and call for the extra seed, but not a `?`:
+  a counter mod 4 (monoid C4) is ✓ for negmamba from depth 2 on (? at depth 1); tomita6
+  (monoid C3) is ✓ for deltaproduct with keys of 2 dimensions (? at d_state 1)."""
+  import dataclasses
+  from ssm_bench.config import TrainConfig
+  from tasks import languages
+  monkeypatch.setitem(languages.LANGUAGES, "mod4_for_stages", lambda: languages.from_spec(
+      "mod4_for_stages", "ab", ["0", "1", "2", "3"], "0", ["0"],
+      {"0 a": "1", "1 a": "2", "2 a": "3", "3 a": "0", "0 b": "0", "1 b": "1", "2 b": "2",
+       "3 b": "3"}, member=lambda w: w.count("a") % 4 == 0))
+  failed = {"status": "done", "max_len": 0, "seq_acc_curve": {"20": 0.0}}
+
+  def settled(**fields):
+    base = TrainConfig(seed=0, **fields)
+    first = [(c, {**failed, "config": dataclasses.asdict(c)})
+             for c in (base.replace(lr=3e-3), base.replace(lr=3e-2))]
+    extra = base.replace(seed=sweep_stages.LANGUAGE_MORE_SEEDS[0])
+    return sweep_stages.language_settled(extra, first)
+  assert settled(task="lang-mod4_for_stages", model="negmamba", depth=1) is True
+  assert settled(task="lang-mod4_for_stages", model="negmamba", depth=2) is False
+  assert settled(task="lang-tomita6", model="deltaproduct", d_state=1) is True
+  assert settled(task="lang-tomita6", model="deltaproduct", d_state=2) is False
