@@ -206,12 +206,17 @@ def _print_checks(c: dict):
 
 
 def language(name: str) -> dict:
+  """describe_language; `<language>-member` (the task lang-<language>-member's name) is the
+  language itself: its membership target has the same monoid and predictions."""
   from ssm_bench import language_theory
   from tasks import languages
   try:
-    return language_theory.describe_language(name)
-  except languages.LanguageError as e:
+    d = language_theory.describe_language(name.removesuffix("-member"))
+    if name.endswith("-member"):
+      registry.get_task(f"lang-{name}")  # refused where the last symbol decides membership
+  except (languages.LanguageError, registry.TaskError) as e:
     raise common.UsageError(str(e)) from None
+  return d
 
 
 def _print_language(d: dict):
@@ -228,19 +233,27 @@ def _print_language(d: dict):
     verdict = mark[p["verdict"]] + (f" (depth >= {p['min_depth']})" if "min_depth" in p else "")
     print(f"  {cls:<22} {verdict:<4} {p['source']}")
   if "inputs" in d:
-    _print_language_sample(d["alphabet"], d["inputs"], d["labels"])
+    _print_language_sample(d["alphabet"], d["inputs"], d["labels"], d["target"])
 
 
-def _print_language_sample(alphabet: str, inputs, labels):
+def _print_language_sample(alphabet: str, inputs, labels, target: str = "next set"):
   """Each position's symbol over the set its label stands for (a bitmask, `tasks/languages.py`:
-  bit i for symbol i, bit k for the word may end here, printed `$`); --json keeps the ints."""
-  as_set = lambda bits: "".join(c for i, c in enumerate(alphabet + "$") if bits >> i & 1) or "-"
-  print("  sample (under each symbol, the symbols that may follow it; $: the word may end there):")
+  bit i for symbol i, bit k for the word may end here, printed `$`), or for the membership
+  target whether the prefix is in the language (y / n); --json keeps the ints."""
+  below = "in L:  " if target == "membership" else "next:  "
+  if target == "membership":
+    as_set = lambda bit: "y" if bit else "n"
+    print("  sample (under each symbol, whether the word up to it is in the language):")
+  else:
+    as_set = lambda bits: "".join(c for i, c in enumerate(alphabet + "$")
+                                  if bits >> i & 1) or "-"
+    print("  sample (under each symbol, the symbols that may follow it; $: the word may end "
+          "there):")
   for row, lab in zip(inputs, labels):
     cols = [(alphabet[t], as_set(int(b))) for t, b in zip(row, lab)]
     width = max(len(c) for pair in cols for c in pair)
     print("  input: " + " ".join(a.ljust(width) for a, _ in cols).rstrip())
-    print("  next:  " + " ".join(b.ljust(width) for _, b in cols).rstrip())
+    print("  " + below + " ".join(b.ljust(width) for _, b in cols).rstrip())
 
 
 def _print_sample(d: dict):
@@ -277,6 +290,7 @@ def main(argv):
   check_flags()
   if _LANGUAGE.value:
     d = language(_LANGUAGE.value)
+    d["target"] = "membership" if _LANGUAGE.value.endswith("-member") else "next set"
     if _SAMPLE.value:
       d.update(draw(f"lang-{_LANGUAGE.value}", _SAMPLE.value, _SEED.value))
     common.print_json(d) if _JSON.value else _print_language(d)

@@ -188,3 +188,22 @@ def test_a_language_sample_prints_each_label_as_the_symbols_that_may_follow():
     depth += 1 if s == "(" else -1
     want = "(" + (")" if depth else "$")
     assert allowed == want, f"after {''.join(symbols)}: {sets}, at depth {depth} want {want}"
+
+
+def test_a_membership_tasks_language_is_described_and_sampled_with_its_own_labels():
+  """`--language=parity-member` (the task lang-parity-member's name) describes parity and
+  samples its membership target: under each symbol y where the word up to it has an even
+  number of 1s; where the last symbol decides membership (tomita1) the task is refused, and
+  so is the name here, in one line."""
+  out = run_info("--language=parity-member", "--sample=1x12", "--seed=0")
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.startswith("parity ("), out.stdout
+  lines = out.stdout.splitlines()
+  symbols = next(l for l in lines if l.startswith("  input: "))[len("  input: "):].split()
+  member = next(l for l in lines if l.startswith("  in L:  "))[len("  in L:  "):].split()
+  want = ["y" if symbols[:i + 1].count("1") % 2 == 0 else "n" for i in range(len(symbols))]
+  assert member == want, f"{symbols}: {member}"
+  out = run_info("--language=tomita1-member")
+  assert out.returncode == 2 and out.stderr.startswith("error: task 'lang-tomita1-member'"), \
+      out.stderr
+  assert len(out.stderr.strip().splitlines()) == 1, out.stderr
