@@ -88,8 +88,16 @@ def language_data(summaries) -> dict:
 
 def _prediction(language: str, model: str, kwargs: str, depth: int,
                 width: int | None) -> bool | None:
+  if "," in model:  # a hybrid stack: its classes together
+    return language_theory.verdict_at(_stack_prediction(
+        language, tuple(registry.theory_classes(model, depth, kwargs)), width), depth)
   p = _class_prediction(language, registry.theory_class_of(model, kwargs), width)
   return language_theory.verdict_at(p, depth)
+
+
+@functools.lru_cache(maxsize=None)
+def _stack_prediction(language: str, classes: tuple, width: int | None) -> dict | None:
+  return language_theory.stack_prediction(language, classes, width)
 
 
 @functools.lru_cache(maxsize=None)

@@ -210,6 +210,20 @@ def class_prediction(name: str, cls: str, width: int | None = None) -> dict | No
   return series_verdict(cls, d["star_free"], subgroups)
 
 
+def stack_prediction(name: str, classes: tuple, width: int | None = None) -> dict | None:
+  """A hybrid stack's prediction (its layers' classes, bottom first): on a group language the
+  stack's own verdict on the group (`theory.expressible`: ✓ where it tracks it); None
+  elsewhere (the single-class rules above are not claimed for a mix of classes)."""
+  d = describe_language(name)
+  if not d["regular"] or not d["group_language"]:
+    return None
+  group = _regular(languages.base_name(name))[1][0]
+  if theory.expressible(list(classes), group, width) is not True:
+    return None
+  return {"verdict": True, "source": f"the syntactic monoid is the group {group.name}, which "
+          "this stack tracks (the group theorems in theory.py)"}
+
+
 def verdict_at(prediction: dict | None, depth: int) -> bool | None:
   """A class prediction's verdict for a stack of `depth` layers: a verdict that holds from a
   minimal depth on says nothing (None) below it."""

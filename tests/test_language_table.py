@@ -176,3 +176,15 @@ def test_a_group_languages_cell_below_the_classs_minimal_depth_has_no_theorem(mo
   runs = [_run("lang-mod4_for_test", "negmamba", 0, depth=d) for d in (1, 2)]
   row = language_table.markdown(language_table.language_data(runs)).splitlines()[2]
   assert row.endswith("| ✘ (0/1) ? | ✘ (0/1) ✓ |"), row
+
+
+def test_a_hybrid_stack_on_a_group_language_is_predicted_from_its_classes_together():
+  """tomita6's monoid is C3: mamba,aussm tracks C3 (its aussm layer alone does), so ✓;
+  mamba,negmamba does not (no theorem claimed for a mix beyond the group: ?); on a language
+  whose monoid is not a group (tomita3), a hybrid gets no verdict."""
+  assert language_table.predicted("lang-tomita6", "mamba,aussm", depth=2) is True
+  assert language_table.predicted("lang-tomita6", "mamba,negmamba", depth=2) is None
+  assert language_table.predicted("lang-tomita3", "negmamba,aussm", depth=2) is None
+  row = language_table.markdown(language_table.language_data(
+      [_run("lang-tomita6", "mamba,aussm", 0, depth=2)])).splitlines()[2]
+  assert row.endswith("| ✘ (0/1) ✓ |"), row
