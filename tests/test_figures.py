@@ -65,9 +65,11 @@ def _summary(task, depth, seed, max_len, model="negmamba"):
 def test_the_profile_heatmap_colours_by_max_len_and_outlines_only_disagreements(tmp_path, drawn):
   """negmamba: C2 at depth 1 extrapolates (agrees), D4 at depth 2 does not on one run (below
   theory, tentative: a dashed red outline), C3 at depth 1 reaches 300 where the theory says
-  never (beats it, tentative too). Colours are the best max_len."""
+  never (beats it, tentative too), Q8 at depth 2 fails on enough runs (below, settled: solid).
+  Colours are the best max_len."""
   runs = [_summary("C2", 1, 0, 1000), _summary("C2", 1, 1, 0), _summary("D4", 2, 0, 20),
-          _summary("C3", 1, 0, 300)]
+          _summary("C3", 1, 0, 300)] + [_summary("Q8", 2, s, 0)
+                                         for s in range(tables.MIN_RUNS_AGAINST_THEORY)]
   data = tracking_profile.profile_data(runs)
   figures.write_profiles(data, str(tmp_path))
   (ax,) = drawn[0].axes
@@ -77,7 +79,8 @@ def test_the_profile_heatmap_colours_by_max_len_and_outlines_only_disagreements(
   assert values[gs.index("C2"), ds.index(1)] == 1000 and values[gs.index("D4"), ds.index(2)] == 20
   outlined = {(round(r.get_y() + 0.45), round(r.get_x() + 0.45)): r.get_linestyle()
               for r in ax.patches}
-  assert outlined == {(gs.index("D4"), ds.index(2)): "--", (gs.index("C3"), ds.index(1)): "--"}, \
+  assert outlined == {(gs.index("D4"), ds.index(2)): "--", (gs.index("C3"), ds.index(1)): "--",
+                      (gs.index("Q8"), ds.index(2)): "-"}, \
       f"red outlines at {outlined} (rows {gs}, columns {ds})"
 
 
