@@ -216,7 +216,23 @@ def language(name: str) -> dict:
       registry.get_task(f"lang-{name}")  # refused where the last symbol decides membership
   except (languages.LanguageError, registry.TaskError) as e:
     raise common.UsageError(str(e)) from None
+  d["by_layer"] = verdict_by_layer(d["name"])
   return d
+
+
+def verdict_by_layer(language: str) -> dict:
+  """{layer: its class's verdict on the language ('yes', 'yes from depth 2', 'no', '?')} for
+  every registered layer (plugins' included) at its default kwargs, keys wide enough: the
+  language's counterpart of `min_depth_by_layer`."""
+  from ssm_bench import language_theory, registry as layers
+  common.load_plugins()
+  out = {}
+  for name in layers.names():
+    p = language_theory.class_prediction(language, layers.theory_class_of(name))
+    verdict = {True: "yes", False: "no", None: "?"}[p["verdict"] if p else None]
+    depth = (p or {}).get("min_depth", 1)
+    out[name] = verdict + (f" from depth {depth}" if verdict == "yes" and depth > 1 else "")
+  return out
 
 
 def _print_language(d: dict):
@@ -229,6 +245,8 @@ def _print_language(d: dict):
           + ("aperiodic: star-free" if d["star_free"] else "not aperiodic: not star-free")
           + f"; maximal subgroups: {', '.join(d['maximal_subgroups']) or 'trivial only'}")
   mark = {True: "yes", False: "no", None: "?"}
+  print("  by the layers' classes (`--model=NAME` for one layer's card): "
+        + ", ".join(f"{n} {v}" for n, v in d["by_layer"].items()))
   for cls, p in d["predictions"].items():
     verdict = mark[p["verdict"]] + (f" (depth >= {p['min_depth']})" if "min_depth" in p else "")
     print(f"  {cls:<22} {verdict:<4} {p['source']}")
