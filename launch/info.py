@@ -216,23 +216,10 @@ def language(name: str) -> dict:
       registry.get_task(f"lang-{name}")  # refused where the last symbol decides membership
   except (languages.LanguageError, registry.TaskError) as e:
     raise common.UsageError(str(e)) from None
-  d["by_layer"] = verdict_by_layer(d["name"])
+  from ssm_bench import language_table
+  common.load_plugins()  # their layers are listed too
+  d["by_layer"] = language_table.verdict_by_layer(d["name"])
   return d
-
-
-def verdict_by_layer(language: str) -> dict:
-  """{layer: its class's verdict on the language ('yes', 'yes from depth 2', 'no', '?')} for
-  every registered layer (plugins' included) at its default kwargs, keys wide enough: the
-  language's counterpart of `min_depth_by_layer`."""
-  from ssm_bench import language_theory, registry as layers
-  common.load_plugins()
-  out = {}
-  for name in layers.names():
-    p = language_theory.class_prediction(language, layers.theory_class_of(name))
-    verdict = {True: "yes", False: "no", None: "?"}[p["verdict"] if p else None]
-    depth = (p or {}).get("min_depth", 1)
-    out[name] = verdict + (f" from depth {depth}" if verdict == "yes" and depth > 1 else "")
-  return out
 
 
 def _print_language(d: dict):

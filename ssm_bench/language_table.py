@@ -114,6 +114,19 @@ def predicted(task: str, model: str, kwargs: str = "", depth: int = 1,
   return None if key is None else _prediction(key[0], model, kwargs, depth, width)
 
 
+def verdict_by_layer(language: str) -> dict:
+  """{layer: its class's verdict on the language ('yes', 'yes from depth 2', 'no', '?')} for
+  every registered layer at its default kwargs, keys wide enough (`launch.info --language`:
+  the counterpart of a group's minimal depth by layer)."""
+  out = {}
+  for name in registry.names():
+    p = _class_prediction(language, registry.theory_class_of(name), None)
+    verdict = {True: "yes", False: "no", None: "?"}[p["verdict"] if p else None]
+    depth = (p or {}).get("min_depth", 1)
+    out[name] = verdict + (f" from depth {depth}" if verdict == "yes" and depth > 1 else "")
+  return out
+
+
 def column(model: str, depth: int, kwargs: str = "") -> str:
   """A cell's column: `model xDEPTH`, with the layer's kwargs when the runs gave any."""
   return f"{neighbours.layer_label(model, kwargs)} x{depth}"

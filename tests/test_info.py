@@ -223,17 +223,3 @@ def test_a_languages_card_gives_every_registered_layers_verdict_plugins_included
   assert "clock yes" in out.stdout.splitlines()[1], out.stdout
   out = run_info("--plugins=examples.clock", "--language=tomita6", "--json")
   assert json.loads(out.stdout)["by_layer"]["clock"] == "no", out.stdout
-
-
-def test_a_layer_that_models_a_group_language_only_deeper_says_from_which_depth(monkeypatch):
-  """A counter mod 4 (monoid C4): negmamba's signed class tracks C4 with two layers."""
-  from launch import common, info
-  from tasks import languages
-  monkeypatch.setitem(languages.LANGUAGES, "mod4_for_info", lambda: languages.from_spec(
-      "mod4_for_info", "ab", ["0", "1", "2", "3"], "0", ["0"],
-      {"0 a": "1", "1 a": "2", "2 a": "3", "3 a": "0", "0 b": "0", "1 b": "1", "2 b": "2",
-       "3 b": "3"}, member=lambda w: w.count("a") % 4 == 0))
-  monkeypatch.setattr(common, "load_plugins", lambda extra="": "")  # no flags parsed here
-  by_layer = info.verdict_by_layer("mod4_for_info")
-  assert (by_layer["negmamba"], by_layer["aussm"], by_layer["mamba"]) == (
-      "yes from depth 2", "yes", "no"), by_layer

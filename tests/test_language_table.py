@@ -188,3 +188,16 @@ def test_a_hybrid_stack_on_a_group_language_is_predicted_from_its_classes_togeth
   row = language_table.markdown(language_table.language_data(
       [_run("lang-tomita6", "mamba,aussm", 0, depth=2)])).splitlines()[2]
   assert row.endswith("| ✘ (0/1) ✓ |"), row
+
+
+def test_a_layer_that_models_a_group_language_only_deeper_says_from_which_depth(monkeypatch):
+  """`launch.info --language`'s verdict by layer: on a counter mod 4 (monoid C4) negmamba's
+  signed class tracks C4 with two layers, aussm's with one, mamba's never."""
+  from tasks import languages
+  monkeypatch.setitem(languages.LANGUAGES, "mod4_for_info", lambda: languages.from_spec(
+      "mod4_for_info", "ab", ["0", "1", "2", "3"], "0", ["0"],
+      {"0 a": "1", "1 a": "2", "2 a": "3", "3 a": "0", "0 b": "0", "1 b": "1", "2 b": "2",
+       "3 b": "3"}, member=lambda w: w.count("a") % 4 == 0))
+  by_layer = language_table.verdict_by_layer("mod4_for_info")
+  assert (by_layer["negmamba"], by_layer["aussm"], by_layer["mamba"]) == (
+      "yes from depth 2", "yes", "no"), by_layer
