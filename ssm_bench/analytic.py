@@ -56,7 +56,7 @@ def characters(g: groups.Group) -> tuple[np.ndarray, int]:
   # The generators' spanning tree from the identity, once: uses[y, j] counts generator j on
   # y's path, so a character with generator values v is uses @ v (mod e) wherever it exists,
   # and it exists where that is a homomorphism on every edge x -> x gen_j. (Walking the tree
-  # per candidate in Python took 88 s for C2^12's 4096 candidates.)
+  # per candidate in Python took 88 s for C2^12, 2049 of its 4096 candidates walked.)
   uses = np.zeros((n, len(gens)), np.int64)
   reached = np.zeros(n, bool)
   reached[0], frontier = True, [0]
