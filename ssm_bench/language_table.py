@@ -88,10 +88,9 @@ def language_data(summaries) -> dict:
 
 def _prediction(language: str, model: str, kwargs: str, depth: int,
                 width: int | None) -> bool | None:
-  if "," in model:  # a hybrid stack: its classes together
-    return language_theory.verdict_at(_stack_prediction(
-        language, tuple(registry.theory_classes(model, depth, kwargs)), width), depth)
-  p = _class_prediction(language, registry.theory_class_of(model, kwargs), width)
+  classes = tuple(registry.theory_classes(model, depth, kwargs))
+  p = (_class_prediction(language, classes[0], width) if len(set(classes)) == 1
+       else _stack_prediction(language, classes, width))  # a hybrid: its classes together
   return language_theory.verdict_at(p, depth)
 
 
