@@ -101,7 +101,13 @@ def _householder_predict(g, depth, n_h, width=None):
   """The keys live in `width` dimensions (DeltaNet/DeltaProduct's N: d_state): the
   representation must fit there. None (a caller that does not say) assumes keys wide enough."""
   length = reflections.reflection_length(g, width)
-  return True if length is not None and length <= (n_h or 1) else None
+  if length is not None and length <= (n_h or 1):
+    return True
+  # two layers of one reflection per token track the groups faithful in the plane (cyclic and
+  # dihedral): the first counts rotations mod 2, the second reflects in a frame that flips
+  # with that count (ssm_bench/analytic_dihedral.py)
+  plane = min(2, width or 2)
+  return True if depth >= 2 and reflections.reflection_length(g, plane) is not None else None
 
 
 def _tc0_predict(g, depth, _, width=None):
@@ -216,8 +222,10 @@ for _c in (
         "of rank(I - g) of them, Cartan-Dieudonne; the permutations of m points need m - 1, "
         "Grazzi et al. 2025, ICLR; Siems et al. 2025, DeltaProduct; the least such n_h over "
         "the group's real irreducibles of total dimension at most the keys' width: "
-        "ssm_bench/reflections.py); a deeper stack can do what its first layer does; for fewer "
-        "reflections or narrower keys, no theorem", None,
+        "ssm_bench/reflections.py); a deeper stack can do what its first layer does; two layers "
+        "of one reflection each track every cyclic and dihedral group (keys at least 2 wide; "
+        "Siems et al. 2025, Sec. 4, for the dihedral groups; ssm_bench/analytic_dihedral.py); "
+        "otherwise, for fewer reflections or narrower keys, no theorem", None,
         _norm_at_most_one, _householder_predict),
     TransitionClass(
         "householder_nonnegative", "products of generalized Householder matrices with beta in "

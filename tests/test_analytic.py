@@ -47,7 +47,10 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          # the signed (negmamba) cascade: elementary-2 length 2 (D4, Q8) and 3 (C8)
          + [(n, "negmamba", "sequential") for n in ("D4", "Q8", "C8")]
          # a generating-set stream of the group: the group's own constructions, on that stream
-         + [("S3-gen", "", "sequential"), ("A5-gen", "deltaproduct", "sequential")])
+         + [("S3-gen", "", "sequential"), ("A5-gen", "deltaproduct", "sequential")]
+         # two DeltaNet layers, one reflection per token: dihedral, cyclic, the Klein group
+         + [(n, "deltanet", "sequential") for n in ("D4", "C60", "C2xC2")]
+         + [("S3", "deltanet", "associative")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -203,6 +206,9 @@ def test_every_construction_is_a_case_its_layers_theory_claims(name):
       width = reflections.reflection_width(registry.get_task(name).group)
       assert cfg.d_state == width, (f"{name}: keys of width {cfg.d_state} built, the card's "
                                     f"claim needs only {width}")
+    if model == "deltanet" and name != "parity":
+      assert said is True and theory.min_depth(classes[0], group, width=cfg.d_state) == len(
+          cfg.layers), f"{len(cfg.layers)} DeltaNet layers track {name}; {classes} claims other"
     if model in ("simple_aussm", "aussm", "negmamba"):
       least = theory.min_depth(classes[0], group)
       assert len(cfg.layers) == max(least, 1), (  # C1 needs none; a network has one
@@ -350,3 +356,28 @@ def test_every_construction_declares_the_kwargs_it_builds_at():
   # built at the registered default n_h (2) where the reflection length fits in it: C2's is 1
   assert analytic.held_by_hand("C2", "deltaproduct") == {"layer_kwargs": "", "at_these_kwargs": True}, \
       "DeltaProduct's C2 is not built at the default n_h"
+
+
+@pytest.mark.parametrize("name", ["D4", "S3", "C6", "C2"])
+def test_two_deltanet_layers_apply_one_reflection_per_token(name):
+  """The dihedral construction stays inside DeltaNet's class as its theorem says: every token's
+  transition in both layers is the identity or one reflection I - 2 k k^T (beta = 2, a unit key),
+  and the first layer hands the second one-hots of (token, rotations mod 2), exactly 0 or 1."""
+  from ssm_bench import analytic_dihedral, declaration
+  cfg, params = analytic.build(name, model="deltanet")
+  assert cfg.layers == ("deltanet", "deltanet"), cfg.layers
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 4, 200)
+  logits, sown = declaration.forward(models.StateTracker(cfg), params, tokens)
+  assert bool((np.asarray(logits).argmax(-1) == labels).all()), f"{name}: not exact"
+  for k, a in enumerate(declaration._find(sown)):
+    a = np.asarray(a, np.float64).reshape((-1,) + np.shape(a)[-2:])
+    eye = np.eye(a.shape[-1])
+    ranks = np.linalg.matrix_rank(eye - a, tol=1e-5)
+    assert ranks.max() <= 1, f"{name} layer {k}: a transition moves {ranks.max()} directions"
+    assert np.abs(a @ a - eye).max() < 1e-5, f"{name} layer {k}: a transition is no reflection"
+  x = models.StateTracker(cfg).apply(params, tokens, capture_intermediates=True,
+                                     mutable=["intermediates"])[1]["intermediates"]
+  hot = np.asarray(x["out0"]["__call__"][0])[..., 2:2 + 2 * cfg.vocab_size]
+  assert set(np.unique(hot)) <= {0.0, 1.0} and (hot.sum(-1) == 1).all(), (
+      f"{name}: the second layer's inputs are not one-hot: {np.unique(hot)[:8]}")
+  assert analytic_dihedral.plane_representation(registry.get_task("Q8").group) is None

@@ -54,8 +54,10 @@ def test_info_human_summary():
 
 def test_info_lists_the_layers_that_hold_a_group_by_hand():
   d4 = json.loads(run_info("--group=D4", "--json").stdout)
-  assert list(d4["constructions"]) == ["simple_aussm", "aussm", "deltaproduct", "negmamba"], (
-      f"D4 is solvable, a 2-group and has reflection length 2: {list(d4['constructions'])}")
+  assert list(d4["constructions"]) == ["simple_aussm", "aussm", "deltanet", "deltaproduct",
+                                       "negmamba"], (
+      "D4 is solvable, a 2-group, dihedral and has reflection length 2: "
+      f"{list(d4['constructions'])}")
   assert d4["diagonal_limit"] == "", d4["diagonal_limit"]
   out = run_info("--group=A5")
   assert out.returncode == 0, out.stderr
@@ -155,7 +157,7 @@ def test_a_group_says_how_deep_each_layers_class_must_be_to_track_it():
   "which layers can track D3, and how deep?" is one command."""
   d3 = json.loads(run_info("--group=D3", "--json").stdout)["min_depth_by_layer"]
   want = {"mamba": "never", "negmamba": "never", "aussm": "2", "rnn": "1", "deltaproduct": "1",
-          "deltanet": "no theorem"}  # D3 = S3: not a 2-group, derived length 2, 2 reflections
+          "deltanet": "2"}  # D3 = S3: not a 2-group, derived length 2, 2 reflections, dihedral
   assert {k: d3[k] for k in want} == want, d3
   out = run_info("--group=C4", "--plugins=examples.rotation")
   assert out.returncode == 0, out.stderr[-2000:]

@@ -379,7 +379,10 @@ def test_a_group_language_is_predicted_from_its_group_at_the_classs_minimal_dept
   # a class the language does not list: householder, at the keys' width
   on = lambda name, cls, width=None: language_theory.class_prediction(name, cls, width)
   assert on("parity", "householder:1")["verdict"] is True
-  assert on("tomita6", "householder:1") is None  # C3 takes two reflections a token
+  # C3 takes two reflections a token: one layer has no theorem, two layers track it
+  assert (on("tomita6", "householder:1")["verdict"], on("tomita6", "householder:1")["min_depth"]
+          ) == (True, 2)
+  assert on("tomita6", "householder:1", width=1) is None
   assert on("tomita6", "householder:2")["verdict"] is True
   assert on("tomita6", "householder:2", width=1) is None  # a rotation needs two dimensions
   assert language_theory.describe_language("tomita5")["maximal_subgroups"] == ["C2xC2"]

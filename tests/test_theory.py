@@ -124,9 +124,17 @@ def test_another_lambda_of_the_same_module_is_other_rules(monkeypatch):
 
 @pytest.mark.parametrize("cls,group,want", [
     ("householder:1", "C2", "1"),  # DeltaNet with beta = 2: a reflection per odd bit (parity)
-    ("householder:1", "C3", "no theorem"),  # a rotation is two reflections
+    # a rotation is two reflections; two layers: the first counts rotations mod 2, the second
+    # reflects in a frame that flips with the count (cyclic and dihedral groups, Siems et al.)
+    ("householder:1", "C3", "2"),
+    ("householder:1", "C60", "2"),
+    ("householder:1", "D4", "2"),
+    ("householder:1", "C2xC2", "2"),  # the dihedral group of order 4
+    ("householder:1", "Q8", "no theorem"),  # no faithful representation in the plane
+    ("householder:1", "C2xC4", "no theorem"),
+    ("householder:1", "A4", "no theorem"),
     ("householder", "C2", "1"),  # no parameter: one reflection per token
-    ("householder", "S3", "no theorem"),
+    ("householder", "S3", "2"),
     ("householder:2", "S3", "1"),  # S3 on 3 points: at most 2 transpositions per element
     ("householder:2", "A4", "1"),  # the tetrahedron's rotations: two reflections each
     ("householder:2", "A5", "1"),  # the icosahedron's
@@ -347,3 +355,13 @@ def test_a_bad_state_width_is_refused_at_registration(monkeypatch, state_width, 
     registry.register_layer("keyed", lambda cfg, **kw: None, theory_class="householder:2",
                             state_width=state_width)
   assert registry.find("keyed") is None, "a refused layer must not be registered"
+
+
+def test_two_layers_of_one_reflection_track_the_plane_groups_only_with_keys_of_two_dimensions():
+  """DeltaNet's two-layer claim (cyclic and dihedral groups) reflects in a plane: keys of one
+  dimension give no theorem at any depth, and one layer none at any width."""
+  for group in ("C3", "D4", "S3", "C2xC2"):
+    assert theory.min_depth_text("householder:1", group, 2) == "2", group
+    assert theory.expressible(["householder:1"], group, 2) is None, group
+    assert all(theory.expressible(["householder:1"] * d, group, 1) is None for d in (1, 2, 3)), (
+        f"DeltaNet claims {group} with keys of one dimension")

@@ -1,0 +1,129 @@
+"""Cyclic and dihedral groups in two DeltaNet layers, one reflection per token: weights set by
+hand in the module training uses, the proof of the householder class's two-layer claim (Siems
+et al. 2025, DeltaProduct, Sec. 4, prove it for the dihedral groups; their subgroups, the cyclic
+groups among them, follow by leaving tokens out).
+
+A group with a faithful orthogonal representation rho in the plane (r <= 2 dimensions) has
+rotations, which are two reflections each, and reflections. Let c_t be the parity of the number
+of tokens up to t that are rotations other than the identity, and F a fixed reflection. The
+second layer applies A_t = F^{c_t} rho(x_t)^T F^{c_{t-1}}: for a rotation c flips, and a rotation
+times a reflection is a reflection; for a reflection c stays, and F rho F is a reflection; the
+identity stays the identity. The product telescopes: A_t ... A_1 = F^{c_t} rho(y_t)^T for the
+running product y_t = x_1 ... x_t, and the query F^{c_t} u reads w = rho(y_t) u, decoded as in
+`analytic_deltaproduct` (the head scores <rho(g) u, w>, largest exactly at g = y_t).
+
+The first layer counts c_t: key e_0 on the counted tokens (beta = 2: a sign flip), none
+elsewhere, and reads alpha_x sigma_t with sigma_t = (-1)^{c_t} and alpha_x = x + 1. These 2 |G|
+integers are distinct, and hat functions of them (relu(s - i + 1) - 2 relu(s - i) +
+relu(s - i - 1), integers throughout) give the second layer one-hot inputs for (x_t, c_t),
+exactly 0 or 1, from which its key and query are read.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ssm_bench import analytic
+from ssm_bench import analytic_deltaproduct
+from ssm_bench import reflections
+from ssm_bench.config import ModelConfig
+
+PLANE = 2  # the representation's dimensions: the second layer's keys must be this wide
+
+
+def plane_representation(g) -> np.ndarray | None:
+  """(order, r, r) of a faithful orthogonal representation of g in r <= 2 dimensions (the
+  groups that have one: the cyclic and dihedral groups), or None."""
+  if g.order > reflections.MAX_ORDER:
+    return None
+  n_h, irreps = reflections.witness(g, PLANE)
+  return None if n_h is None or not irreps else reflections.representation(g, irreps)
+
+
+def _transitions(rho: np.ndarray):
+  """(F, counted, A): the fixed reflection, which tokens flip c, and A[x, c] the second layer's
+  transition for token x when c_t = c (c_{t-1} = c xor counted[x])."""
+  order, r = rho.shape[0], rho.shape[1]
+  F = np.eye(r)
+  F[-1, -1] = -1.0
+  M = np.transpose(rho, (0, 2, 1))  # token x applies rho(x)^T
+  counted = np.array([np.linalg.det(m) > 0 and not np.allclose(m, np.eye(r)) for m in M])
+  power = lambda c: np.linalg.matrix_power(F, int(c))
+  A = np.array([[power(c) @ M[x] @ power(c ^ counted[x]) for c in (0, 1)]
+                for x in range(order)])
+  return F, counted, A
+
+
+def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params) of two DeltaNet layers tracking the group `task_name`."""
+  g = analytic.task_group(task_name)
+  rho = None if g is None else plane_representation(g)
+  if rho is None:
+    raise analytic.NoConstruction(f"{task_name}: no faithful representation in the plane")
+  order, r = rho.shape[0], rho.shape[1]
+  u, margin = analytic_deltaproduct._query(rho)
+  if margin < 1e-3:
+    raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
+  F, counted, A = _transitions(rho)
+  keys = [[reflections.reflection_keys(a) for a in pair] for pair in A]
+  if max(len(k) for pair in keys for k in pair) > 1:  # a plane's orthogonal maps: never
+    raise analytic.NoConstruction(f"{task_name}: a transition needs two reflections")
+  # residual channels: the counted flag, alpha, the one-hots of s = alpha sigma, the pairs
+  FLAG, ALPHA, ONEHOT = 0, 1, 2
+  values = [s for s in range(-order, order + 1) if s]  # alpha sigma, 2 |G| integers
+  pairs = ONEHOT + len(values)
+  knots = list(range(-order - 1, order + 2))  # hinges relu(s - t), first layer's outputs
+  d = max(d_model, pairs + 2 * r, len(knots))
+  cfg = ModelConfig(layers=("deltanet", "deltanet"), vocab_size=order, num_classes=order,
+                    d_model=d, d_state=max(d_state, r), norm="none", activation="relu",
+                    initial_state="learned", conv_kernel=0)
+  p = analytic.zeros_like_init(cfg)["params"]
+  emb, first, second = p["embed"]["embedding"], p["layer0"], p["layer1"]
+  emb[:, FLAG] = counted
+  emb[:, ALPHA] = np.arange(1, order + 1)
+  for lay in (first, second):
+    lay["beta"]["bias"][:] = 100.0  # beta = 2 sigmoid(100) = 2 exactly in float32
+  # first layer: key e_0 on counted tokens (a zero key is the identity), state row 0 = e_0
+  # flipped at each, read with q = alpha e_0: s = alpha sigma in value 0, then the hinges
+  first["k"]["kernel"][FLAG, 0] = 1.0
+  first["q"]["kernel"][ALPHA, 0] = 1.0
+  first["h0"][0, 0] = 1.0
+  for j, t in enumerate(knots):
+    first["o"]["kernel"][0, j] = 1.0
+    first["o"]["bias"][j] = -t
+  hinge = {t: j for j, t in enumerate(knots)}
+  for i, s in enumerate(values):  # the hat at s: 1 there, 0 at every other integer
+    for t, w in ((s - 1, 1.0), (s, -2.0), (s + 1, 1.0)):
+      p["out0"]["kernel"][hinge[t], ONEHOT + i] = w
+  # second layer: the key of (x, c), the query F^c u, the state's rows 0..r-1 = values 0..r-1
+  for x in range(order):
+    for c in (0, 1):
+      s = (x + 1) * (-1 if c else 1)
+      for k in keys[x][c]:
+        second["k"]["kernel"][ONEHOT + values.index(s), :r] = k
+      if c:
+        second["q"]["kernel"][ONEHOT + values.index(s), :r] = F @ u - u
+  second["q"]["bias"][:r] = u
+  second["h0"][np.arange(r), np.arange(r)] = 1.0
+  for i in range(r):  # w as the pair (w, -w), to cross the ReLUs
+    second["o"]["kernel"][i, pairs + i] = 1.0
+    second["o"]["kernel"][i, pairs + r + i] = -1.0
+  first["D"][:] = 0.0
+  second["D"][:] = 0.0
+  pair = np.arange(pairs, pairs + 2 * r)
+  p["out1"]["kernel"][pair, pair] = 1.0
+  p["head_hidden"]["kernel"][pair, pair] = 1.0
+  points = np.einsum("gij,j->gi", rho, u)  # rho(g) u
+  p["head_out"]["kernel"][pairs:pairs + r, :] = points.T
+  p["head_out"]["kernel"][pairs + r:pairs + 2 * r, :] = -points.T
+  return cfg, analytic.finish({"params": p})
+
+
+def _built(task_name: str) -> bool:
+  g = analytic.task_group(task_name)
+  return g is not None and g.order > 1 and plane_representation(g) is not None
+
+
+PLANE_GROUPS = analytic.Construction(
+    "a cyclic or dihedral group in two layers, one reflection per token: the first counts the "
+    "rotations mod 2, the second reflects in the plane in a frame that flips with that count "
+    "(Siems et al. 2025, Sec. 4)", _built, deltanet_plane)
