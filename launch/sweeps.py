@@ -310,6 +310,11 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   own = _model_bound(grid, TrainConfig(**{**base_values, **overrides})) if model else {}
   cfgs = [c.replace(**{**own, **(registry.preset_values(c.preset, model) if model else {}),
                        **overrides}) for c in grid]
+  if {"task", "model"} & set(overrides) and any(c.init_from_analytic >= 0 for c in cfgs):
+    # runs from a construction, and their default-init baseline, train its network: that of
+    # the task and model given (near_solution --config.task=D4 --config.model=deltanet)
+    cfgs = [train.analytic_config(c.replace(init_from_analytic=0.0)).replace(
+        init_from_analytic=c.init_from_analytic) for c in cfgs]
   return list(dict.fromkeys(cfgs))
 
 

@@ -77,6 +77,21 @@ def test_near_solution_starts_aussm_from_its_construction_beside_a_default_init(
   assert all(c.preset == "near_solution" for c in cfgs)
 
 
+def test_near_solution_of_another_task_and_model_trains_that_construction_and_its_baseline():
+  """--config.task=D4 --config.model=deltanet: every run, the default-init baseline too, is the
+  network of D4's two-layer DeltaNet construction (not the S3 AUSSM network with D4's tokens)."""
+  from ssm_bench import train
+  cfgs = sweeps.expand("near_solution", config.PRESETS["cpu"], {"task": "D4", "model": "deltanet"})
+  want = train.analytic_config(cfgs[0].replace(init_from_analytic=0.0))
+  arch = lambda c: (c.task, c.model, c.depth, c.d_model, c.d_state, c.norm, c.activation,
+                    c.initial_state, c.conv_kernel)
+  assert {arch(c) for c in cfgs} == {arch(want)}, {arch(c) for c in cfgs}
+  assert (want.model, want.depth, want.initial_state) == ("deltanet", 2, "learned"), arch(want)
+  assert sorted({c.init_from_analytic for c in cfgs}) == [-1.0, 0.0, 0.01, 0.03, 0.1, 0.3]
+  for c in cfgs:  # each config describes the network the run builds
+    train.model_config(c)
+
+
 def test_parity_hybrid_evaluates_to_10000_at_the_papers_sizes():
   cfgs = sweeps.expand("parity_hybrid", config.PRESETS["cpu"])
   assert {c.eval_length for c in cfgs} == {10000} and {c.train_length for c in cfgs} == {8}
