@@ -3,7 +3,7 @@ registered default where its reflection length (reflections.py) fits in it, else
 weights set by hand in the module training uses, the proof of the householder class's claim.
 
 Token x applies rho(x)^T, a product of at most n_h reflections (beta = 2, unit keys set in its
-embedding; unused factors get the zero key, which the layer turns into the identity). The values
+embedding; an unused factor gets beta = 0 from a gate channel, the identity). The values
 v_j = C^T k_j make every step the affine map S <- H (S - C) + C, so S_t - C = rho(y_t)^T (S_0 - C)
 for the running product y_t = x_1 ... x_t. With S_0 - C = [I 0] and a constant query u, the
 layer reads w = rho(y_t) u; the head scores each element g by <rho(g) u, w>, which is largest
@@ -49,9 +49,11 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   keys = [reflections.reflection_keys(m.T) for m in rho]  # rho(x)^T = H_1 ... H_k
   n = max(d_state, r)
   n_h = _n_h(n_h)
-  # embedding: n_h key blocks of n channels, then the read-out pairs (w, -w), 2 r channels
+  # embedding: n_h key blocks of n channels, the read-out pairs (w, -w), 2 r channels, then
+  # one gate per factor: 1 where the token leaves that factor unused
   feats = n_h * n
-  d = max(d_model, feats + 2 * r)
+  gates = feats + 2 * r
+  d = max(d_model, gates + n_h)
   cfg = ModelConfig(layers=("deltaproduct",), layer_kwargs=_kwargs(n_h), vocab_size=order,
                     num_classes=order, d_model=d, d_state=n, norm="none", activation="relu",
                     initial_state="ones", conv_kernel=0)
@@ -61,6 +63,12 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
     # the layer applies factor 1 first: A = F_{n_h} ... F_1 = H_1 ... H_k, so F_j = H_{k + 1 - j}
     for j, k in enumerate(reversed(ks)):
       emb[x, j * n:j * n + r] = k
+    # an unused factor: beta = 2 sigmoid(-100), which leaves the state as it was in float32,
+    # with a unit key (a zero key is exact too, but its normalization has a NaN gradient and
+    # noise on it makes a full reflection: near_solution trains from these weights)
+    for j in range(len(ks), n_h):
+      emb[x, j * n] = 1.0
+      emb[x, gates + j] = 1.0
   s0 = np.full((n, d), 1.0 / np.sqrt(d))  # initial_state "ones": rows of norm 1 over d values
   offset = s0.copy()
   offset[np.arange(r), np.arange(r)] -= 1.0  # C = S_0 - [I 0]
@@ -69,6 +77,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
     lay["k"]["kernel"][block, j * n:(j + 1) * n] = np.eye(n)
     lay["v"]["kernel"][block, j * d:(j + 1) * d] = offset  # v_j = C^T k_j
   lay["beta"]["bias"][:] = 100.0  # beta = 2 sigmoid(100) = 2 exactly in float32
+  lay["beta"]["kernel"][np.arange(gates, gates + n_h), np.arange(n_h)] = -200.0
   lay["q"]["bias"][:r] = u
   # z = S_t^T u = [I 0]^T w + C^T u: the first r values minus the constant are w
   const = offset.T[:r, :r] @ u

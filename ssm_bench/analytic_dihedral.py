@@ -12,7 +12,7 @@ identity stays the identity. The product telescopes: A_t ... A_1 = F^{c_t} rho(y
 running product y_t = x_1 ... x_t, and the query F^{c_t} u reads w = rho(y_t) u, decoded as in
 `analytic_deltaproduct` (the head scores <rho(g) u, w>, largest exactly at g = y_t).
 
-The first layer counts c_t: key e_0 on the counted tokens (beta = 2: a sign flip), none
+The first layer counts c_t: key e_0, beta = 2 on the counted tokens (a sign flip) and 0
 elsewhere, and reads alpha_x sigma_t with sigma_t = (-1)^{c_t} and alpha_x = x + 1. These 2 |G|
 integers are distinct, and hat functions of them (relu(s - i + 1) - 2 relu(s - i) +
 relu(s - i - 1), integers throughout) give the second layer one-hot inputs for (x_t, c_t),
@@ -80,13 +80,20 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
   emb, first, second = p["embed"]["embedding"], p["layer0"], p["layer1"]
   emb[:, FLAG] = counted
   emb[:, ALPHA] = np.arange(1, order + 1)
-  for lay in (first, second):
-    lay["beta"]["bias"][:] = 100.0  # beta = 2 sigmoid(100) = 2 exactly in float32
-  # first layer: key e_0 on counted tokens (a zero key is the identity), state row 0 = e_0
-  # flipped at each, read with q = alpha e_0: s = alpha sigma in value 0, then the hinges
-  first["k"]["kernel"][FLAG, 0] = 1.0
+  # A token that applies the identity gets beta = 2 sigmoid(-100), which leaves every state
+  # entry as it was in float32, and a unit key all the same: a zero key would be exact too, but
+  # the key's normalization has no gradient there (NaN), and any noise on it makes a full
+  # reflection of a random key (near_solution trains from these weights).
+  # first layer: key e_0, beta = 2 on counted tokens (state row 0 = e_0 flips there), 0
+  # elsewhere; read with q = alpha e_0: s = alpha sigma in value 0, then the hinges
+  first["k"]["bias"][0] = 1.0
+  first["beta"]["kernel"][FLAG, 0] = 200.0  # 2 sigmoid(100) = 2 exactly in float32
+  first["beta"]["bias"][0] = -100.0
   first["q"]["kernel"][ALPHA, 0] = 1.0
-  first["h0"][0, 0] = 1.0
+  # states' rows no key reaches hold a unit vector in a value nothing reads (a zero row would
+  # be exact too, but the learned state's row normalization has no gradient there)
+  first["h0"][:, d - 1] = 1.0
+  first["h0"][0] = np.eye(d)[0]
   for j, t in enumerate(knots):
     first["o"]["kernel"][0, j] = 1.0
     first["o"]["bias"][j] = -t
@@ -98,12 +105,15 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
   for x in range(order):
     for c in (0, 1):
       s = (x + 1) * (-1 if c else 1)
-      for k in keys[x][c]:
-        second["k"]["kernel"][ONEHOT + values.index(s), :r] = k
+      row = ONEHOT + values.index(s)
+      second["k"]["kernel"][row, :r] = keys[x][c][0] if keys[x][c] else np.eye(r)[0]
+      second["beta"]["kernel"][row, 0] = 0.0 if keys[x][c] else -200.0
       if c:
         second["q"]["kernel"][ONEHOT + values.index(s), :r] = F @ u - u
+  second["beta"]["bias"][0] = 100.0
   second["q"]["bias"][:r] = u
-  second["h0"][np.arange(r), np.arange(r)] = 1.0
+  second["h0"][:, d - 1] = 1.0
+  second["h0"][:r] = np.eye(d)[:r]
   for i in range(r):  # w as the pair (w, -w), to cross the ReLUs
     second["o"]["kernel"][i, pairs + i] = 1.0
     second["o"]["kernel"][i, pairs + r + i] = -1.0

@@ -381,3 +381,25 @@ def test_two_deltanet_layers_apply_one_reflection_per_token(name):
   assert set(np.unique(hot)) <= {0.0, 1.0} and (hot.sum(-1) == 1).all(), (
       f"{name}: the second layer's inputs are not one-hot: {np.unique(hot)[:8]}")
   assert analytic_dihedral.plane_representation(registry.get_task("Q8").group) is None
+
+
+_GRADS = [(name, model) for name in ("C6", "S3", "D4", "Q8", "A5", "parity", "modcount5")
+          for model in analytic.construction_models(name)]
+
+
+@pytest.mark.parametrize("name,model", _GRADS, ids=[f"{n}-{m}" for n, m in _GRADS])
+def test_every_construction_has_finite_gradients_at_its_weights(name, model):
+  """near_solution trains from a construction (plus noise 0 and up): a weight where the loss
+  has no gradient (a zero key or a zero state row, whose normalization's gradient is NaN) made
+  every run from it diverge at step 1."""
+  import jax.numpy as jnp
+  cfg, params = analytic.build(name, model=model)
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 2, 20)
+
+  def loss(p):
+    logp = jax.nn.log_softmax(models.StateTracker(cfg).apply(p, tokens))
+    return -jnp.take_along_axis(logp, jnp.asarray(labels)[..., None], -1).mean()
+
+  grads = jax.tree_util.tree_leaves_with_path(jax.grad(loss)(params))
+  bad = [jax.tree_util.keystr(path) for path, g in grads if not bool(jnp.isfinite(g).all())]
+  assert not bad, f"{name} {model}: non-finite gradients in {bad}"
