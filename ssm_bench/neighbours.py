@@ -3,7 +3,7 @@
 - parity with S4D, Mamba, their hybrid, negmamba and an RNN (paper 001, Table 1): training
   accuracy and accuracy at the evaluation length on the uniform and adversarial streams;
 - minimal depth against training length (paper 002, Figure 3);
-- AUSSM trained from near its S3 construction (paper 000, Sec. 6): max_len per noise scale,
+- training from near a construction (paper 000, Sec. 6: AUSSM on S3): max_len per noise scale,
   beside the same network from a default initialisation;
 - offset prediction (paper 001, Sec. 5): accuracy inside the ISI, at its offset, at onsets and
   over all positions, per stream.

@@ -68,7 +68,7 @@ TABLES = (
           neighbours.takes_parity, neighbours.parity_data, neighbours.parity_markdown,
           _AXES + ("eval_length",)),
     Table("near_solution", "near_solution.md",
-          "# AUSSM trained from near its S3 construction (paper 000, Sec. 6)",
+          "# Trained from near a hand-built construction (paper 000, Sec. 6: AUSSM on S3)",
           "max_len per initialisation: the construction plus Gaussian noise of the given std on "
           "every parameter, or the same network from a default initialisation.",
           neighbours.takes_near_solution, neighbours.near_solution_data,
