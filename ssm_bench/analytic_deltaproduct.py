@@ -87,13 +87,21 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
     lay["o"]["bias"][feats + i] = -const[i]
     lay["o"]["bias"][feats + r + i] = const[i]
   lay["D"][:] = 0.0
-  pair = np.arange(feats, feats + 2 * r)
-  p["out0"]["kernel"][pair, pair] = 1.0
+  decode(p, "out0", rho, u, feats)
+  return cfg, analytic.finish({"params": p})
+
+
+def decode(p, out: str, rho: np.ndarray, u: np.ndarray, at: int) -> None:
+  """The head for w = rho(y_t) u held as the pair (w, -w) in channels at..at + 2r of the last
+  layer's output: `out` adds the pair to the residual stream, the head's ReLU passes it, and
+  the logit of g is <rho(g) u, w>, largest exactly at g = y_t."""
+  r = rho.shape[1]
+  pair = np.arange(at, at + 2 * r)
+  p[out]["kernel"][pair, pair] = 1.0
   p["head_hidden"]["kernel"][pair, pair] = 1.0
   points = np.einsum("gij,j->gi", rho, u)  # rho(g) u
-  p["head_out"]["kernel"][feats:feats + r, :] = points.T
-  p["head_out"]["kernel"][feats + r:feats + 2 * r, :] = -points.T
-  return cfg, analytic.finish({"params": p})
+  p["head_out"]["kernel"][at:at + r, :] = points.T
+  p["head_out"]["kernel"][at + r:at + 2 * r, :] = -points.T
 
 
 def _default_n_h() -> int:

@@ -119,12 +119,7 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
     second["o"]["kernel"][i, pairs + r + i] = -1.0
   first["D"][:] = 0.0
   second["D"][:] = 0.0
-  pair = np.arange(pairs, pairs + 2 * r)
-  p["out1"]["kernel"][pair, pair] = 1.0
-  p["head_hidden"]["kernel"][pair, pair] = 1.0
-  points = np.einsum("gij,j->gi", rho, u)  # rho(g) u
-  p["head_out"]["kernel"][pairs:pairs + r, :] = points.T
-  p["head_out"]["kernel"][pairs + r:pairs + 2 * r, :] = -points.T
+  analytic_deltaproduct.decode(p, "out1", rho, u, pairs)
   return cfg, analytic.finish({"params": p})
 
 
