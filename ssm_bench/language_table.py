@@ -83,6 +83,9 @@ def language_data(summaries) -> dict:
     cell["width"] = max(cell["width"], registry.state_width(c["model"], c,
                                                             c.get("layer_kwargs", "")))
     out[key]["reads"] = is_read_task(c["task"])
+  for e in out.values():  # the theory's verdict for each cell's class, depth and width
+    for (model, depth, kwargs), cell in e["cells"].items():
+      cell["prediction"] = _prediction(e["language"], model, kwargs, depth, cell["width"])
   return dict(sorted(out.items()))
 
 
@@ -152,7 +155,7 @@ def markdown(data: dict) -> str:
       best = max(v for v, _ in c["scores"])
       ok = sum(good for _, good in c["scores"])
       shown = f"{best:.2f}" if e["reads"] else (CROSS if best < EXTRAPOLATES else best)
-      mark = MARK[_prediction(e["language"], m, kwargs, depth, c["width"])]
+      mark = MARK[c["prediction"]]
       cells.append(f"{shown} ({ok}/{len(c['scores'])}) {mark}")
     star_free = {True: "yes", False: "no", None: "not regular"}[e["star_free"]]
     lines.append(f"| {name} | {target} | {star_free} | "

@@ -30,6 +30,20 @@ def test_language_table_shows_measurement_beside_star_freeness_and_prediction():
   assert "| yes | - |" in rows["tomita4"] and "400 (1/1) ✓" in rows["tomita4"], md
 
 
+def test_each_language_cell_carries_its_prediction_for_the_json_tables():
+  """`launch.tables --format=json` hands scripts the cells as data: each carries the verdict the
+  markdown marks (True ✓, False ✗, None ?), at the cell's depth and width."""
+  runs = [_run("lang-parity", "mamba", 0), _run("lang-parity", "rnn", 1000),
+          _run("lang-tomita6", "deltanet", 0, depth=2), _run("lang-tomita6", "deltanet", 0),
+          _run("lang-tomita3", "transformer", 0)]
+  data = language_table.language_data(runs)
+  got = {(lang, model, depth): c["prediction"] for (lang, _), e in data.items()
+         for (model, depth, _), c in e["cells"].items()}
+  assert got == {("parity", "mamba", 1): False, ("parity", "rnn", 1): True,
+                 ("tomita6", "deltanet", 2): True, ("tomita6", "deltanet", 1): None,
+                 ("tomita3", "transformer", 1): None}, got
+
+
 @pytest.mark.parametrize("kwargs,parity,tomita3", [('{"m":3}', False, False),
                                                    ('{"m":4}', True, None)])
 def test_a_plugin_class_predicts_on_languages_by_its_series_with_its_parameter(kwargs, parity,
