@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 
 from launch import sweep_stages as stages
+from ssm_bench import analytic
 from ssm_bench import config
 from ssm_bench import registry
 from ssm_bench import tracking_profile
@@ -315,6 +316,12 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
     # the task and model given (near_solution --config.task=D4 --config.model=deltanet)
     cfgs = [train.analytic_config(c.replace(init_from_analytic=0.0)).replace(
         init_from_analytic=c.init_from_analytic) for c in cfgs]
+    wanted, built = overrides.get("model"), {(c.task, c.model) for c in cfgs}
+    for task, model in built:  # a model without the task's construction is not swapped quietly
+      if wanted and model != wanted:
+        raise config.ConfigError(
+            f"--config.model={wanted}: {task} has no {wanted} construction to start from; "
+            f"choose one of {', '.join(analytic.construction_models(task))}")
   return list(dict.fromkeys(cfgs))
 
 

@@ -90,6 +90,10 @@ def test_near_solution_of_another_task_and_model_trains_that_construction_and_it
   assert sorted({c.init_from_analytic for c in cfgs}) == [-1.0, 0.0, 0.01, 0.03, 0.1, 0.3]
   for c in cfgs:  # each config describes the network the run builds
     train.model_config(c)
+  # a model without the task's construction is refused, not swapped for the task's default
+  with pytest.raises(config.ConfigError, match="S3 has no mamba construction to start from; "
+                                                "choose one of simple_aussm, aussm"):
+    sweeps.expand("near_solution", config.PRESETS["cpu"], {"model": "mamba"})
 
 
 def test_parity_hybrid_evaluates_to_10000_at_the_papers_sizes():
