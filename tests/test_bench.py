@@ -205,6 +205,8 @@ def test_one_pass_eval_matches_per_length_eval():
 def test_sampling_section_runs():
   out = bench_eval.bench_sampling(1, bench.sizes(), bench.step_config)
   assert out["sample_ms"] > 0 and out["smallest_step_ms"] > 0
+  ratio = out["sample_ms"] / out["smallest_step_ms"]  # the cell's batch, not the long one's
+  assert abs(out["sampling_over_step"] - ratio) <= 1e-3 + 0.01 * ratio, (out, ratio)
 
 
 def test_projection_sums_measured_step_times_over_a_sweep():

@@ -16,6 +16,19 @@ def test_an_ops_bytes_are_its_operands_and_its_result():
   assert all(name.replace(".", "_") in moved for name in moved), "both spellings of each name"
 
 
+def test_a_while_loop_moves_nothing_itself_its_body_does():
+  """A while hands its carry to its body: the loop instruction is not an op that reads and
+  writes it (counted so, a training chunk's loop would add its whole carry, parameters and
+  optimizer state, once more)."""
+  program = jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, c: jnp.tanh(c) * 2.0, x))
+  text = program.lower(jnp.ones((256, 128))).compile().as_text()
+  loops = [m[0] for m in hlo._WHILE.findall(text)]
+  assert loops, "no while loop in the compiled program"
+  moved = hlo.bytes_moved(text)
+  assert not set(loops) & set(moved), {n: moved[n] for n in loops if n in moved}
+  assert any(b >= 2 * 256 * 128 * 4 for b in moved.values()), "the body's op is not counted"
+
+
 def test_a_scan_storing_its_states_moves_each_step_not_the_whole_buffer():
   """A scan's per-step store is a fusion that updates the stacked states in place (a
   dynamic-update-slice of its parameter): `hlo.bytes_moved` counts the (64, 128) state it reads and

@@ -241,6 +241,10 @@ def test_the_default_steps_per_chunk_fill_the_warps_and_pad_least():
       "30 steps: 2 chunks of 15 where 2 chunks fill the tile's warps, 4 of 8 where 4 do")
   with pytest.raises(ValueError, match=r"steps per chunk \(15, 8\) must differ by a power of two"):
     pallas_chunked.span(60, 15, 8)
+  # a sequence shorter than a chunk still spans a whole chunk of each kernel (a forward tile's
+  # own L of 16 at 5 steps)
+  assert [pallas_chunked.span(5, 16), pallas_chunked.span(5, 8, 16), pallas_chunked.span(3, 15),
+          pallas_chunked.span(20, 8, 16)] == [16, 16, 15, 32]
 
 
 def test_plan_fills_the_backward_tiles_warps_and_keeps_blocks_within_the_channels():
