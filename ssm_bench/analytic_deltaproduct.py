@@ -22,7 +22,7 @@ from ssm_bench.config import ModelConfig
 from tasks import registry
 
 
-def _query(rho: np.ndarray) -> tuple[np.ndarray, float]:
+def query(rho: np.ndarray) -> tuple[np.ndarray, float]:
   """A unit query whose orbit points are furthest apart (of a few fixed random draws): the
   decoding margin 1 - max_{g != 1} <rho(g) u, u>."""
   rng = np.random.default_rng(0)
@@ -43,7 +43,7 @@ def deltaproduct(task_name: str, d_model: int = 0, d_state: int = 0):
   n_h, irreps = reflections.witness(g, reflections.reflection_width(g))
   rho = reflections.representation(g, irreps)  # (order, r, r)
   r, order = rho.shape[1], g.order
-  u, margin = _query(rho)
+  u, margin = query(rho)
   if margin < 1e-3:
     raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
   keys = [reflections.reflection_keys(m.T) for m in rho]  # rho(x)^T = H_1 ... H_k

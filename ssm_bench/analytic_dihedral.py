@@ -60,7 +60,7 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
   if rho is None:
     raise analytic.NoConstruction(f"{task_name}: no faithful representation in the plane")
   order, r = rho.shape[0], rho.shape[1]
-  u, margin = analytic_deltaproduct._query(rho)
+  u, margin = analytic_deltaproduct.query(rho)
   if margin < 1e-3:
     raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
   F, counted, A = _transitions(rho)
