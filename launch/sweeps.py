@@ -314,10 +314,15 @@ def expand(name: str, base_values: dict, overrides: dict | None = None) -> list[
   if {"task", "model"} & set(overrides) and any(c.init_from_analytic >= 0 for c in cfgs):
     # runs from a construction, and their default-init baseline, train its network: that of
     # the task and model given (near_solution --config.task=D4 --config.model=deltanet)
-    cfgs = [train.analytic_config(c.replace(init_from_analytic=0.0)).replace(
-        init_from_analytic=c.init_from_analytic) for c in cfgs]
-    wanted, built = overrides.get("model"), {(c.task, c.model) for c in cfgs}
-    for task, model in built:  # a model without the task's construction is not swapped quietly
+    net = lambda c: c.replace(init_from_analytic=0.0, seed=0)  # seeds and noise share one
+    built = {}
+    for c in cfgs:
+      if net(c) not in built:
+        built[net(c)] = train.analytic_config(net(c))
+    cfgs = [built[net(c)].replace(init_from_analytic=c.init_from_analytic, seed=c.seed)
+            for c in cfgs]
+    wanted, stacks = overrides.get("model"), {(c.task, c.model) for c in cfgs}
+    for task, model in stacks:  # a model without the task's construction is not swapped quietly
       if wanted and model != wanted:
         raise config.ConfigError(
             f"--config.model={wanted}: {task} has no {wanted} construction to start from; "
