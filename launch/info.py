@@ -39,7 +39,9 @@ _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syn
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
 
 
-def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
+def describe(name: str, sample: str | None = None, seed: int = 0, cayley: bool = True) -> dict:
+  """The group's theory record; `cayley=False` leaves out its table (the text output prints no
+  table, and S7's as a list of lists takes 2 s)."""
   try:
     g = groups.get_group(name)
   except groups.GroupError as e:
@@ -48,7 +50,8 @@ def describe(name: str, sample: str | None = None, seed: int = 0) -> dict:
   # the Householder products a layer needs per token (DeltaNet 1, DeltaProduct n_h)
   out["reflection_length"] = reflections.reflection_length(g)
   out["reflection_width"] = reflections.reflection_width(g)  # the keys' dimensions it needs
-  out["cayley"] = g.table.tolist()
+  if cayley:
+    out["cayley"] = g.table.tolist()
   # which registered layers hold it exactly with weights set by hand (plugins' own included)
   common.load_plugins()
   from ssm_bench import analytic
@@ -307,7 +310,7 @@ def main(argv):
     else:
       _print_stack_card(c) if "layers" in c else _print_card(c)
     return
-  info = describe(_GROUP.value, _SAMPLE.value, _SEED.value)
+  info = describe(_GROUP.value, _SAMPLE.value, _SEED.value, cayley=_JSON.value)
   if _JSON.value:
     common.print_json(info)
     return

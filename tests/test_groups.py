@@ -123,3 +123,22 @@ def test_a_permutation_product_applies_the_left_factor_first():
   for i, a in enumerate(perms):
     for j, b in enumerate(perms):
       assert perms[t[i, j]] == tuple(b[a[k]] for k in range(3)), (a, b, perms[t[i, j]])
+
+
+@pytest.mark.parametrize("name", ["S3", "A4", "S4", "Q8", "D6", "A5", "S3xQ8", "A4xC5"])
+def test_commutator_subgroup_from_generators_is_the_one_from_every_pair(name):
+  """[H, H] from H's few generators against every [a, b] of H, on G and on subgroups drawn at
+  random: the shortcut must give the subgroup the definition does."""
+  g = groups.get_group(name)
+  t, inv = g.table, g.inverse
+  rng = np.random.default_rng(0)
+  subgroups = [np.arange(g.order)] + [g.generate(rng.integers(0, g.order, size=k))
+                                      for k in (1, 2, 2, 3)]
+  for h in subgroups:
+    np.testing.assert_array_equal(g.generate(g.generators_of(h)), h,
+                                  err_msg=f"{name}: generators_of does not generate H")
+    a, b = h[:, None], h[None, :]
+    every_pair = g.generate(np.unique(t[t[t[a, b], inv[a]], inv[b]]))
+    np.testing.assert_array_equal(
+        g.commutator_subgroup(h), every_pair,
+        err_msg=f"{name}: [H, H] of a subgroup of order {h.size} differs from every pair's")
