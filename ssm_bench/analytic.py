@@ -301,9 +301,9 @@ def _ask(what: str, fn, task: str):
     return None, _failure(what, task, e)
 
 
-def _constructions(task_name: str) -> dict:
-  """layer name -> the Construction that tracks the task, from the layer registry in
-  registration order (the default first); NoConstruction says why there is none."""
+def _options(task_name: str) -> dict:
+  """layer name -> a Construction that applies to the task (the layer's first), in registration
+  order."""
   from ssm_bench import registry as layer_registry
   held = _held_task(task_name)
   options = {}
@@ -311,6 +311,13 @@ def _constructions(task_name: str) -> dict:
     for c in spec.constructions:
       if spec.name not in options and _ask("applies", c.applies, held)[0]:
         options[spec.name] = c
+  return options
+
+
+def _constructions(task_name: str) -> dict:
+  """layer name -> the Construction that tracks the task, from the layer registry in
+  registration order (the default first); NoConstruction says why there is none."""
+  options = _options(task_name)
   if options:
     ordered = sorted(options, key=lambda name: options[name].fallback)  # stable: registration
     return {name: options[name] for name in ordered}
@@ -318,7 +325,16 @@ def _constructions(task_name: str) -> dict:
       f"{layer}: {why}" for layer, why in construction_limits(task_name).items()]
   reason = "; ".join(r for r in reasons if r)
   raise NoConstruction(f"no analytic construction for task {task_name!r}"
-                       + (f" ({reason})" if reason else ""))
+                       + (f" ({reason})" if reason else f"; {tasks_with_constructions()}"))
+
+
+def tasks_with_constructions() -> str:
+  """The kinds of task some registered layer (plugins' too) holds by hand, each asked of one
+  task of its kind, so the line follows the registry rather than a list kept beside it."""
+  kinds = {"a group name": "C2", "<group>-gen": "C2-gen", "modcount<m>": "modcount3",
+           "lang-<language>": "lang-parity", **{name: name for name in registry.TASKS}}
+  held = [kind for kind, task in kinds.items() if _options(task)]
+  return "constructions exist for: " + (", ".join(held) or "no task")
 
 
 def construction_limits(task_name: str) -> dict:

@@ -125,7 +125,10 @@ def test_characters_separate_elements(name):
 @pytest.mark.parametrize("name,model,reason", [
     ("A5", "aussm", "choose one of deltaproduct .A5 is not solvable"),
     ("A4", "mamba", "choose one of simple_aussm, aussm, deltaproduct"),
-    ("flipflop", "", "no analytic construction")])
+    ("flipflop", "", "no analytic construction for task 'flipflop'; constructions exist for: "
+                     "a group name, <group>-gen, modcount<m>, parity$"),
+    ("lang-tomita3", "", "constructions exist for: a group name, <group>-gen, modcount<m>, "
+                         "parity$")])
 def test_no_construction_says_why(name, model, reason):
   with pytest.raises(analytic.NoConstruction, match=reason):
     analytic.build(name, model=model)
