@@ -238,8 +238,9 @@ def profile(base: TrainConfig) -> list[TrainConfig]:
   groups and depths, with the layer's own values for the protocol from its registry record.
   Staged by depth, each depth in two stages: a deeper stack is not trained once a shallower one
   of the same group extrapolated (shallower_extrapolated), and PROFILE_MORE_SEEDS train only
-  where a cell's first runs go against the theory on too few runs (profile_skip; both rules and
-  the seeds in launch/sweep_stages.py). A --config.task outside the profile's groups (a group the
+  where a cell's first runs go against the theory on too few runs, the first of them where the
+  cell's verdict rests on one success (profile_skip; both rules and the seeds in
+  launch/sweep_stages.py). A --config.task outside the profile's groups (a group the
   researcher adds: `launch.profile --groups=D3`) is the one group trained, so its runs are named
   and staged as the profile's own and its report shows it as one more row."""
   preset = base.preset if base.preset in PROFILE_GRID else config.PROFILE_PRESETS["cpu"]

@@ -143,11 +143,12 @@ def _profile_cells(tmp_path, only, **kw):
   return groups, staged, cells
 
 
-def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_path):
+def test_profile_adds_seeds_to_cells_against_the_theory_or_resting_on_one_run(tmp_path):
   """Each depth of the cpu profile has a second stage: seeds 1-3 (at both rates) train for a
   cell whose two first runs go against negmamba's theory (D4 at depth 2 unlearnt, ✓; C3 at
-  depth 1 learnt, ✗), not for cells that agree with it (C2: one of two extrapolates, ✓; D4 at
-  depth 1: none, ✗); a deeper stack is skipped once an extra seed extrapolated."""
+  depth 1 learnt, ✗), seed 1 alone for a cell that agrees on one success (C2: one of two
+  extrapolates, ✓), nothing for a cell that agrees otherwise (D4 at depth 1: none, ✗); a deeper
+  stack is skipped once an extra seed extrapolated."""
   groups, staged, cells = _profile_cells(tmp_path, r"^(C2|C3|D4)-negmamba-L[123]-")
   assert [sorted({sweep_stages.profile_stage(c) for cfgs, _ in s for c in cfgs}) for s in staged] == [
       [(d, e)] for d in (1, 2, 3) for e in (0, 1)], "stages are not depth by depth, first runs first"
@@ -159,7 +160,11 @@ def test_profile_adds_seeds_only_to_cells_against_the_theory_on_two_runs(tmp_pat
   skip = sweeps.SWEEPS["profile"].skip
   extra = lambda depth: sorted((cfgs[0].task, len(cfgs)) for cfgs, _ in sweep.prune(
       staged[2 * depth - 1], groups, skip)[0])
-  assert extra(1) == [("C3", 6)], "depth 1's extra seeds went elsewhere than C3 (beats theory)"
+  assert extra(1) == [("C2", 2), ("C3", 6)], (
+      f"depth 1's extra seeds: {extra(1)}; want C2's seed 1 (one success) and C3's 1-3 (beats "
+      "theory)")
+  assert {c.seed for cfgs, _ in sweep.prune(staged[1], groups, skip)[0] for c in cfgs
+          if c.task == "C2"} == {1}, "C2's one extra seed is not seed 1"
   assert extra(2) == [("D4", 6)], "depth 2's extra seeds went elsewhere than D4 (below theory)"
   assert all(not skip(c, []) for s in staged[::2] for cfgs, _ in s for c in cfgs), (
       "a first run was skipped with nothing finished")
