@@ -283,4 +283,4 @@ INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100),
          f"*tentative* on fewer than {MIN_RUNS_AGAINST_THEORY} runs: at CPU scale (profile_cpu) "
          "the second stage of `launch.profile` (resumable: the same command) trains seeds 1-3 "
          "there, 8 runs in all (also where a shallower stack extrapolated after the cell's first "
-         "runs trained).")
+         "runs trained), and seed 1 where a cell's verdict rests on one success, 4 runs.")
