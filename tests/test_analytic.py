@@ -404,6 +404,6 @@ def test_every_construction_has_finite_gradients_at_its_weights(name, model):
     logp = jax.nn.log_softmax(models.StateTracker(cfg).apply(p, tokens))
     return -jnp.take_along_axis(logp, jnp.asarray(labels)[..., None], -1).mean()
 
-  grads = jax.tree_util.tree_leaves_with_path(jax.grad(loss)(params))
+  grads = jax.tree_util.tree_leaves_with_path(jax.jit(jax.grad(loss))(params))
   bad = [jax.tree_util.keystr(path) for path, g in grads if not bool(jnp.isfinite(g).all())]
   assert not bad, f"{name} {model}: non-finite gradients in {bad}"
