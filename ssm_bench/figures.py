@@ -231,7 +231,8 @@ def write_profile_overview(data: dict, out_dir: str,
                 rotation=40, ha="right", fontsize=7)
   ax.set_yticks(range(len(groups)), groups, fontsize=8)
   ax.set_title("State-tracking profiles: the smallest depth that extrapolated / the theory's "
-               f"(tentative: fewer than {tp.MIN_RUNS_AGAINST_THEORY} runs)", fontsize=8)
+               f"(tentative: fewer than {tp.MIN_RUNS_AGAINST_THEORY} runs; {tp.ONCE}: one run "
+               "reached that depth)", fontsize=8)
   ax.legend(handles=[Patch(color=c, label=l) for c, l in _OVERVIEW_KINDS.values() if l],
             fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
   return [_save(fig, plt, out_dir, name)]

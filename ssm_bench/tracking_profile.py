@@ -138,14 +138,19 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   depth for its class (`?`: no theorem); `kind`: 'tracked' or 'untracked' where the two agree,
   'no theorem', 'too shallow' (no run extrapolated, and the theory's depth was not trained),
   or 'below' / 'beats' where they disagree on a trained depth; `tentative`: a disagreement that
-  rests on too few runs."""
+  rests on too few runs; `once`: the smallest depth rests on one run that reached 100 (`ONCE`
+  in the text)."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
     return None
   solved = next((d for d in p["depths"] if cells[d]["successes"]), None)
+  # a depth the layer reached once: its weights exist there, how often training finds them is
+  # not yet known (on the CPU profile 11 of 33 such cells did not repeat with the next seed)
+  once = solved is not None and cells[solved]["successes"] == 1
   theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
   known = theory_depth != "no theorem"
-  text = f"{CROSS if solved is None else solved} / {theory_depth if known else '?'}"
+  text = (f"{CROSS if solved is None else solved}{ONCE if once else ''} / "
+          f"{theory_depth if known else '?'}")
   allowed = int(theory_depth) if theory_depth.isdigit() else None
   evidence = []
   if solved is not None and known and (allowed is None or solved < allowed):
@@ -159,7 +164,7 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   if not evidence:
     kind = ("no theorem" if not known else "tracked" if solved is not None else
             "too shallow" if allowed is not None else "untracked")
-  return {"text": text, "kind": kind,
+  return {"text": text, "kind": kind, "once": once,
           "tentative": bool(evidence) and all(tentative(e) for e in evidence)}
 
 
@@ -209,6 +214,7 @@ def overview(data: dict) -> str:
   return "\n".join(out + [""])
 
 
+ONCE = "†"  # the overview's mark of a smallest depth that one run reached
 OVERVIEW_INTRO = (
     "A cell is the smallest depth at which a run reached 100 (`✘`: no trained depth did; `·`: "
     "not trained) / the smallest depth the theory allows for the layer's declared class "
@@ -216,8 +222,9 @@ OVERVIEW_INTRO = (
     "depths than 1-3 names them. **below**: no run extrapolated at the theory's depth (nor at "
     "the trained depths after it, up to the first that did); **beats**: a run extrapolated at "
     "a depth the theory rules out; in italics with `?` where that rests on fewer than "
-    f"{MIN_RUNS_AGAINST_THEORY} runs a cell. Each layer's own table below has the lengths and "
-    "counts.")
+    f"{MIN_RUNS_AGAINST_THEORY} runs a cell; `{ONCE}` after a depth: one run reached 100 there "
+    "(the layer can, how often training finds it is open). Each layer's own table below has the "
+    "lengths and counts.")
 
 
 def markdown(data: dict, compare: dict | None = None) -> str:

@@ -138,9 +138,10 @@ def test_the_report_names_only_the_groups_held_by_hand_at_the_profiles_kwargs():
 def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theorys():
   """profile.md opens with every profile side by side: per group, the smallest depth at which a
   run reached 100 / the theory's minimal depth, flagged where they disagree on a trained depth;
-  a deeper stack failing after a shallower one succeeded is no disagreement."""
+  a deeper stack failing after a shallower one succeeded is no disagreement; a depth that one
+  run reached is marked, one that two reached is not."""
   enough = tables.MIN_RUNS_AGAINST_THEORY
-  runs = [_summary("C2", 1, 0, 1000, "negmamba"),
+  runs = [_summary("C2", 1, 0, 1000, "negmamba"), _summary("C2", 1, 1, 120, "negmamba"),
           _summary("C3", 1, 0, 200, "negmamba"),  # a rotation: never, so beats (one run)
           *[_summary("D4", d, s, 0, "negmamba") for d in (1, 2) for s in range(enough)],
           _summary("D4", 1, 0, 0, "aussm"), _summary("D4", 2, 0, 140, "aussm"),
@@ -154,11 +155,11 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
   rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
           .splitlines() if line.startswith("| ") and not line.startswith("| group")}
   assert rows["C2"] == ["·", "1 / 1 |"], rows["C2"]  # columns: aussm, negmamba
-  assert rows["C3"] == ["·", "1 / never *beats?* |"], rows["C3"]
-  assert rows["D4"] == ["2 / 2", "✘ / 2 **below** |"], rows["D4"]
+  assert rows["C3"] == ["·", "1† / never *beats?* |"], rows["C3"]
+  assert rows["D4"] == ["2† / 2", "✘ / 2 **below** |"], rows["D4"]
   assert rows["A5"] == ["✘ / never", "· |"], rows["A5"]
-  assert rows["C2xC2"] == ["·", "2 / 1 **below** |"], rows["C2xC2"]
-  one = tracking_profile.markdown(tracking_profile.profile_data(runs[:2]))
+  assert rows["C2xC2"] == ["·", "2† / 1 **below** |"], rows["C2xC2"]
+  one = tracking_profile.markdown(tracking_profile.profile_data(runs[:3]))
   assert "All profiles" not in one, "a single profile got an overview of itself"
 
 
