@@ -47,11 +47,11 @@ def real_irreps(g) -> list[RealIrrep]:
 def _real_irreps(name: str) -> tuple:
   g = groups.get_group(name)
   n, perm = g.order, _regular(g)
+  back = np.argsort(perm, axis=1)  # back[g, gh] = h: R(g)^T e_{gh} = e_h
   x = np.random.default_rng(0).standard_normal((n, n))
   x = x + x.T
   m = np.zeros((n, n))
-  for p in perm:  # sum_g R(g) X R(g)^T commutes with every R(g)
-    q = np.argsort(p)  # R(g)^T e_{gh} = e_h
+  for q in back:  # sum_g R(g) X R(g)^T commutes with every R(g)
     m += x[np.ix_(q, q)]
   vals, vecs = np.linalg.eigh(m)
   scale = max(1.0, float(np.max(np.abs(vals))))
@@ -59,7 +59,8 @@ def _real_irreps(name: str) -> tuple:
   found = {}
   for idx in np.split(np.arange(n), cuts):
     q = vecs[:, idx]
-    chi = np.array([np.sum(q[np.argsort(p)] * q) for p in perm])  # tr(Q^T R(g) Q)
+    # tr(Q^T R(g) Q) = sum_h (Q Q^T)[g^-1 h, h], for every g at once
+    chi = np.take_along_axis(q @ q.T, back, 0).sum(1)
     norm = float(np.dot(chi, chi)) / n  # 1, 2 or 4 for a real irreducible
     if min(abs(norm - k) for k in (1, 2, 4)) > 1e-4:
       raise ArithmeticError(f"{name}: an eigenspace of dimension {len(idx)} is not a single "
@@ -115,7 +116,9 @@ def reflection_width(g) -> int | None:
   length = reflection_length(g)
   if length is None:
     return None
-  return next(d for d in range(g.order + 1) if reflection_length(g, d) == length)
+  # no representation gets below `length`, so a width fits exactly when one reaches it there
+  # (searching every bound again for each width took S4xC30's 6.4 s)
+  return next(d for d in range(g.order + 1) if _search(g.name, length, d) is not None)
 
 
 def witness(g, max_dim: int | None = None) -> tuple[int | None, list[RealIrrep]]:
@@ -132,12 +135,27 @@ def _witness(name: str, max_dim: int | None) -> tuple:
   g = groups.get_group(name)
   if g.order == 1:
     return 0, []
+  # rank(I - rho(g)) <= dim rho: bounds past max_dim find nothing new (S4xC30 has no faithful
+  # plane; trying all 719 bounds for one took 4.6 s)
+  for bound in range(1, g.order if max_dim is None else min(g.order, max_dim + 1)):
+    found = _search(name, bound, max_dim)
+    if found is not None:
+      return bound, found
+  if max_dim is not None:
+    return None, []  # every faithful representation is wider than max_dim
+  raise ArithmeticError(f"{name}: no faithful representation found")  # the regular one is
+
+
+def _search(name: str, bound: int, max_dim: int | None) -> list[RealIrrep] | None:
+  """The first set of distinct real irreducibles (in their order) whose sum is faithful, has
+  every element's rank(I - rho(g)) <= bound and dimension <= max_dim; None if there is none."""
+  g = groups.get_group(name)
   irreps = [r for r in _real_irreps(name) if any(r.ranks)]  # the trivial one never helps
   kernels = [sum(1 << x for x, k in enumerate(r.ranks) if k == 0) for r in irreps]
   ranks = [np.array(r.ranks) for r in irreps]
   room = sum(r.dim for r in irreps) if max_dim is None else max_dim
 
-  def search(bound, start, used, total, dim, kernel):
+  def search(start, used, total, dim, kernel):
     if kernel == 1:  # only the identity acts trivially: faithful
       return used
     for i in range(start, len(irreps)):
@@ -146,18 +164,13 @@ def _witness(name: str, max_dim: int | None) -> tuple:
         continue
       t = total + ranks[i]
       if t.max() <= bound:
-        found = search(bound, i + 1, used + [i], t, dim + irreps[i].dim, kernel & kernels[i])
+        found = search(i + 1, used + [i], t, dim + irreps[i].dim, kernel & kernels[i])
         if found is not None:
           return found
     return None
 
-  for bound in range(1, g.order):
-    found = search(bound, 0, [], np.zeros(g.order, int), 0, (1 << g.order) - 1)
-    if found is not None:
-      return bound, [irreps[i] for i in found]
-  if max_dim is not None:
-    return None, []  # every faithful representation is wider than max_dim
-  raise ArithmeticError(f"{name}: no faithful representation found")  # the regular one is
+  found = search(0, [], np.zeros(g.order, int), 0, (1 << g.order) - 1)
+  return None if found is None else [irreps[i] for i in found]
 
 
 def representation(g, irreps) -> np.ndarray:
