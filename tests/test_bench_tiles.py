@@ -424,3 +424,35 @@ def test_apply_tiles_makes_the_best_tiles_the_defaults_for_the_next_sections(mon
   monkeypatch.setattr(pallas, "JOIN_REDUCTIONS", False)
   bench_tiles_result.apply({"best": {"phase": dict(tiles_best["best"]["real"])}})
   assert pallas.JOIN_REDUCTIONS is False, "the phase kind's best set the real kind's reductions"
+
+
+def test_a_tile_matches_only_where_every_output_does():
+  """A tile's error is its worst output's: a gradient right in one leaf and 1% off in another
+  misses the reference (the best output's error would let it be timed as a candidate)."""
+  import jax.numpy as jnp
+  from launch import bench_tiles
+  want = (jnp.ones(8), jnp.arange(1.0, 9.0))
+  row = {}
+  assert bench_tiles._matches(row, want, want) and row["rel_err"] == 0.0, row
+  assert not bench_tiles._matches(row, (want[0], want[1] * 1.01), want), (
+      f"a tile 1% off in one output matched: {row}")
+  assert row["rel_err"] == pytest.approx(1e-2, rel=1e-3), row
+
+
+def test_a_block_count_that_misses_the_reference_never_wins():
+  """sweep_blocks keeps one block per program unless a count that matches the reference is
+  faster: a faster count whose gradients are wrong is recorded as no time, never chosen."""
+  from launch import bench_tiles
+  rows = []
+  results = {2: (0.5, False), 4: (0.8, True), 8: (0.9, True), 16: (2.0, True)}
+  def run_blocks(n):
+    ms, ok = results[n]
+    rows.append({"ms_per_run": ms, "matches_reference": ok})
+  per_blocks, blocks = bench_tiles.sweep_blocks(run_blocks, rows, (4, 1), d_model=64,
+                                                fastest=1.0)
+  assert per_blocks == {2: None, 4: 0.8, 8: 0.9, 16: 2.0}, per_blocks
+  assert blocks == 4, f"{blocks} blocks chosen: only 4 and 8 match, and 4 is the faster"
+  rows.clear()
+  per_blocks, blocks = bench_tiles.sweep_blocks(run_blocks, rows, (32, 1), d_model=64,
+                                                fastest=1.0)
+  assert list(per_blocks) == [2] and blocks == 1, (per_blocks, blocks)  # 64 channels: 2 blocks
