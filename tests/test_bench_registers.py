@@ -86,6 +86,15 @@ def test_counts_the_state_loop_and_marks_a_loop_inside_it_as_uncounted():
       8 * (5 + 40 * 25))
 
 
+def test_a_branch_forward_inside_the_state_loop_is_no_loop():
+  """An `if` in the loop body (a branch to a label further on) is counted as its instructions,
+  not as a loop: the state loop keeps its branches counted."""
+  skip = PTX.replace("\tadd.s32", "\t@%p3 bra \t$L__BB0_3;\n\tmul.f32 \t%r6, %r6, %r6;\n"
+                     "$L__BB0_3:\n\tadd.s32", 1)
+  assert bench_registers.count_instructions(skip) == {
+      "instructions": 32, "shuffles": 1, "loop_instructions": 27, "branches_counted": True}
+
+
 def test_calibration_recovers_the_issue_rate_that_timed_the_tiles():
   sizes = {"batch": 4, "d_model": 32, "d_state": 8}
   rows, timed = [], []
