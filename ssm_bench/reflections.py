@@ -146,13 +146,20 @@ def _witness(name: str, max_dim: int | None) -> tuple:
   raise ArithmeticError(f"{name}: no faithful representation found")  # the regular one is
 
 
+@functools.lru_cache(maxsize=None)
+def _candidates(name: str) -> tuple:
+  """(irreducibles, their kernels as bitmasks over the elements, their ranks as arrays): what
+  every search of the group reads, built once."""
+  irreps = [r for r in _real_irreps(name) if any(r.ranks)]  # the trivial one never helps
+  kernels = [sum(1 << x for x, k in enumerate(r.ranks) if k == 0) for r in irreps]
+  return irreps, kernels, [np.array(r.ranks) for r in irreps]
+
+
 def _search(name: str, bound: int, max_dim: int | None) -> list[RealIrrep] | None:
   """The first set of distinct real irreducibles (in their order) whose sum is faithful, has
   every element's rank(I - rho(g)) <= bound and dimension <= max_dim; None if there is none."""
   g = groups.get_group(name)
-  irreps = [r for r in _real_irreps(name) if any(r.ranks)]  # the trivial one never helps
-  kernels = [sum(1 << x for x, k in enumerate(r.ranks) if k == 0) for r in irreps]
-  ranks = [np.array(r.ranks) for r in irreps]
+  irreps, kernels, ranks = _candidates(name)
   room = sum(r.dim for r in irreps) if max_dim is None else max_dim
 
   def search(start, used, total, dim, kernel):

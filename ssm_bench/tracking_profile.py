@@ -138,8 +138,7 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   depth for its class (`?`: no theorem); `kind`: 'tracked' or 'untracked' where the two agree,
   'no theorem', 'too shallow' (no run extrapolated, and the theory's depth was not trained),
   or 'below' / 'beats' where they disagree on a trained depth; `tentative`: a disagreement that
-  rests on too few runs; `once`: the smallest depth rests on one run that reached 100 (`ONCE`
-  in the text)."""
+  rests on too few runs. A smallest depth that one run reached carries `ONCE` in the text."""
   cells = p["cells"].get(g)
   if not cells or not any(e["runs"] for e in cells.values()):
     return None
@@ -164,7 +163,7 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   if not evidence:
     kind = ("no theorem" if not known else "tracked" if solved is not None else
             "too shallow" if allowed is not None else "untracked")
-  return {"text": text, "kind": kind, "once": once,
+  return {"text": text, "kind": kind,
           "tentative": bool(evidence) and all(tentative(e) for e in evidence)}
 
 
