@@ -144,6 +144,7 @@ def _child(request, base_path):
 
 
 def _serve():
+  import gc
   import selectors
   base_path = sys.path[1:]  # without this file's directory, which `python -m` would not add
   # what the entry points import from outside the project (the project's own modules are not
@@ -157,6 +158,10 @@ def _serve():
   from absl import app, flags, logging  # noqa: F401
   from tensorboard.plugins.hparams import metadata  # noqa: F401
   from tensorboard.summary.writer import event_file_writer  # noqa: F401
+  # The libraries' objects are never garbage: kept out of every collection, a child's collections
+  # and its exit's skip them (a normal exit took 0.43 s, 0.13 s frozen), and its pages stay shared
+  gc.collect()
+  gc.freeze()
   children = {}  # pid -> request id
   reply = lambda msg: print(json.dumps(msg), flush=True)
   select = selectors.DefaultSelector()

@@ -1,4 +1,5 @@
 """What test_launcher.py checks that a launched module sees: `python -m launcher_probe <mode>`."""
+import gc
 import json
 import os
 import sys
@@ -12,7 +13,8 @@ if __name__ == "__main__":
                       "cwd": os.getcwd(), "path0": sys.path[0], "probe": os.environ.get("PROBE"),
                       "jax_imported": jax is not None,
                       "jax_platforms": jax and jax.config.jax_platforms,
-                      "backends": bool(jax and jax._src.xla_bridge._backends)}))
+                      "backends": bool(jax and jax._src.xla_bridge._backends),
+                      "frozen": gc.get_freeze_count(), "gc": gc.isenabled()}))
     print("to stderr", file=sys.stderr)
     sys.exit(int(sys.argv[2]))
   if mode == "raise":
