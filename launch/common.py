@@ -58,10 +58,16 @@ FLAG_HINTS: dict[str, str] = {}
 def _parse_flags(argv):
   """absl's parser, but a bad flag is one `error:` line with status 2 (absl: two lines, 1)."""
   from absl import flags
+  from launch import config_flags
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    hint = FLAG_HINTS.get(getattr(e, "flagname", None) or "")
+    name = getattr(e, "flagname", None) or ""
+    hint = FLAG_HINTS.get(name)
+    if not hint and name and f"{config_flags.PREFIX}{name}" in flags.FLAGS:
+      # launch.train's short spelling (--steps, --layer_kwargs) given to an entry point that
+      # takes config fields as --config.<field> only
+      hint = f"this command spells it --{config_flags.PREFIX}{name}=VALUE"
     fail(f"{e}; {hint}" if hint else f"{e}; see --help")
 
 

@@ -80,6 +80,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
                '--config.layer_kwargs={"causal": false}'], "not causal at initialisation"),
     ("sweep", ["--workdir=/proc/forbidden"], "workdir"),
     ("sweep", ["--model=mamba"], "--config.model=VALUE"),  # was only "see --help"
+    ("sweep", ["--steps=5"], "spells it --config.steps=VALUE"),  # launch.train's spelling
     ("sweep", ["--sweep=tiny", "--config.pad_order=1"], "pad_order=1 needs"),  # was: failed runs
     # options of the local executor given with Ray, two plugin lists
     ("sweep", ["--sweep=tiny", "--workers=2", "--executor=ray"], "--workers is for the local"),
@@ -88,6 +89,7 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("sweep", ["--sweep=tiny", "--plugins=examples.rotation", "--config.plugins=examples.clock"],
      "--plugins and --config.plugins differ"),
     ("profile", ["--model=mamba", "--task=C3"], "--groups=C2,S3"),
+    ("profile", ["--model=mamba", "--layer_kwargs={}"], "spells it --config.layer_kwargs=VALUE"),
     ("profile", ["--model=mamba", "--groups=C2,S0"], "--groups: unknown group 'S0'"),
     ("profile", ["--model=mamba", "--groups="], "--groups: no group given"),
     ("profile", ["--model=mamba", "--compare_with=/no/such/dir"], "--compare_with: no directory"),
