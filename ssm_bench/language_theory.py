@@ -144,10 +144,13 @@ def _describe(dfa) -> tuple[dict, tuple]:
                                  "automaton's state, so it recognizes every regular language"}
   # the monoid is a group: its one maximal subgroup is all of it
   group = as_groups[0] if len(as_groups) == 1 and as_groups[0].order == len(monoid) else None
-  for cls in ("signed_diagonal", "unit_modulus_diagonal"):
-    if star_free and cls == "signed_diagonal":
-      preds[cls] = {"verdict": True, "source": "the class contains the non-negative one "
-                    "(eigenvalues in [0, 1] are in [-1, 1]): star-free (Sarrof et al. 2024)"}
+  # the classes that contain the non-negative one, and why
+  contain = {"signed_diagonal": "eigenvalues in [0, 1] are in [-1, 1]",
+             "complex_diagonal": "real eigenvalues in [0, 1] are complex of modulus <= 1"}
+  for cls in ("signed_diagonal", "unit_modulus_diagonal", "complex_diagonal"):
+    if star_free and cls in contain:
+      preds[cls] = {"verdict": True, "source": f"the class contains the non-negative one "
+                    f"({contain[cls]}): star-free (Sarrof et al. 2024)"}
       continue
     preds[cls] = (group_prediction(cls, group) if group is not None
                   else series_verdict(cls, star_free, as_groups))

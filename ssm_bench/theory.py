@@ -6,6 +6,9 @@ smallest normal subgroup G_{i+1} whose quotient one such layer tracks at finite 
 stack expresses G iff the series reaches the trivial group:
 - unit_modulus_diagonal (input-dependent complex diagonal, |a| = 1: DCD): Abelian quotients,
   G' = [G, G] (paper 000, Theorems 4.1-4.2), so the minimal depth is the derived length;
+- complex_diagonal (input-dependent complex diagonal of any modulus: the paper's DCD in full):
+  the same series, as the paper's proofs remove contracting, expanding and drifting coordinates
+  first and its constructions are unit-modulus, which the class contains;
 - signed_diagonal (real diagonal, eigenvalues in [-1, 1]): elementary Abelian 2-group quotients,
   G^2 [G, G] (Grazzi et al. 2025, Theorem 2; paper 000 Sec. 7), so only 2-groups;
 - nonnegative_diagonal and time_invariant: no progress on a non-trivial group (Sarrof et al.
@@ -78,6 +81,14 @@ def _unit_modulus(a, tol, _):
   m = np.abs(np.asarray(a))
   dev = float(np.max(np.abs(m - 1.0), initial=0.0))
   return dev <= tol, f"max ||a| - 1| = {dev:.3g}"
+
+
+def _finite(a, tol, _):
+  """Any complex diagonal: every finite value is some input's transition in the class."""
+  m = np.abs(np.asarray(a))
+  if not np.all(np.isfinite(m)):
+    return False, "non-finite transitions"
+  return True, f"|a| in [{float(m.min(initial=np.inf)):.4g}, {float(m.max(initial=0.0)):.4g}]"
 
 
 def _constant_in_time(a, tol, _):
@@ -210,6 +221,14 @@ for _c in (
         "one layer tracks exactly the Abelian groups, k layers the groups with a subnormal "
         "series of length k with Abelian factors: the minimal depth is the derived length "
         "(paper 000, Theorems 4.1-4.2)", _commutator, _unit_modulus),
+    TransitionClass(
+        "complex_diagonal", "input-dependent complex diagonal of any modulus (decay and phase: "
+        "the paper's DCD in full)",
+        "as for unit_modulus_diagonal, whatever the moduli: the paper's proofs first remove "
+        "contracting, expanding and drifting coordinates (paper 000, the lemmas proved in App. "
+        "C.1 and C.5), and its constructions are unit-modulus, which this class contains: the "
+        "minimal depth is the derived length (paper 000, Theorems 4.1-4.2)", _commutator,
+        _finite),
     TransitionClass(
         "nonlinear_or_dense", "a non-linear or dense input-dependent state update",
         "one layer can hold any finite automaton's state, so it tracks every finite group "

@@ -336,13 +336,14 @@ def test_a_non_abelian_subgroup_is_named_so_and_its_depth_bounds_the_verdict():
 
 @pytest.mark.parametrize("name", list(languages.LANGUAGES))
 def test_each_class_has_the_verdict_its_rule_gives(name):
-  """Star-free: non-negative and signed ✓ (the latter contains the former), unit-modulus no
-  theorem (the seed's result is about non-negative gates); otherwise non-negative ✗ and the
+  """Star-free: non-negative, signed and complex ✓ (the latter two contain the first),
+  unit-modulus no theorem (the seed's result is about non-negative gates); otherwise
+  non-negative ✗ and the
   series classes from the maximal subgroups; a non-linear RNN ✓ on every regular language."""
   d = language_theory.describe(languages.get(name))
   got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
   if d["star_free"]:
-    want = {"nonnegative_diagonal": True, "signed_diagonal": True,
+    want = {"nonnegative_diagonal": True, "signed_diagonal": True, "complex_diagonal": True,
             "unit_modulus_diagonal": None, "nonlinear_or_dense": True}
   else:
     _, subgroups = language_theory._describe(languages.get(name))
@@ -350,7 +351,8 @@ def test_each_class_has_the_verdict_its_rule_gives(name):
         if d["group_language"] else \
         (lambda cls: language_theory.series_verdict(cls, False, subgroups))
     want = {"nonnegative_diagonal": False, "nonlinear_or_dense": True,
-            **{cls: rule(cls)["verdict"] for cls in ("signed_diagonal", "unit_modulus_diagonal")}}
+            **{cls: rule(cls)["verdict"] for cls in ("signed_diagonal", "unit_modulus_diagonal",
+                                                     "complex_diagonal")}}
   assert got == want, f"{name}: {got}"
 
 

@@ -17,6 +17,7 @@ from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
 from ssm_bench import tables
+from ssm_bench import theory
 from ssm_bench import tracking_profile
 from ssm_bench.config import PRESETS, ModelConfig, TrainConfig
 
@@ -320,6 +321,27 @@ def test_layer_kwargs_are_part_of_the_run_identity_and_reach_the_layer():
   layer = models.StateTracker(off).init(jax.random.PRNGKey(0), jax.numpy.zeros((1, 3), int))
   assert "B" not in layer["params"]["layer0"] and "B" in params["params"]["layer0"], (
       f"input_term false should drop the input term B: {sorted(layer['params']['layer0'])}")
+
+
+def test_a_decaying_complex_diagonal_layer_has_the_derived_length_and_passes_its_check():
+  """plugin_layers/damped.py: transitions r exp(i theta) with r < 1. The paper's theorems hold
+  at any modulus, so complex_diagonal predicts the derived length as unit-modulus does, and
+  the layer's transitions pass that class's check where the unit-modulus one flags them."""
+  plugins.load("plugin_layers.damped")
+  tokens = declaration.random_tokens(2)
+  verdicts = {}
+  for cls in ("complex_diagonal", "unit_modulus_diagonal"):
+    kwargs = json.dumps({"cls": cls})
+    card = registry.card("damped", kwargs)
+    assert card["theory_class"] == cls, card["theory_class"]
+    depths = {g: theory.min_depth(card["theory_class"], g) for g in ("C6", "S3", "S4", "A5")}
+    assert depths == {"C6": 1, "S3": 2, "S4": 3, "A5": None}, (cls, depths)
+    model = models.StateTracker(ModelConfig(layers=("damped",), layer_kwargs=kwargs, d_model=8,
+                                            d_state=4))
+    out = declaration.check(model, model.init(jax.random.PRNGKey(0), tokens), tokens)
+    verdicts[cls] = (out["checked"], out["ok"])
+  assert verdicts == {"complex_diagonal": (True, True),
+                      "unit_modulus_diagonal": (True, False)}, verdicts
 
 
 def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):

@@ -14,6 +14,8 @@ EXPECTED = {
     "nonnegative_diagonal": [None] * 12,
     "signed_diagonal": [1, None, None, None, 2, None, None, None, None, None, 2, 2],
     "unit_modulus_diagonal": [1, 1, 1, 1, 1, 1, 2, 2, 3, None, 2, 2],
+    # the paper's theorems hold at any modulus (its proofs remove the other coordinates first)
+    "complex_diagonal": [1, 1, 1, 1, 1, 1, 2, 2, 3, None, 2, 2],
     "nonlinear_or_dense": [1] * 12,
 }
 # What the papers say of each built-in layer (SPEC 7): its class decides its predictions.
@@ -289,6 +291,9 @@ _REFLECTION = np.eye(2) - 2 * np.outer(_KEY, _KEY)  # beta = 2: spectral norm ex
     ("signed_diagonal", [-1.0, 0.0, 0.9], [0.0, 1.001]),
     ("signed_diagonal", [-1.0 + 0j, 0.5 + 1e-5j], [0.0, 0.5 + 1e-3j]),  # a real class is real
     ("unit_modulus_diagonal", np.exp(1j * np.array([0.1, 2.0])), [1.0, 1.001]),
+    # any modulus, decaying or growing, any phase; no value that is not a number
+    ("complex_diagonal", [0.0, 0.5 * np.exp(2j), 1.5, -1.0], [0.5, np.nan]),
+    ("complex_diagonal", [1.0], [np.inf * 1j]),
     ("time_invariant", np.ones((2, 3, 4)), np.arange(24.0).reshape(2, 3, 4)),
     ("householder:1", _REFLECTION[None], 1.001 * _REFLECTION[None]),
     ("householder:2", (_REFLECTION @ np.diag([1.0, -1.0]))[None], 1.001 * np.eye(2)[None]),
