@@ -340,8 +340,11 @@ def test_a_decaying_complex_diagonal_layer_has_the_derived_length_and_passes_its
                                             d_state=4))
     out = declaration.check(model, model.init(jax.random.PRNGKey(0), tokens), tokens)
     verdicts[cls] = (out["checked"], out["ok"])
+    detail = out["layers"][0]["detail"]
   assert verdicts == {"complex_diagonal": (True, True),
                       "unit_modulus_diagonal": (True, False)}, verdicts
+  assert detail.endswith("; complex_diagonal takes any modulus"), (
+      f"the unit-modulus check does not point to the class that fits: {detail}")
 
 
 def test_a_layer_that_leaves_its_declared_class_is_flagged(tmp_path):
