@@ -77,7 +77,7 @@ theory.register_class(
     "layer with no input term, examples/clock.py; k layers suffice: built, the unit-modulus "
     "cascade with m-th roots; that fewer do not for deeper stacks: paper 000's Theorems "
     "4.1-4.2 with characters valued in the m-th roots, assumed)",
-    step=_exponent_step, contains=_roots_of_unity)
+    step=_exponent_step, contains=_roots_of_unity, parameter="m")
 
 
 class Clock(nn.Module):

@@ -145,6 +145,8 @@ class TransitionClass:
   # (can express), False (cannot), None (no theorem); only for homogeneous stacks
   predict: Callable | None = None
   source: str = ""  # the module that registered it
+  # the name of the integer after the colon ('householder:2': n_h); None: the class takes none
+  parameter: str | None = None
 
 
 # name -> TransitionClass; filled by register_class, the built-ins' and a plugin's alike
@@ -154,7 +156,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 def register_class(name: str, description: str, theorem: str, *, step: Callable | None = None,
                    contains: Callable | None = None, predict: Callable | None = None,
-                   source: str | None = None) -> TransitionClass:
+                   parameter: str | None = None, source: str | None = None) -> TransitionClass:
   """Add a transition class, so layers can declare it (`register_layer(theory_class=name)`, or
   'name:<int>' for a class with a parameter) and every table, profile and card predicts from it.
 
@@ -165,7 +167,9 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   never. predict(group, depth, param, width) -> True / False / None (no theorem), for a theorem
   that is no subgroup series (homogeneous stacks only). Neither: no theorem (tables show `?`).
   contains(transitions, tol, param) -> (bool, detail): whether sown transitions lie in its set
-  (the declaration check); None: nothing to check. Registering the same rules again under
+  (the declaration check); None: nothing to check. parameter: the name of the integer a
+  layer may give after a colon ('name:4'), which the rules receive as param; None: the class
+  takes none, and 'name:4' is refused. Registering the same rules again under
   their name is a no-op (a plugin imported twice); other rules under a taken name are an error.
   """
   source = source or _caller_module()
@@ -180,7 +184,10 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   for what, text in (("description", description), ("theorem", theorem)):
     if not isinstance(text, str) or not text.strip():
       raise TheoryError(f"theory class {name!r}: {what} must be a non-empty string")
-  cls = TransitionClass(name, description, theorem, step, contains, predict, source)
+  if parameter is not None and not (isinstance(parameter, str) and parameter.isidentifier()):
+    raise TheoryError(f"theory class {name!r}: parameter must name the integer after the "
+                      f"colon (e.g. 'm'), got {parameter!r}")
+  cls = TransitionClass(name, description, theorem, step, contains, predict, source, parameter)
   old = CLASSES.get(name)
   if old is not None:
     if _rules(old) == _rules(cls):
@@ -196,7 +203,8 @@ def _rules(c: TransitionClass) -> tuple:
   origin = lambda fn: None if fn is None else (
       getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn)),
       getattr(getattr(fn, "__code__", None), "co_firstlineno", None))  # two lambdas differ
-  return c.description, c.theorem, origin(c.step), origin(c.contains), origin(c.predict)
+  return (c.description, c.theorem, origin(c.step), origin(c.contains), origin(c.predict),
+          c.parameter)
 
 
 def _caller_module() -> str:
@@ -247,7 +255,7 @@ for _c in (
         "of one reflection each track every cyclic and dihedral group (keys at least 2 wide; "
         "Siems et al. 2025, Sec. 4, for the dihedral groups; ssm_bench/analytic_dihedral.py); "
         "otherwise, for fewer reflections or narrower keys, no theorem", None,
-        _norm_at_most_one, _householder_predict),
+        _norm_at_most_one, _householder_predict, parameter="n_h"),
     TransitionClass(
         "householder_nonnegative", "products of generalized Householder matrices with beta in "
         "[0, 1] (eigenvalues in [0, 1])", "no theorem claimed here", None, _norm_at_most_one),
@@ -259,16 +267,21 @@ for _c in (
     TransitionClass("unknown", "not declared", "no theorem", None),
 ):
   register_class(_c.name, _c.description, _c.theorem, step=_c.step, contains=_c.contains,
-                 predict=_c.predict, source=__name__)
+                 predict=_c.predict, parameter=_c.parameter, source=__name__)
 
 
 def parse(cls: str) -> tuple:
   """'householder:2' -> (CLASSES['householder'], 2); 'signed_diagonal' -> (..., None).
   ValueError naming the classes for anything else."""
-  name, _, param = str(cls).partition(":")
-  if name not in CLASSES or (param and not param.isdigit()):
-    raise ValueError(f"unknown theory class {cls!r}; choose one of {', '.join(CLASSES)} "
-                     "(householder takes :<n_h>, e.g. householder:2)")
+  name, colon, param = str(cls).partition(":")
+  takes = "; ".join(f"{n} takes :<{c.parameter}>, e.g. {n}:2" for n, c in CLASSES.items()
+                    if c.parameter)
+  if name not in CLASSES or (colon and not param.isdigit()):
+    raise ValueError(f"unknown theory class {cls!r}; choose one of {', '.join(CLASSES)}"
+                     + (f" ({takes})" if takes else ""))
+  if colon and CLASSES[name].parameter is None:
+    raise ValueError(f"theory class {cls!r}: {name} takes no parameter"
+                     + (f" ({takes})" if takes else ""))
   return CLASSES[name], (int(param) if param else None)
 
 

@@ -121,6 +121,10 @@ def test_no_layer_names_outside_the_registry(path):
     # a class function failing for the run's kwargs (trained, then the tables failed on it)
     (["--plugins=plugin_layers.classfn", "--model=classfn", '--layer_kwargs={"mode": "bad"}'],
      "its theory_class for kwargs {'mode': 'bad'} failed: ValueError: unknown theory class"),
+    # a parameter on a class that takes none (was: parsed, the parameter ignored)
+    (["--plugins=plugin_layers.damped", "--model=damped",
+      '--layer_kwargs={"cls": "unit_modulus_diagonal:3"}'],
+     "theory class 'unit_modulus_diagonal:3': unit_modulus_diagonal takes no parameter"),
     (["--plugins=plugin_layers.classfn", "--model=classfn", '--layer_kwargs={"mode": "boom"}'],
      "failed: RuntimeError: no class for boom"),
     (["--plugins=plugin_layers.classfn", "--model=classfn",

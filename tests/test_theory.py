@@ -50,7 +50,7 @@ def _register_exponent_class(monkeypatch, **rules):
   """A class of the researcher's own into a copy of the classes, undone after the test."""
   monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
   return theory.register_class("exponent", "m-th roots of unity", "a conjecture",
-                               **({"step": _exponent_step} | rules))
+                               **({"step": _exponent_step, "parameter": "m"} | rules))
 
 
 def test_a_registered_class_predicts_and_declares_like_a_built_in(monkeypatch):
@@ -113,6 +113,9 @@ def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
   with pytest.raises(theory.TheoryError, match="already registered by"):
     theory.register_class("exponent", "m-th roots of unity", "a conjecture",
                           step=lambda g, h, m: h)
+  with pytest.raises(theory.TheoryError, match="already registered by"):  # without its 'm'
+    theory.register_class("exponent", "m-th roots of unity", "a conjecture",
+                          step=_exponent_step)
 
 
 def test_another_lambda_of_the_same_module_is_other_rules(monkeypatch):
@@ -174,9 +177,19 @@ def test_householder_claims_need_keys_as_wide_as_the_representation(cls, group, 
     assert theory.expressible([cls], group, width) is True
 
 
-def test_bad_class_names_fail_naming_the_choices():
+def test_bad_class_names_fail_naming_the_choices(monkeypatch):
   with pytest.raises(ValueError, match="choose one of time_invariant"):
     theory.parse("householder:x")
+  # a parameter only where the class names one, and each class that does is named
+  with pytest.raises(ValueError, match=r"unit_modulus_diagonal takes no parameter \(householder "
+                     r"takes :<n_h>, e.g. householder:2\)"):
+    theory.parse("unit_modulus_diagonal:3")
+  assert theory.parse("householder:3")[1] == 3 and theory.parse("householder")[1] is None
+  _register_exponent_class(monkeypatch)
+  with pytest.raises(ValueError, match="exponent takes :<m>, e.g. exponent:2"):
+    theory.parse("signed_diagonal:2")
+  with pytest.raises(theory.TheoryError, match="parameter must name the integer"):
+    theory.register_class("oddparam", "d", "t", step=_exponent_step, parameter="the m")
   with pytest.raises(registry.LayerError, match="unknown theory class"):
     registry.register_layer("odd", lambda cfg, **kw: None, theory_class="diagonalish")
 
