@@ -25,7 +25,8 @@ stack expresses G iff the series reaches the trivial group:
   unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: no theorem;
 - unknown: no theorem (tables show `?`).
 A hybrid stack mixing these tracks what any of its sub-stacks tracks (`expressible`).
-A class name may carry one integer parameter after a colon (`householder:2`). The classes above
+A class that names a parameter (register_class's `parameter`) takes one integer after a colon
+(`householder:2`); the others refuse one. The classes above
 register through `register_class`, as a plugin's own class does (examples/clock.py).
 Each class also says which transitions belong to it, so a layer that sows its transitions can
 have its declaration checked (`contains`).
@@ -274,15 +275,18 @@ def parse(cls: str) -> tuple:
   """'householder:2' -> (CLASSES['householder'], 2); 'signed_diagonal' -> (..., None).
   ValueError naming the classes for anything else."""
   name, colon, param = str(cls).partition(":")
-  takes = "; ".join(f"{n} takes :<{c.parameter}>, e.g. {n}:2" for n, c in CLASSES.items()
-                    if c.parameter)
   if name not in CLASSES or (colon and not param.isdigit()):
     raise ValueError(f"unknown theory class {cls!r}; choose one of {', '.join(CLASSES)}"
-                     + (f" ({takes})" if takes else ""))
+                     + _parameters())
   if colon and CLASSES[name].parameter is None:
-    raise ValueError(f"theory class {cls!r}: {name} takes no parameter"
-                     + (f" ({takes})" if takes else ""))
+    raise ValueError(f"theory class {cls!r}: {name} takes no parameter" + _parameters())
   return CLASSES[name], (int(param) if param else None)
+
+
+def _parameters() -> str:
+  """' (householder takes :<n_h>, e.g. householder:2; ...)': the classes that take one."""
+  takes = [f"{n} takes :<{c.parameter}>, e.g. {n}:2" for n, c in CLASSES.items() if c.parameter]
+  return f" ({'; '.join(takes)})" if takes else ""
 
 
 def _group(group):
