@@ -98,7 +98,7 @@ def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) ->
     radius = jax.random.uniform(k[4], (d, n), minval=0.5, maxval=0.999)
     angle = jax.random.uniform(k[5], (d, n), minval=-3.0, maxval=3.0)
     return scan.Factors("constant", a=radius * jnp.exp(1j * angle), **common_)
-  raise ValueError(f"no factors for {family!r}; choose one of {', '.join(scan.FAMILIES)}")
+  raise ValueError(f"no factors for {family!r}; choose one of {', '.join(scan.FUSED_FAMILIES)}")
 
 
 def _rel_err(got, want) -> float:

@@ -18,7 +18,7 @@ from test_diagonal_scan import (assert_runs_under_vmap_match_the_sequential_scan
 pytestmark = pytest.mark.heavy  # a minute or more in all: scheduled first (conftest.py)
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_pallas_forward_and_backward_tiles_are_independent(family):
   """Any power-of-two tile per kernel and any chunk give the reference's values and gradients,
   also when the backward's channel block differs from the forward's (padding to the larger)."""
@@ -61,7 +61,7 @@ def test_pallas_joined_reductions_halve_the_real_backwards_reductions(family):
   assert counts == {False: [8, 32], True: [8, 16]}, f"reductions (forward, backward): {counts}"
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_pallas_prefetch_reads_a_chunks_inputs_before_it_writes_and_changes_no_number(family):
   """prefetch=True: in each kernel's chunk loop every read of memory comes before the first
   write (direct: they interleave, step by step); values and gradients bit-identical to direct."""
@@ -89,7 +89,7 @@ def test_pallas_prefetch_reads_a_chunks_inputs_before_it_writes_and_changes_no_n
   assert min(reads_after_first_write(False)) > 0, f"{family}: the direct order already prefetches"
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_pallas_kernel_lowers_for_cuda(family):
   """The Triton lowering runs on CPU: an unsupported primitive fails here, not on the GPU."""
   from ssm_bench.scan import pallas
@@ -118,7 +118,7 @@ def test_pallas_pads_time_to_whole_chunks_not_a_power_of_two(length, padded):
       f"{length} steps went into the kernel as {call.invars[0].aval.shape[1]}, want {padded}")
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_pallas_under_vmap_keeps_two_different_runs_apart(family):
   """Two runs with different factors through the kernel (interpret mode)."""
   from ssm_bench.scan import pallas
@@ -127,7 +127,7 @@ def test_pallas_under_vmap_keeps_two_different_runs_apart(family):
       lambda f: pallas.scan(f, chunk=8, interpret=True), runs, family)
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_pallas_forward_without_gradient_writes_no_boundary_states(family):
   """Evaluation runs the kernel's primal: one output (y); only a forward for a gradient saves
   the chunk-boundary states (one real array, or a real/imaginary pair)."""

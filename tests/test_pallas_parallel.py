@@ -108,7 +108,7 @@ def _uses_recurrence_scan(f):
   return any(e.primitive.name == "recurrence_scan" for e in equations(jaxpr.jaxpr))
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_takes_any_family_up_to_its_length_and_hands_longer_ones_to_the_sequential_kernel(family):
   short = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH, d=2, n=2))
   long = to_factors(family, factored_inputs(family, pallas_parallel.MAX_LENGTH + 1, d=2, n=2))
@@ -129,7 +129,7 @@ def test_backward_scans_twice_per_state_where_h_prev_needs_no_division(family, s
   assert count == [1, scans], f"{family}: scans per state (forward, backward) {count}"
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_kernels_lower_for_cuda_with_the_hardware_scan(family):
   """The Triton lowering runs on CPU: the primitive's rule (a `tt.scan` of pairs) is found and
   verifies, for the gradient, a vmapped group and evaluation's primal."""
@@ -214,7 +214,7 @@ def test_the_layers_layout_computes_the_same_bits_and_transposes_no_sequence_out
   assert len(triton_modules(cuda, f)) == 2, f"{family}: not a forward and a backward kernel"
 
 
-@pytest.mark.parametrize("family", scan.FAMILIES)
+@pytest.mark.parametrize("family", scan.FUSED_FAMILIES)
 def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_outside(family):
   """Factors a layer built channels first, (channels, batch, time): the kernels read their
   tiles as they are, so outside the kernels no array with a time axis (23 steps, 32 or 34 rows)

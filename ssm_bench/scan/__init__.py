@@ -27,7 +27,7 @@ from ssm_bench.scan import chunked
 from ssm_bench.scan import factors
 from ssm_bench.scan import householder
 from ssm_bench.scan import reference
-from ssm_bench.scan.factors import FAMILIES, Factors  # noqa: F401
+from ssm_bench.scan.factors import FAMILIES, FUSED_FAMILIES, Factors  # noqa: F401
 
 REFERENCE = ("sequential", "associative")
 METHODS = ("auto",) + REFERENCE + ("chunked", "pallas", "pallas_parallel", "pallas_chunked")

@@ -6,8 +6,8 @@ chunk's L states from its saved start, runs the adjoint g_t = dy_t C_t + a_{t+1}
 them and forms the gradients as sums of products. It never holds a_t or b_t for the whole
 sequence. Reason for writing the backward out: autodiff of the checkpointed chunk spent 3.6-6x
 the forward's time in the backward on CPU, where chunked is `auto` (BUILD_NOTES, "Scan core").
-The real families (decay, signed decay) scan real states; the complex ones (rotation, constant)
-real (re, im) pairs, with cos and sin of theta (or the constant's parts) taken outside, so
+The real families (decay, signed decay) scan real states; the complex ones (rotation, constant,
+complex) real (re, im) pairs, with cos and sin of theta (or a's parts) taken outside, so
 autodiff carries their gradients to theta or a and gives the complex inputs JAX's cotangents.
 """
 from __future__ import annotations
@@ -20,8 +20,9 @@ import jax.numpy as jnp
 from ssm_bench.scan import factors as F
 
 # Steps per chunk on CPU, per family: the fastest whole training steps on a 2-core CPU
-# (BUILD_NOTES, "Scan core"; chunks 1-8 timed with each backward as it then was).
-CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 4, "constant": 4}
+# (BUILD_NOTES, "Scan core"; chunks 1-8 timed with each backward as it then was). The complex
+# family (no built-in layer) takes the rotation's: the same pairs path, untimed.
+CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 4, "constant": 4, "complex": 4}
 # Elsewhere chunked is the memory-light method, not the default: a boundary state every 16 steps.
 CHUNK = 16
 
@@ -154,9 +155,9 @@ def _real_bwd(neg, chunk, res, dy):
 _real.defvjp(_real_fwd, _real_bwd)
 
 
-# ---- the complex families in real pairs: rotation, constant -----------------------------------
-# a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta) or
-# constant (d, n) (S4D's), as B and C may be: all six parts take either form (`_at`, `_add_grad`);
+# ---- the complex families in real pairs: rotation, constant, complex ---------------------------
+# a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta, the
+# complex family's a) or constant (d, n) (S4D's), as B and C may be: all six parts take either form (`_at`, `_add_grad`);
 # h as (hr, hi).
 _PARTS = ("ar", "ai", "Br", "Bi", "Cr", "Ci")
 

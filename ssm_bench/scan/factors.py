@@ -10,10 +10,13 @@ with the transition a_t given by the layer's family:
     signed_decay  2 exp(dt_t[d] lam[d, n]) - 1    in (-1, 1): negative eigenvalues
     constant      a[d, n]                         constant complex (exp(dt lam) precomputed)
     rotation      exp(i theta_t[n])               theta (b, t, n): unit modulus, shared over d
+    complex       a_t[n]                          a (b, t, n): any complex number per step,
+                                                  shared over d (decay and phase: r e^{i phi})
 
 B and C each take either form, whatever the family (a researcher's layer may pair any of them);
-the fused kernels read the built-in layers' pairing only (`kernel_layout`: per step for the
-real families, constant for the complex ones) and `diagonal_scan` hands the others to chunked.
+the fused kernels read the built-in layers' families and pairing only (`kernel_layout`: per step
+for the real families, constant for the complex ones; not the `complex` family, which no
+built-in layer hands over) and `diagonal_scan` hands the others to chunked.
 x is real in every family; the real families' B, C and h0 are real too.
 
 `discretize="softplus"` hands the real families' x and dt before Mamba's rule: dt is the step
@@ -39,10 +42,12 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-FAMILIES = ("decay", "signed_decay", "constant", "rotation")
-COMPLEX = ("constant", "rotation")
+# the families the fused kernels read (the built-in layers'), and every family
+FUSED_FAMILIES = ("decay", "signed_decay", "constant", "rotation")
+FAMILIES = FUSED_FAMILIES + ("complex",)
+COMPLEX = ("constant", "rotation", "complex")
 DISCRETIZE = ("given", "softplus")  # x and dt as the recurrence uses them, or Mamba's rule
-_PER_STEP = ("x", "dt", "theta", "B", "C")  # arrays with a time axis (when present)
+_PER_STEP = ("x", "dt", "theta", "a", "B", "C")  # arrays with a time axis (when present)
 
 
 @jax.tree_util.register_dataclass
@@ -60,7 +65,7 @@ class Factors:
   dt: jax.Array | None = None  # decay, signed_decay
   lam: jax.Array | None = None  # decay, signed_decay
   theta: jax.Array | None = None  # rotation
-  a: jax.Array | None = None  # constant
+  a: jax.Array | None = None  # constant (d, n); complex, per step (b, t, n)
   channels_first: bool = dataclasses.field(default=False, metadata=dict(static=True))
   discretize: str = dataclasses.field(default="given", metadata=dict(static=True))
 
@@ -85,9 +90,10 @@ class Factors:
 
   @property
   def kernel_layout(self) -> bool:
-    """B and C as the fused kernels read them: per step for the real families, constant for
-    the complex ones (every built-in layer's)."""
-    return all((v.ndim == 3) != self.is_complex for v in (self.B, self.C))
+    """A family the fused kernels read, with B and C as they read them: per step for the real
+    families, constant for the complex ones (every built-in layer's)."""
+    return self.family in FUSED_FAMILIES and all(
+        (v.ndim == 3) != self.is_complex for v in (self.B, self.C))
 
   def check(self):
     """A one-line ValueError naming the expected shape for a factor that does not fit x and
@@ -110,7 +116,8 @@ class Factors:
     needs.update({"decay": {"dt": [per_step(d)], "lam": [(d, n)]},
                   "signed_decay": {"dt": [per_step(d)], "lam": [(d, n)]},
                   "rotation": {"theta": [per_step(n)]},
-                  "constant": {"a": [(d, n)]}}[self.family])
+                  "constant": {"a": [(d, n)]},
+                  "complex": {"a": [per_step(n)]}}[self.family])
     for name, shapes in needs.items():
       v = getattr(self, name)
       if v is None or v.shape not in shapes:
@@ -139,7 +146,7 @@ class Factors:
   def steps(self) -> dict:
     """The per-step arrays, by name (time on axis 1; channels first: the last axis)."""
     return {k: getattr(self, k) for k in _PER_STEP if getattr(self, k) is not None
-            and (k not in ("B", "C") or getattr(self, k).ndim == 3)}
+            and (k not in ("B", "C", "a") or getattr(self, k).ndim == 3)}
 
   def with_steps(self, **steps) -> "Factors":
     return dataclasses.replace(self, **steps)
@@ -175,7 +182,7 @@ def transition(f: Factors):
     return decay(f.dt, f.lam, f.family == "signed_decay")
   if f.family == "rotation":
     return jnp.exp(1j * f.theta)[..., None, :]
-  return f.a
+  return f.a[..., None, :] if f.family == "complex" else f.a
 
 
 def materialize(f: Factors):

@@ -1,10 +1,12 @@
 """A complex diagonal layer whose transitions decay and turn, r_t exp(i theta_t) with r_t in
 (0, 1): the paper's DCD at any modulus (`complex_diagonal`); `cls` declares another class, so a
-test can see the narrower unit-modulus one refuse it. Its own associative scan: no scan family."""
+test can see the narrower unit-modulus one refuse it. Its recurrence goes to the suite's scan as
+the `complex` factor family (a per step, shared over channels)."""
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ssm_bench import scan
 from ssm_bench.registry import module_kwargs, register_layer
 
 
@@ -19,13 +21,12 @@ class Damped(nn.Module):
     r = jax.nn.sigmoid(nn.Dense(n, name="r")(u) + 2.0)  # about 0.88 at init, never 1
     a = r * jnp.exp(1j * nn.Dense(n, name="theta")(u))  # (b, t, n), shared over channels
     self.sow("intermediates", "transition", a)
-    B = self.param("B", nn.initializers.normal(0.5), (d, n)).astype(jnp.complex64)
-    C = self.param("C", nn.initializers.normal(0.5), (d, n)).astype(jnp.complex64)
-    b = u[..., None] * B
-    _, h = jax.lax.associative_scan(lambda x, y: (y[0] * x[0], y[0] * x[1] + y[1]),
-                                    (jnp.broadcast_to(a[..., None, :], b.shape), b), axis=1)
-    return nn.Dense(d, name="out")(jnp.real(jnp.sum(h * C, -1)))
+    param = lambda name: self.param(name, nn.initializers.normal(0.5), (d, n)).astype(
+        jnp.complex64)
+    f = scan.Factors("complex", x=u, B=param("B"), C=param("C"), a=a,
+                     h0=jnp.zeros((d, n), jnp.complex64))
+    return nn.Dense(d, name="out")(scan.diagonal_scan(f, self.cfg.scan_method))
 
 
 register_layer("damped", Damped, theory_class=lambda kwargs: kwargs["cls"],
-               kwargs=module_kwargs(Damped))
+               kwargs=module_kwargs(Damped), scan_family="complex")
