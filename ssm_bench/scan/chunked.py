@@ -157,8 +157,8 @@ _real.defvjp(_real_fwd, _real_bwd)
 
 # ---- the complex families in real pairs: rotation, constant, complex ---------------------------
 # a_t = ar + i ai, per step (b, t, n) shared over channels (rotation's cos and sin of theta, the
-# complex family's a) or constant (d, n) (S4D's), as B and C may be: all six parts take either form (`_at`, `_add_grad`);
-# h as (hr, hi).
+# complex family's a) or constant (d, n) (S4D's), as B and C may be: all six parts take either
+# form (`_at`, `_add_grad`); h as (hr, hi).
 _PARTS = ("ar", "ai", "Br", "Bi", "Cr", "Ci")
 
 
