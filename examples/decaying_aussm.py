@@ -1,0 +1,57 @@
+"""An example complex diagonal layer whose transitions decay as well as turn: AUSSM's rotation
+times an input-dependent modulus below 1, as selective complex SSMs (Mamba-3-style) have.
+
+    python -m launch.info --plugins=examples.decaying_aussm --model=decaying_aussm
+    python -m launch.profile --plugins=examples.decaying_aussm --model=decaying_aussm
+
+    h_t[d, n] = r_t[n] exp(i theta_t[n]) h_{t-1}[d, n] + Delta_t[d] silu(u_t[d]) B[d, n]
+    y_t[d]    = Re sum_n C[d, n] h_t[d, n] + D[d] silu(u_t[d]),   gated by silu(z_t)
+    r_t       = exp(-softplus(u_t W_r / sqrt(d) + b_r)),  b_r = -4 at init (r near 0.98)
+
+The transitions are any complex numbers inside the unit disc, so the layer declares
+`complex_diagonal`: paper 000's theorems hold at any modulus (the derived length, as for
+AUSSM's unit-modulus class, whose check would flag this layer). Its recurrence goes to
+`scan.diagonal_scan` as the `complex` factor family (a per step, shared over channels), which
+the reference scans and `chunked` run (the fused GPU kernels hand it to chunked).
+"""
+from __future__ import annotations
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ssm_bench import scan
+from ssm_bench.layers import common
+from ssm_bench.registry import register_layer
+
+
+class DecayingAUSSM(nn.Module):
+  cfg: object  # ssm_bench.config.ModelConfig: d_state, the scan method, dt range, h0
+
+  @nn.compact
+  def __call__(self, v):
+    cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
+    u, z = nn.Dense(d, name="in_u")(v), nn.Dense(d, name="in_z")(v)
+    per_step = lambda name, bias_init: (
+        u @ self.param(f"{name}_w", nn.initializers.normal(1.0), (d, n)) / math.sqrt(d)
+        + self.param(f"{name}_b", bias_init, (n,)))  # (b, t, n): shared over channels
+    theta = per_step("theta", common.uniform_init(-math.pi, math.pi))
+    log_r = -jax.nn.softplus(per_step("decay", nn.initializers.constant(-4.0)))
+    a = jnp.exp(jax.lax.complex(log_r, theta))
+    self.sow("intermediates", "transition", a)  # the eigenvalues, for the declaration check
+    const = lambda name: jax.lax.complex(
+        *(self.param(f"{name}_{part}", nn.initializers.normal(n ** -0.5), (d, n))
+          for part in ("re", "im")))
+    su = nn.silu(u)
+    h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
+    f = scan.Factors("complex", x=common.low_rank_dt(u, d, cfg) * su, B=const("B"),
+                     C=const("C"), h0=h0, a=a)
+    D = self.param("D", nn.initializers.ones, (d,))
+    return (scan.diagonal_scan(f, cfg.scan_method) + D * su) * nn.silu(z)
+
+
+register_layer("decaying_aussm", DecayingAUSSM, theory_class="complex_diagonal",
+               scan_family="complex",
+               description="AUSSM whose transitions also decay (examples/decaying_aussm.py)")
