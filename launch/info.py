@@ -160,6 +160,8 @@ def _print_card(c: dict):
   print(f"{c['name']} ({'built-in' if c['builtin'] else c['source']}){about}")
   print(f"  class {c['theory_class']}: {c['class_description']}")
   print(f"  theorem: {c['theorem']}")
+  if c["class_includes"]:
+    print("  includes: " + "; ".join(f"{k} ({why})" for k, why in c["class_includes"].items()))
   print(f"  scan family: {c['scan_family']}; kwargs: {c['kwargs'] or 'none'}; constructions: "
         + ("; ".join(c["constructions"]) or "none"))
   mark = {True: "yes", False: "no", None: "?"}

@@ -144,20 +144,25 @@ def _describe(dfa) -> tuple[dict, tuple]:
                                  "automaton's state, so it recognizes every regular language"}
   # the monoid is a group: its one maximal subgroup is all of it
   group = as_groups[0] if len(as_groups) == 1 and as_groups[0].order == len(monoid) else None
-  # the classes that contain the non-negative one, and why
-  contain = {"signed_diagonal": "eigenvalues in [0, 1] are in [-1, 1]",
-             "complex_diagonal": "real eigenvalues in [0, 1] are complex of modulus <= 1"}
   for cls in ("signed_diagonal", "unit_modulus_diagonal", "complex_diagonal"):
-    if star_free and cls in contain:
-      preds[cls] = {"verdict": True, "source": f"the class contains the non-negative one "
-                    f"({contain[cls]}): star-free (Sarrof et al. 2024)"}
-      continue
-    preds[cls] = (group_prediction(cls, group) if group is not None
-                  else series_verdict(cls, star_free, as_groups))
+    preds[cls] = (_by_inclusion(cls, STAR_FREE) if star_free else None) or (
+        group_prediction(cls, group) if group is not None
+        else series_verdict(cls, star_free, as_groups))
   return {"name": dfa.name, "description": dfa.description, "alphabet": dfa.alphabet,
           "minimal_states": len(delta), "monoid_size": len(monoid), "star_free": star_free,
           "aperiodic": star_free, "maximal_subgroups": names,
           "group_language": group is not None, "predictions": preds}, as_groups
+
+
+STAR_FREE = "star-free"
+
+
+def _by_inclusion(cls: str, result: str) -> dict | None:
+  """✓ for a class that includes the non-negative one, where that class's result holds (every
+  such layer is one of this class's); else None."""
+  why = theory.inclusion(cls, "nonnegative_diagonal")
+  return None if why is None else {"verdict": True, "source": "the class includes the "
+                                   f"non-negative one ({why}): {result} (Sarrof et al. 2024)"}
 
 
 def series_verdict(cls: str, star_free: bool, subgroups) -> dict:
@@ -208,6 +213,8 @@ def class_prediction(name: str, cls: str, width: int | None = None) -> dict | No
   subgroups = _regular(languages.base_name(name))[1]
   if d["group_language"]:
     return group_prediction(cls, subgroups[0], width)
+  if d["star_free"] and _by_inclusion(cls, STAR_FREE):
+    return _by_inclusion(cls, STAR_FREE)
   if theory.parse(cls)[0].step is None:
     return None
   return series_verdict(cls, d["star_free"], subgroups)
@@ -247,8 +254,9 @@ def describe_counter(lang) -> dict:
   preds = {"nonnegative_diagonal": {
       "verdict": True, "source": "predictively modelled by an SSM with unbounded integer state "
       "values (a counter with a = 1; Sarrof et al. 2024, paper 003)"}}
-  preds["signed_diagonal"] = {"verdict": True, "source": "the class contains the non-negative "
-                              "one: the same counters (Sarrof et al. 2024)"}
+  for cls in theory.CLASSES:  # a plugin's class too: this dict is built on every call
+    if _by_inclusion(cls, "the same counters"):
+      preds[cls] = _by_inclusion(cls, "the same counters")
   return {"name": lang.name, "description": lang.description, "alphabet": lang.alphabet,
           "regular": False, "minimal_states": None, "monoid_size": None, "star_free": None,
           "aperiodic": None, "maximal_subgroups": [], "predictions": preds}

@@ -412,6 +412,7 @@ def card(name: str, kwargs_text: str = "") -> dict[str, Any]:
   cls = theory.parse(cls_name)[0]
   return {"name": s.name, "source": s.source, "builtin": s.builtin, "description": s.description,
           "theory_class": cls_name, "class_description": cls.description,
-          "theorem": cls.theorem, "scan_family": s.scan_family,
+          "theorem": cls.theorem, "class_includes": theory.included(cls_name),
+          "scan_family": s.scan_family,
           "constructions": [c.description for c in s.constructions],
           "kwargs": kwargs, "presets": {p: dict(v) for p, v in s.presets.items()}}

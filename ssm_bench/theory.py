@@ -148,6 +148,8 @@ class TransitionClass:
   source: str = ""  # the module that registered it
   # the name of the integer after the colon ('householder:2': n_h); None: the class takes none
   parameter: str | None = None
+  # ((class name, why), ...): classes whose every transition is one of this class's
+  includes: tuple = ()
 
 
 # name -> TransitionClass; filled by register_class, the built-ins' and a plugin's alike
@@ -157,7 +159,8 @@ NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 def register_class(name: str, description: str, theorem: str, *, step: Callable | None = None,
                    contains: Callable | None = None, predict: Callable | None = None,
-                   parameter: str | None = None, source: str | None = None) -> TransitionClass:
+                   parameter: str | None = None, includes: dict | None = None,
+                   source: str | None = None) -> TransitionClass:
   """Add a transition class, so layers can declare it (`register_layer(theory_class=name)`, or
   'name:<int>' for a class with a parameter) and every table, profile and card predicts from it.
 
@@ -170,7 +173,10 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   contains(transitions, tol, param) -> (bool, detail): whether sown transitions lie in its set
   (the declaration check); None: nothing to check. parameter: the name of the integer a
   layer may give after a colon ('name:4'), which the rules receive as param; None: the class
-  takes none, and 'name:4' is refused. Registering the same rules again under
+  takes none, and 'name:4' is refused. includes: {registered class: why} for the classes whose
+  every transition is one of this class's (`inclusion`): a result that holds for every layer of
+  an included class then holds for this one (the language verdicts read it; a class's group
+  theorem is its own). Registering the same rules again under
   their name is a no-op (a plugin imported twice); other rules under a taken name are an error.
   """
   source = source or _caller_module()
@@ -188,7 +194,8 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   if parameter is not None and not (isinstance(parameter, str) and parameter.isidentifier()):
     raise TheoryError(f"theory class {name!r}: parameter must name the integer after the "
                       f"colon (e.g. 'm'), got {parameter!r}")
-  cls = TransitionClass(name, description, theorem, step, contains, predict, source, parameter)
+  cls = TransitionClass(name, description, theorem, step, contains, predict, source, parameter,
+                        _checked_includes(name, includes))
   old = CLASSES.get(name)
   if old is not None:
     if _rules(old) == _rules(cls):
@@ -205,7 +212,47 @@ def _rules(c: TransitionClass) -> tuple:
       getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn)),
       getattr(getattr(fn, "__code__", None), "co_firstlineno", None))  # two lambdas differ
   return (c.description, c.theorem, origin(c.step), origin(c.contains), origin(c.predict),
-          c.parameter)
+          c.parameter, c.includes)
+
+
+def _checked_includes(name: str, includes) -> tuple:
+  """register_class's `includes` as sorted (name, why) pairs, each a class registered before."""
+  if includes is None:
+    return ()
+  if not isinstance(includes, dict):
+    raise TheoryError(f"theory class {name!r}: includes must be a dict from a registered class "
+                      f"to why it is included, got {includes!r}")
+  for other, why in includes.items():
+    if other not in CLASSES or other == name:
+      raise TheoryError(f"theory class {name!r}: includes {other!r}, which is no other "
+                        f"registered class; choose from {', '.join(CLASSES)}")
+    if not isinstance(why, str) or not why.strip():
+      raise TheoryError(f"theory class {name!r}: includes {other!r} without a reason (a "
+                        "non-empty string saying why its transitions are this class's)")
+  return tuple(sorted(includes.items()))
+
+
+def included(cls: str) -> dict:
+  """{class: why} for every class whose transitions are all class `cls`'s: its registered
+  `includes`, followed through classes in between (the shortest chain, its reasons from the
+  included class up). Parameters are not read: 'householder:2' includes what 'householder' does."""
+  start = parse(cls)[0].name
+  reasons, frontier = {start: []}, [start]
+  while frontier:  # breadth first: the shortest chain of reasons
+    nxt = []
+    for name in frontier:
+      for inc, why in CLASSES[name].includes:
+        if inc not in reasons:
+          reasons[inc] = [why] + reasons[name]
+          nxt.append(inc)
+    frontier = nxt
+  return {name: "; ".join(why) for name, why in reasons.items() if name != start}
+
+
+def inclusion(cls: str, other: str) -> str | None:
+  """Why every transition of class `other` is one of class `cls` (`included`); None where no
+  chain of registered inclusions says so."""
+  return included(cls).get(parse(other)[0].name)
 
 
 def _caller_module() -> str:
@@ -226,7 +273,8 @@ for _c in (
         "signed_diagonal", "input-dependent real diagonal with eigenvalues in [-1, 1]",
         "each layer removes an elementary Abelian 2-group quotient: G -> G^2 [G, G] (Grazzi et "
         "al. 2025, Theorem 2; paper 000 Sec. 7), so only 2-groups, at their elementary-2 length",
-        _elementary2, _in_range(-1.0, 1.0)),
+        _elementary2, _in_range(-1.0, 1.0),
+        includes=(("nonnegative_diagonal", "eigenvalues in [0, 1] are in [-1, 1]"),)),
     TransitionClass(
         "unit_modulus_diagonal", "input-dependent complex diagonal on the unit circle (DCD)",
         "one layer tracks exactly the Abelian groups, k layers the groups with a subnormal "
@@ -239,7 +287,9 @@ for _c in (
         "contracting, expanding and drifting coordinates (paper 000, the lemmas proved in App. "
         "C.1 and C.5), and its constructions are unit-modulus, which this class contains: the "
         "minimal depth is the derived length (paper 000, Theorems 4.1-4.2)", _commutator,
-        _finite),
+        _finite, includes=(("signed_diagonal", "real eigenvalues in [-1, 1] are complex ones "
+                            "of modulus at most 1"),
+                           ("unit_modulus_diagonal", "the unit circle is one modulus"))),
     TransitionClass(
         "nonlinear_or_dense", "a non-linear or dense input-dependent state update",
         "one layer can hold any finite automaton's state, so it tracks every finite group "
@@ -268,7 +318,8 @@ for _c in (
     TransitionClass("unknown", "not declared", "no theorem", None),
 ):
   register_class(_c.name, _c.description, _c.theorem, step=_c.step, contains=_c.contains,
-                 predict=_c.predict, parameter=_c.parameter, source=__name__)
+                 predict=_c.predict, parameter=_c.parameter, includes=dict(_c.includes),
+                 source=__name__)
 
 
 def parse(cls: str) -> tuple:

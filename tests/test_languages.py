@@ -8,6 +8,7 @@ import pytest
 
 from language_brute import is_prefix_of_member
 from ssm_bench import language_theory
+from ssm_bench import theory
 from tasks import languages
 from tasks import registry
 import launcher
@@ -357,13 +358,33 @@ def test_each_class_has_the_verdict_its_rule_gives(name):
 
 
 @pytest.mark.parametrize("name", ["dyck1", "shuffle_dyck2", "anbn", "anbncn"])
-def test_counter_languages_are_predicted_modelled_by_nonnegative_and_signed_diagonals(name):
-  """Sarrof et al. 2024: SSMs with unbounded integer state values (a = 1 counters) model these;
-  no other class gets a verdict, and a plugin's class gets none either (no finite monoid)."""
+def test_counter_languages_are_predicted_modelled_by_nonnegative_diagonals_and_what_includes_them(
+    name):
+  """Sarrof et al. 2024: SSMs with unbounded integer state values (a = 1 counters) model these,
+  and so does every class that includes the non-negative one (signed, complex); no other class
+  gets a verdict, and a plugin's class gets none either (no finite monoid)."""
   d = language_theory.describe_language(name)
   got = {cls: p["verdict"] for cls, p in d["predictions"].items()}
-  assert got == {"nonnegative_diagonal": True, "signed_diagonal": True}, got
+  assert got == {"nonnegative_diagonal": True, "signed_diagonal": True,
+                 "complex_diagonal": True}, got
   assert language_theory.class_prediction(name, "householder(2)") is None
+
+
+def test_a_plugin_class_that_includes_the_nonnegative_one_gets_its_star_free_and_counter_verdicts(
+    monkeypatch):
+  """A researcher's class without a theorem of its own that declares it includes the signed
+  class (so the non-negative one): ✓ on star-free and counter languages with the chain of
+  reasons; on a group language and on another regular one its own (missing) theorem decides."""
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  theory.register_class("wider", "a researcher's class", "no theorem of its own",
+                        includes={"signed_diagonal": "its set holds [-1, 1]"})
+  for name in ("tomita1", "dyck2_depth3", "dyck1", "anbn"):
+    p = language_theory.class_prediction(name, "wider")
+    assert p is not None and p["verdict"] is True, f"{name}: {p}"
+    assert "eigenvalues in [0, 1] are in [-1, 1]; its set holds [-1, 1]" in p["source"], p
+  assert language_theory.class_prediction("parity", "wider") is None
+  assert language_theory.class_prediction("abab_star", "wider") is None
+  assert language_theory.class_prediction("tomita1", "unknown") is None
 
 
 def test_a_group_language_is_predicted_from_its_group_at_the_classs_minimal_depth():

@@ -79,6 +79,11 @@ def test_a_registered_class_predicts_and_declares_like_a_built_in(monkeypatch):
     ("fresh", {"step": 3}, "step must be callable"),
     ("fresh", {"step": _exponent_step, "predict": lambda g, d, p, w: None}, "not both"),
     ("fresh", {"theorem": ""}, "theorem must be a non-empty string"),
+    ("fresh", {"includes": ["signed_diagonal"]}, "includes must be a dict"),
+    ("fresh", {"includes": {"signed": "why"}}, "includes 'signed', which is no other "
+     "registered class; choose from time_invariant, "),
+    ("fresh", {"includes": {"fresh": "itself"}}, "which is no other registered class"),
+    ("fresh", {"includes": {"signed_diagonal": " "}}, "without a reason"),
 ])
 def test_a_bad_class_registration_is_one_line_and_registers_nothing(monkeypatch, name, rules,
                                                                      problem):
@@ -106,6 +111,47 @@ def test_a_step_that_returns_no_subgroup_is_an_error_not_a_wrong_prediction(monk
     theory.min_depth_text("exponent", "C4")
   with pytest.raises(theory.TheoryError, match="not a subgroup"):  # as tables read it
     theory.prediction(["exponent"], "C4")
+
+
+def test_inclusion_follows_registered_chains_with_their_reasons_from_the_included_class_up(
+    monkeypatch):
+  """complex includes signed directly and the non-negative class through it (the reasons in
+  the order they apply); nothing includes itself, and inclusion is not read backwards. A
+  plugin's class includes through the built-ins' declarations, and a parameter is not read."""
+  assert theory.inclusion("complex_diagonal", "nonnegative_diagonal") == (
+      "eigenvalues in [0, 1] are in [-1, 1]; real eigenvalues in [-1, 1] are complex ones of "
+      "modulus at most 1")
+  assert theory.inclusion("signed_diagonal", "nonnegative_diagonal") == (
+      "eigenvalues in [0, 1] are in [-1, 1]")
+  assert theory.inclusion("nonnegative_diagonal", "signed_diagonal") is None
+  assert theory.inclusion("signed_diagonal", "signed_diagonal") is None
+  assert theory.inclusion("unit_modulus_diagonal", "nonnegative_diagonal") is None
+  _register_exponent_class(monkeypatch, includes={"complex_diagonal": "a wider set"})
+  assert theory.included("exponent:4") == {
+      "complex_diagonal": "a wider set",
+      "signed_diagonal": "real eigenvalues in [-1, 1] are complex ones of modulus at most 1; "
+                         "a wider set",
+      "unit_modulus_diagonal": "the unit circle is one modulus; a wider set",
+      "nonnegative_diagonal": "eigenvalues in [0, 1] are in [-1, 1]; real eigenvalues in "
+                              "[-1, 1] are complex ones of modulus at most 1; a wider set"}
+  with pytest.raises(theory.TheoryError, match="already registered by"):  # other inclusions
+    _register_exponent_class(monkeypatch, includes={"signed_diagonal": "a wider set"})
+
+
+@pytest.mark.parametrize("group", ["C2", "C3", "C2xC2", "C4", "C6", "D4", "Q8", "S3", "A4",
+                                   "S4", "A5", "C2xC4", "C24", "C2xC30"])
+def test_a_class_tracks_every_group_at_most_as_deep_as_a_class_it_includes(group):
+  """A stack of the including class can be a stack of the included one, so a theorem that gave
+  the wider class a deeper minimal depth (or never) would contradict a declared inclusion."""
+  depth = lambda cls: theory.min_depth(cls, group)
+  pairs = [(a, b) for a in theory.CLASSES for b in theory.included(a)
+           if theory.has_theorem(a) and theory.has_theorem(b)]
+  assert len(pairs) >= 4, pairs
+  for wide, narrow in pairs:
+    if depth(narrow) is not None:
+      assert depth(wide) is not None and depth(wide) <= depth(narrow), (
+          f"{wide} includes {narrow}, which tracks {group} at depth {depth(narrow)}, but "
+          f"{wide}'s theorem gives {depth(wide)}")
 
 
 def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
