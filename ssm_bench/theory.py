@@ -30,6 +30,8 @@ A class that names a parameter (register_class's `parameter`) takes one integer 
 register through `register_class`, as a plugin's own class does (examples/clock.py).
 Each class also says which transitions belong to it, so a layer that sows its transitions can
 have its declaration checked (`contains`).
+A class may name the classes it includes (`includes`: complex includes signed and unit-modulus,
+signed includes non-negative): the language verdicts for the non-negative class follow along.
 """
 from __future__ import annotations
 
