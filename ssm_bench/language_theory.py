@@ -189,7 +189,12 @@ def group_prediction(cls: str, group, width: int | None = None) -> dict | None:
   try:
     depth = theory.min_depth(cls, group, width=width)
   except ValueError:  # no theorem for this group (a class without one, householder too narrow)
-    return None
+    bound = theory.depth_bound(cls, group, width=width)
+    return None if bound is None else {
+        "verdict": True, "min_depth": bound,
+        "source": f"the syntactic monoid is the group {group.name}, which a stack of this class "
+        f"tracks from depth {bound} on, read as a class it includes ({', '.join(theory.included(cls))}"
+        "; the group theorems in theory.py); shallower: no theorem"}
   if depth is None:
     return {"verdict": False, "source": f"the syntactic monoid is the group {group.name}, which "
             "the class cannot track at any depth (the group theorems in theory.py)"}

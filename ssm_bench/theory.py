@@ -31,7 +31,9 @@ register through `register_class`, as a plugin's own class does (examples/clock.
 Each class also says which transitions belong to it, so a layer that sows its transitions can
 have its declaration checked (`contains`).
 A class may name the classes it includes (`includes`: complex includes signed and unit-modulus,
-signed includes non-negative): the language verdicts for the non-negative class follow along.
+signed includes non-negative): the language verdicts for the non-negative class follow along,
+and a class without a theorem of its own tracks what its included classes track (`≤ k` depths,
+never a "no").
 """
 from __future__ import annotations
 
@@ -42,92 +44,8 @@ from typing import Callable
 
 import numpy as np
 
-from ssm_bench import reflections
+from ssm_bench import class_rules as rules
 from tasks import groups
-
-
-def _commutator(g, h, _):
-  return g.commutator_subgroup(h)
-
-
-def _elementary2(g, h, _):
-  return g.elementary2_subgroup(h)
-
-
-def _stalls(g, h, _):
-  return h
-
-
-def _trivial(g, h, _):
-  return h[:1]  # the trivial subgroup {0}
-
-
-def _real(a, tol):
-  a = np.asarray(a)
-  if np.iscomplexobj(a) and np.max(np.abs(a.imag), initial=0.0) > tol:
-    return None, f"complex (max |Im a| = {np.max(np.abs(a.imag)):.3g})"
-  return np.real(a), ""
-
-
-def _in_range(low, high):
-  def contains(a, tol, _):
-    r, why = _real(a, tol)
-    if r is None:
-      return False, why
-    lo, hi = float(r.min(initial=np.inf)), float(r.max(initial=-np.inf))
-    ok = lo >= low - tol and hi <= high + tol
-    return ok, f"a in [{lo:.4g}, {hi:.4g}]" + ("" if ok else f", outside [{low:g}, {high:g}]")
-  return contains
-
-
-def _unit_modulus(a, tol, _):
-  m = np.abs(np.asarray(a))
-  dev = float(np.max(np.abs(m - 1.0), initial=0.0))
-  # a layer that also decays has the same theorem under the wider class
-  return dev <= tol, f"max ||a| - 1| = {dev:.3g}" + (
-      "" if dev <= tol else "; complex_diagonal takes any modulus")
-
-
-def _finite(a, tol, _):
-  """Any complex diagonal: every finite value is some input's transition in the class."""
-  m = np.abs(np.asarray(a))
-  if not np.all(np.isfinite(m)):
-    return False, "non-finite transitions"
-  return True, f"|a| in [{float(m.min(initial=np.inf)):.4g}, {float(m.max(initial=0.0)):.4g}]"
-
-
-def _constant_in_time(a, tol, _):
-  a = np.asarray(a)
-  if a.ndim < 3:  # (d, n) or less: no batch or time axis, the same at every step
-    return True, "no time axis"
-  dev = float(np.max(np.abs(a - a[:1, :1]), initial=0.0))
-  return dev <= tol, f"max change over batch and time {dev:.3g}"
-
-
-def _norm_at_most_one(a, tol, _):
-  """Products of generalized Householder matrices with unit keys and beta in [0, 2] have
-  spectral norm <= 1 (each factor does); a is (..., n, n)."""
-  a = np.asarray(a)
-  top = float(np.max(np.linalg.norm(a.reshape((-1,) + a.shape[-2:]), ord=2, axis=(-2, -1)),
-                     initial=0.0))
-  return top <= 1 + tol, f"max spectral norm {top:.4g}" + ("" if top <= 1 + tol else " > 1")
-
-
-def _householder_predict(g, depth, n_h, width=None):
-  """The keys live in `width` dimensions (DeltaNet/DeltaProduct's N: d_state): the
-  representation must fit there. None (a caller that does not say) assumes keys wide enough."""
-  length = reflections.reflection_length(g, width)
-  if length is not None and length <= (n_h or 1):
-    return True
-  # two layers of one reflection per token track the groups faithful in the plane (cyclic and
-  # dihedral): the first counts rotations mod 2, the second reflects in a frame that flips
-  # with that count (ssm_bench/analytic_dihedral.py)
-  plane = min(2, width or 2)
-  return True if depth >= 2 and reflections.reflection_length(g, plane) is not None else None
-
-
-def _tc0_predict(g, depth, _, width=None):
-  return None if g.is_solvable else False
 
 
 class TheoryError(ValueError):
@@ -266,36 +184,37 @@ for _c in (
     TransitionClass(
         "time_invariant", "the same transition at every step (input-independent), any diagonal",
         "a time-invariant SSM tracks no non-trivial group (paper 000 Sec. 6; Sarrof et al. "
-        "2024, paper 003)", _stalls, _constant_in_time),
+        "2024, paper 003)", rules.stalls, rules.constant_in_time),
     TransitionClass(
         "nonnegative_diagonal", "input-dependent real diagonal with eigenvalues in [0, 1]",
         "non-negative diagonal SSMs cannot track parity, hence no non-trivial group at any "
-        "depth (Sarrof et al. 2024, paper 003; Grazzi et al. 2025)", _stalls, _in_range(0.0, 1.0)),
+        "depth (Sarrof et al. 2024, paper 003; Grazzi et al. 2025)", rules.stalls,
+        rules.in_range(0.0, 1.0)),
     TransitionClass(
         "signed_diagonal", "input-dependent real diagonal with eigenvalues in [-1, 1]",
         "each layer removes an elementary Abelian 2-group quotient: G -> G^2 [G, G] (Grazzi et "
         "al. 2025, Theorem 2; paper 000 Sec. 7), so only 2-groups, at their elementary-2 length",
-        _elementary2, _in_range(-1.0, 1.0),
+        rules.elementary2, rules.in_range(-1.0, 1.0),
         includes=(("nonnegative_diagonal", "eigenvalues in [0, 1] are in [-1, 1]"),)),
     TransitionClass(
         "unit_modulus_diagonal", "input-dependent complex diagonal on the unit circle (DCD)",
         "one layer tracks exactly the Abelian groups, k layers the groups with a subnormal "
         "series of length k with Abelian factors: the minimal depth is the derived length "
-        "(paper 000, Theorems 4.1-4.2)", _commutator, _unit_modulus),
+        "(paper 000, Theorems 4.1-4.2)", rules.commutator, rules.unit_modulus),
     TransitionClass(
         "complex_diagonal", "input-dependent complex diagonal of any modulus (decay and phase: "
         "the paper's DCD in full)",
         "as for unit_modulus_diagonal, whatever the moduli: the paper's proofs first remove "
         "contracting, expanding and drifting coordinates (paper 000, the lemmas proved in App. "
         "C.1 and C.5), and its constructions are unit-modulus, which this class contains: the "
-        "minimal depth is the derived length (paper 000, Theorems 4.1-4.2)", _commutator,
-        _finite, includes=(("signed_diagonal", "real eigenvalues in [-1, 1] are complex ones "
-                            "of modulus at most 1"),
-                           ("unit_modulus_diagonal", "the unit circle is one modulus"))),
+        "minimal depth is the derived length (paper 000, Theorems 4.1-4.2)", rules.commutator,
+        rules.finite, includes=(("signed_diagonal", "real eigenvalues in [-1, 1] are complex "
+                                 "ones of modulus at most 1"),
+                                ("unit_modulus_diagonal", "the unit circle is one modulus"))),
     TransitionClass(
         "nonlinear_or_dense", "a non-linear or dense input-dependent state update",
         "one layer can hold any finite automaton's state, so it tracks every finite group "
-        "(Merrill et al. 2024, paper 002, Sec. 5)", _trivial),
+        "(Merrill et al. 2024, paper 002, Sec. 5)", rules.trivial),
     TransitionClass(
         "householder", "input-dependent products of n_h generalized Householder matrices "
         "I - beta k k^T with unit keys and beta in [0, 2] (eigenvalues in [-1, 1])",
@@ -308,15 +227,15 @@ for _c in (
         "of one reflection each track every cyclic and dihedral group (keys at least 2 wide; "
         "Siems et al. 2025, Sec. 4, for the dihedral groups; ssm_bench/analytic_dihedral.py); "
         "otherwise, for fewer reflections or narrower keys, no theorem", None,
-        _norm_at_most_one, _householder_predict, parameter="n_h"),
+        rules.norm_at_most_one, rules.householder_predict, parameter="n_h"),
     TransitionClass(
         "householder_nonnegative", "products of generalized Householder matrices with beta in "
-        "[0, 1] (eigenvalues in [0, 1])", "no theorem claimed here", None, _norm_at_most_one),
+        "[0, 1] (eigenvalues in [0, 1])", "no theorem claimed here", None, rules.norm_at_most_one),
     TransitionClass(
         "tc0", "constant-depth attention (a transformer)",
         "constant-depth transformers are in TC0, so no fixed depth tracks a non-solvable group "
         "at every length unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: "
-        "no theorem", None, None, _tc0_predict),
+        "no theorem", None, None, rules.tc0_predict),
     TransitionClass("unknown", "not declared", "no theorem", None),
 ):
   register_class(_c.name, _c.description, _c.theorem, step=_c.step, contains=_c.contains,
@@ -356,7 +275,41 @@ def expressible(classes, group, width: int | None = None) -> bool | None:
   whose output projection is zero leaves the residual stream as it was. So it tracks the group
   when its series classes' series, layers of other classes skipped, reaches the identity, or
   when one of its classes that predicts depth by depth (householder) tracks it at that class's
-  count of layers; otherwise it is "no" only when every layer is a series class."""
+  count of layers; otherwise it is "no" only when every layer is a series class. Where that
+  leaves no verdict, a layer whose class has no theorem of its own may be read as any class it
+  includes that has one (`included`): "yes" when one such reading tracks the group, never a
+  "no" (a lower bound: the wider class may do more)."""
+  verdict = _expressible(classes, group, width)
+  if verdict is None and any(_readings(c) for c in classes):
+    g = _group(group)
+    *_, last = _reach(classes, g)
+    return True if any(len(h) == 1 for h in last) else None
+  return verdict
+
+
+def _readings(cls: str) -> list:
+  """The (class, parameter) steps a layer of a class without a theorem may be read as: the
+  subgroup series of the classes it includes ([] for a class with a theorem)."""
+  if has_theorem(cls):
+    return []
+  return [parse(i) for i in included(cls) if CLASSES[i].step is not None]
+
+
+def _reach(classes, g):
+  """After each layer in turn, the subgroups the series can reach with each layer read as
+  itself (its step; a layer without one leaves the subgroup) or, for a class without a
+  theorem, as any series class it includes (`_readings`): a set of index tuples."""
+  reach = {tuple(range(g.order))}
+  for cls in classes:
+    c, param = parse(cls)
+    options = [(c, param)] if c.step is not None else [None] + _readings(cls)
+    reach = {h if o is None else tuple(_next_subgroup(o[0], o[1], g, np.array(h)))
+             for h in reach for o in options}
+    yield reach
+
+
+def _expressible(classes, group, width: int | None = None) -> bool | None:
+  """`expressible` from the classes' own theorems alone."""
   g, classes = _group(group), list(classes)
   parsed = [parse(c) for c in classes]
   if len(set(classes)) == 1 and parsed[0][0].predict:
@@ -418,7 +371,8 @@ def has_theorem(cls: str) -> bool:
 
 
 def min_depth_text(cls: str, group, width: int | None = None) -> str:
-  """The class's minimal depth for the group as reports show it: a number, 'never' or
+  """The class's minimal depth for the group as reports show it: a number, 'never', '≤ k'
+  (a class without a theorem that includes one tracking it at depth k: `depth_bound`) or
   'no theorem'. A rule that misbehaves raises its TheoryError: a ValueError too, but shown as
   "no theorem" a broken plugin rule would read as a gap in the theory."""
   try:
@@ -426,8 +380,25 @@ def min_depth_text(cls: str, group, width: int | None = None) -> str:
   except TheoryError:
     raise
   except ValueError:
-    return "no theorem"
+    bound = depth_bound(cls, group, width=width)
+    return "no theorem" if bound is None else f"≤ {bound}"
   return "never" if d is None else str(d)
+
+
+def depth_bound(cls: str, group, max_depth: int = 16, width: int | None = None) -> int | None:
+  """For a class without a theorem of its own: the smallest depth at which a stack of it tracks
+  the group by a class it includes (`expressible`), an upper bound on its minimal depth; None
+  where no included class tracks the group up to max_depth (or the class has a theorem)."""
+  if not _readings(cls):
+    return None
+  g, previous = _group(group), None
+  for depth, reach in enumerate(_reach([cls] * max_depth, g), 1):
+    if any(len(h) == 1 for h in reach):
+      return depth
+    if reach == previous:  # no new subgroup: no deeper stack gets further
+      return None
+    previous = reach
+  return None
 
 
 def prediction(classes, group, width: int | None = None) -> dict:

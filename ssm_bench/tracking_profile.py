@@ -148,11 +148,14 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   once = solved is not None and cells[solved]["successes"] == 1
   theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
   known = theory_depth != "no theorem"
+  # '≤ k': a class without a theorem tracks the group at depth k by a class it includes, and
+  # no theorem says what it cannot do (never "beats")
+  bound = theory_depth.startswith("≤")
   text = (f"{CROSS if solved is None else solved}{ONCE if once else ''} / "
           f"{theory_depth if known else '?'}")
-  allowed = int(theory_depth) if theory_depth.isdigit() else None
+  allowed = int(theory_depth.removeprefix("≤ ")) if known and theory_depth != "never" else None
   evidence = []
-  if solved is not None and known and (allowed is None or solved < allowed):
+  if solved is not None and known and not bound and (allowed is None or solved < allowed):
     kind, evidence = "beats", [cells[solved]]
   elif allowed is not None and (solved is None or solved > allowed):
     # the depths the theory allows where no run extrapolated, up to the first that did; none
@@ -217,7 +220,9 @@ ONCE = "†"  # the overview's mark of a smallest depth that one run reached
 OVERVIEW_INTRO = (
     "A cell is the smallest depth at which a run reached 100 (`✘`: no trained depth did; `·`: "
     "not trained) / the smallest depth the theory allows for the layer's declared class "
-    "(`never`: none of the depths it decides; `?`: no theorem); a column trained at other "
+    "(`never`: none of the depths it decides; `?`: no theorem; `≤ k`: a class without a "
+    "theorem of its own that includes one tracking the group at depth k, a bound that rules "
+    "nothing out); a column trained at other "
     "depths than 1-3 names them. **below**: no run extrapolated at the theory's depth (nor at "
     "the trained depths after it, up to the first that did); **beats**: a run extrapolated at "
     "a depth the theory rules out; in italics with `?` where that rests on fewer than "
@@ -248,7 +253,11 @@ def markdown(data: dict, compare: dict | None = None) -> str:
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]
     beats = [x for x in disagree if x[2] == "beats theory"]
-    if not theory.has_theorem(p["class"]):
+    if not theory.has_theorem(p["class"]) and theory.included(p["class"]):
+      out.append("No theorem of its own for this class: its ✓ come from the classes it "
+                 f"includes ({', '.join(theory.included(p['class']))}), and nothing is ruled "
+                 "out.")
+    elif not theory.has_theorem(p["class"]):
       out.append("No theorem for this class: the table is measurement only.")
     elif not beats:
       out.append("No measurement beats the theory.")

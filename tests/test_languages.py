@@ -370,11 +370,12 @@ def test_counter_languages_are_predicted_modelled_by_nonnegative_diagonals_and_w
   assert language_theory.class_prediction(name, "householder(2)") is None
 
 
-def test_a_plugin_class_that_includes_the_nonnegative_one_gets_its_star_free_and_counter_verdicts(
+def test_a_plugin_class_without_a_theorem_gets_the_verdicts_of_the_classes_it_includes(
     monkeypatch):
   """A researcher's class without a theorem of its own that declares it includes the signed
   class (so the non-negative one): ✓ on star-free and counter languages with the chain of
-  reasons; on a group language and on another regular one its own (missing) theorem decides."""
+  reasons; on a group language ✓ where a stack of the signed class tracks the group (parity's
+  C2 at depth 1, not tomita6's C3), and on another regular one no theorem."""
   monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
   theory.register_class("wider", "a researcher's class", "no theorem of its own",
                         includes={"signed_diagonal": "its set holds [-1, 1]"})
@@ -382,7 +383,10 @@ def test_a_plugin_class_that_includes_the_nonnegative_one_gets_its_star_free_and
     p = language_theory.class_prediction(name, "wider")
     assert p is not None and p["verdict"] is True, f"{name}: {p}"
     assert "eigenvalues in [0, 1] are in [-1, 1]; its set holds [-1, 1]" in p["source"], p
-  assert language_theory.class_prediction("parity", "wider") is None
+  p = language_theory.class_prediction("parity", "wider")
+  assert p["verdict"] is True and p["min_depth"] == 1, p
+  assert "read as a class it includes (signed_diagonal, nonnegative_diagonal" in p["source"], p
+  assert language_theory.class_prediction("tomita6", "wider") is None
   assert language_theory.class_prediction("abab_star", "wider") is None
   assert language_theory.class_prediction("tomita1", "unknown") is None
 

@@ -154,6 +154,43 @@ def test_a_class_tracks_every_group_at_most_as_deep_as_a_class_it_includes(group
           f"{wide}'s theorem gives {depth(wide)}")
 
 
+@pytest.mark.parametrize("group,by_depth,text", [
+    ("C3", [True, True, True], "≤ 1"), ("S3", [None, True, True], "≤ 2"),
+    ("S4", [None, None, True], "≤ 3"), ("A5", [None, None, None], "no theorem")])
+def test_a_class_without_a_theorem_tracks_what_a_class_it_includes_does_and_rules_nothing_out(
+    monkeypatch, group, by_depth, text):
+  """A class with no theorem of its own that includes complex_diagonal: a stack of it tracks a
+  group where that many complex layers do, with '≤ k' as its depth; elsewhere no theorem, never
+  a 'no' (it may do more than what it includes)."""
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  theory.register_class("wider", "d", "no theorem of its own",
+                        includes={"complex_diagonal": "among its transitions"})
+  assert [theory.expressible(["wider"] * d, group) for d in (1, 2, 3)] == by_depth
+  assert theory.min_depth_text("wider", group) == text
+  assert not theory.has_theorem("wider")
+  with pytest.raises(ValueError, match="has no theorem"):
+    theory.min_depth("wider", group)
+
+
+def test_each_layer_of_a_mixed_stack_is_read_as_any_class_it_includes(monkeypatch):
+  """D4 is two signed layers deep (its elementary-2 series), and one complex layer tracks no
+  non-Abelian group: a class including both tracks D4 under a signed layer (read as signed)
+  and, two deep, alone; a class that includes only a class without a series gets nothing."""
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  theory.register_class("both", "d", "t", includes={"signed_diagonal": "x",
+                                                    "unit_modulus_diagonal": "y"})
+  theory.register_class("narrow", "d", "t", includes={"householder_nonnegative": "z"})
+  assert theory.expressible(["both", "signed_diagonal"], "D4") is True
+  assert theory.expressible(["unit_modulus_diagonal", "both"], "D4") is True
+  assert theory.expressible(["both"], "D4") is None
+  assert theory.expressible(["both", "time_invariant"], "D4") is None
+  assert theory.depth_bound("both", "D4") == 2 and theory.depth_bound("both", "C3") == 1
+  assert theory.depth_bound("signed_diagonal", "D4") is None, "a class with its own theorem"
+  assert theory.expressible(["narrow"] * 3, "C2") is None
+  assert theory.min_depth_text("narrow", "C2") == "no theorem"
+  assert theory.expressible(["unknown"] * 3, "C2") is None
+
+
 def test_other_rules_under_a_taken_name_are_refused(monkeypatch):
   _register_exponent_class(monkeypatch)
   with pytest.raises(theory.TheoryError, match="already registered by"):

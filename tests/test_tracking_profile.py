@@ -342,3 +342,37 @@ def test_a_failed_sweep_stops_the_profile_with_its_status(tmp_path):
   assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
   assert not list(tmp_path.glob("D3-*")), "the next sweep ran after a failed one"
   assert not list(tmp_path.glob("profile_*")), "a report was written after a failed sweep"
+
+
+def test_a_class_without_a_theorem_is_judged_by_the_classes_it_includes_and_never_beats(
+    monkeypatch):
+  """A researcher's class with no theorem that includes complex_diagonal: its layer's depth-k
+  stack tracks what k complex layers do (`≤ k` in the overview, ✓ and "below" where its runs
+  fail there), and a success the included class could not reach is no "beats" (the wider
+  class may do more: A5 stays `?`)."""
+  from ssm_bench import registry
+  from ssm_bench import theory
+  registry.names()  # the built-ins registered before the copies
+  monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  theory.register_class("wider", "a researcher's class", "no theorem of its own",
+                        includes={"complex_diagonal": "decay and phase are among its transitions"})
+  registry.register_layer("wide", lambda cfg, **kw: None, theory_class="wider")
+  enough = tables.MIN_RUNS_AGAINST_THEORY
+  runs = [_summary("C2", 1, 0, 1000, "wide"), _summary("S3", 1, 0, 1000, "wide"),
+          *[_summary("D4", d, s, 0, "wide") for d in (1, 2) for s in range(enough)],
+          _summary("A5", 1, 0, 1000, "wide"), _summary("C2", 1, 0, 1000, "aussm")]
+  report = tracking_profile.markdown(tracking_profile.profile_data(runs))
+  rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
+          .splitlines() if line.startswith("| ") and not line.startswith("| group")}
+  assert rows["C2"] == ["1† / 1", "1† / ≤ 1 |"], rows["C2"]  # columns: aussm, wide
+  assert rows["S3"] == ["·", "1† / ≤ 2 |"], rows["S3"]
+  assert rows["D4"] == ["·", "✘ / ≤ 2 **below** |"], rows["D4"]
+  assert rows["A5"] == ["·", "1† / ? |"], rows["A5"]
+  section = report.split("## wide")[1]
+  assert "beats" not in section, section
+  assert "- D4 at depth 2: below theory (best max_len 0, 0/4 runs reach 100; theory ✓)" in section
+  assert "| S3 | 6 | 1000 (1/1) ? | = d1 | ≤ 2 |" in section, section
+  assert "No theorem of its own for this class: its ✓ come from the classes it includes " \
+         "(complex_diagonal, signed_diagonal, unit_modulus_diagonal, nonnegative_diagonal)" in \
+         section, section

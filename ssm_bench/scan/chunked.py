@@ -21,7 +21,7 @@ from ssm_bench.scan import factors as F
 
 # Steps per chunk on CPU, per family: the fastest whole training steps on a 2-core CPU
 # (BUILD_NOTES, "Scan core"; chunks 1-8 timed with each backward as it then was). The complex
-# family (no built-in layer) takes the rotation's: the same pairs path, untimed.
+# family's 4 was timed with examples/decaying_aussm: chunks 2-8 within ~8%, none best twice.
 CPU_CHUNK = {"decay": 4, "signed_decay": 4, "rotation": 4, "constant": 4, "complex": 4}
 # Elsewhere chunked is the memory-light method, not the default: a boundary state every 16 steps.
 CHUNK = 16
