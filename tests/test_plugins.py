@@ -579,3 +579,18 @@ def test_an_unknown_model_names_the_loaded_plugins_and_the_layers_they_registere
     registry.get("my_layer")
   theirs = ", ".join(n for n in registry.names() if not registry.get(n).builtin) or "none"
   assert f"(plugins loaded: plugin_layers._mix; their layers: {theirs})" in str(e.value), e.value
+
+
+def test_a_card_credits_a_class_without_a_theorem_with_what_it_includes():
+  """The damped plugin layer declared as a class with no theorem that includes complex_diagonal:
+  its card lists the included classes and gives `≤ k` with "yes" at the depths they track,
+  `?` below them and where none tracks the group (A5)."""
+  out = run("launch.info", "--plugins=plugin_layers.wider,plugin_layers.damped", "--model=damped",
+            '--layer_kwargs={"cls": "decay_and_phase_plus"}', timeout=300)
+  assert out.returncode == 0, out.stderr
+  lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+  assert out.stdout.count("  includes: complex_diagonal (its diagonal part is any complex "
+                          "diagonal); signed_diagonal (") == 1, out.stdout
+  assert lines["C3"] == ["≤", "1", "yes", "yes", "yes", "-"], lines["C3"]
+  assert lines["S3"] == ["≤", "2", "?", "yes", "yes", "-"], lines["S3"]
+  assert lines["A5"] == ["no", "theorem", "?", "?", "?", "-"], lines["A5"]
