@@ -17,6 +17,12 @@ def _rows(summaries) -> dict:
           if line.startswith("| ") and not line.startswith("| group")}, report
 
 
+def _overview_rows(report: str) -> dict:
+  """{group: the overview's cells after the order column} of a report's opening table."""
+  return {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
+          .splitlines() if line.startswith("| ") and not line.startswith("| group")}
+
+
 def test_a_verdict_against_the_theory_is_tentative_below_the_settling_run_count():
   enough = tables.MIN_RUNS_AGAINST_THEORY
   # negmamba: D4 expressible at depth 2 (two signed layers), C3 never (rotations)
@@ -152,8 +158,7 @@ def test_the_overview_sets_each_layers_first_extrapolating_depth_beside_the_theo
           _summary("C2xC2", 2, 0, 300, "negmamba")]
   report = tracking_profile.markdown(tracking_profile.profile_data(runs))
   assert report.startswith("## All profiles"), report[:300]
-  rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
-          .splitlines() if line.startswith("| ") and not line.startswith("| group")}
+  rows = _overview_rows(report)
   assert rows["C2"] == ["·", "1 / 1 |"], rows["C2"]  # columns: aussm, negmamba
   assert rows["C3"] == ["·", "1† / never *beats?* |"], rows["C3"]
   assert rows["D4"] == ["2† / 2", "✘ / 2 **below** |"], rows["D4"]
@@ -363,8 +368,7 @@ def test_a_class_without_a_theorem_is_judged_by_the_classes_it_includes_and_neve
           *[_summary("D4", d, s, 0, "wide") for d in (1, 2) for s in range(enough)],
           _summary("A5", 1, 0, 1000, "wide"), _summary("C2", 1, 0, 1000, "aussm")]
   report = tracking_profile.markdown(tracking_profile.profile_data(runs))
-  rows = {line.split(" | ")[0][2:]: line.split(" | ")[2:] for line in report.split("\n## ")[0]
-          .splitlines() if line.startswith("| ") and not line.startswith("| group")}
+  rows = _overview_rows(report)
   assert rows["C2"] == ["1† / 1", "1† / ≤ 1 |"], rows["C2"]  # columns: aussm, wide
   assert rows["S3"] == ["·", "1† / ≤ 2 |"], rows["S3"]
   assert rows["D4"] == ["·", "✘ / ≤ 2 **below** |"], rows["D4"]
