@@ -175,7 +175,8 @@ def test_a_class_without_a_theorem_tracks_what_a_class_it_includes_does_and_rule
 def test_each_layer_of_a_mixed_stack_is_read_as_any_class_it_includes(monkeypatch):
   """D4 is two signed layers deep (its elementary-2 series), and one complex layer tracks no
   non-Abelian group: a class including both tracks D4 under a signed layer (read as signed)
-  and, two deep, alone; a class that includes only a class without a series gets nothing."""
+  and, two deep, alone; a class that includes only a class without a series gets nothing, and
+  its layer in a stack leaves the series where it was."""
   monkeypatch.setattr(theory, "CLASSES", dict(theory.CLASSES))
   theory.register_class("both", "d", "t", includes={"signed_diagonal": "x",
                                                     "unit_modulus_diagonal": "y"})
@@ -187,6 +188,7 @@ def test_each_layer_of_a_mixed_stack_is_read_as_any_class_it_includes(monkeypatc
   assert theory.depth_bound("both", "D4") == 2 and theory.depth_bound("both", "C3") == 1
   assert theory.depth_bound("signed_diagonal", "D4") is None, "a class with its own theorem"
   assert theory.expressible(["narrow"] * 3, "C2") is None
+  assert theory.expressible(["narrow", "both"], "C2") is True, "a layer with no reading skipped"
   assert theory.min_depth_text("narrow", "C2") == "no theorem"
   assert theory.expressible(["unknown"] * 3, "C2") is None
 
