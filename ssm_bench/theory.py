@@ -144,8 +144,9 @@ def _checked_includes(name: str, includes) -> tuple:
                       f"to why it is included, got {includes!r}")
   for other, why in includes.items():
     if other not in CLASSES or other == name:
-      raise TheoryError(f"theory class {name!r}: includes {other!r}, which is no other "
-                        f"registered class; choose from {', '.join(CLASSES)}")
+      raise TheoryError(f"theory class {name!r}: includes {other!r}, which is no other class "
+                        "registered before it (a plugin's own: register it first); choose from "
+                        f"{', '.join(CLASSES)}")
     if not isinstance(why, str) or not why.strip():
       raise TheoryError(f"theory class {name!r}: includes {other!r} without a reason (a "
                         "non-empty string saying why its transitions are this class's)")

@@ -109,6 +109,9 @@ def test_no_layer_names_outside_the_registry(path):
     (["--plugins=plugin_layers.clash", "--model=mamba"], "'mamba' is already registered"),
     (["--plugins=plugin_layers.badclass", "--model=mamba"],
      "plugin 'plugin_layers.badclass': theory class name 'My-Class' must be lower-case"),
+    (["--plugins=plugin_layers.badinclude", "--model=mamba"],  # clock's class not loaded
+     "theory class 'clock_and_more': includes 'roots_of_unity', which is no other class "
+     "registered before it (a plugin's own: register it first)"),
     (["--plugins=plugin_layers.badshape:register", "--model=wide"], "returned shape"),
     (["--plugins=plugin_layers.peek:register", "--model=peek"],
      "is not causal at initialisation: the output at position"),

@@ -80,9 +80,9 @@ def test_a_registered_class_predicts_and_declares_like_a_built_in(monkeypatch):
     ("fresh", {"step": _exponent_step, "predict": lambda g, d, p, w: None}, "not both"),
     ("fresh", {"theorem": ""}, "theorem must be a non-empty string"),
     ("fresh", {"includes": ["signed_diagonal"]}, "includes must be a dict"),
-    ("fresh", {"includes": {"signed": "why"}}, "includes 'signed', which is no other "
-     "registered class; choose from time_invariant, "),
-    ("fresh", {"includes": {"fresh": "itself"}}, "which is no other registered class"),
+    ("fresh", {"includes": {"signed": "why"}}, "includes 'signed', which is no other class "
+     r"registered before it \(a plugin's own: register it first\); choose from time_invariant, "),
+    ("fresh", {"includes": {"fresh": "itself"}}, "which is no other class registered before"),
     ("fresh", {"includes": {"signed_diagonal": " "}}, "without a reason"),
 ])
 def test_a_bad_class_registration_is_one_line_and_registers_nothing(monkeypatch, name, rules,
