@@ -95,8 +95,9 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   layer may give after a colon ('name:4'), which the rules receive as param; None: the class
   takes none, and 'name:4' is refused. includes: {registered class: why} for the classes whose
   every transition is one of this class's (`inclusion`): a result that holds for every layer of
-  an included class then holds for this one (the language verdicts read it; a class's group
-  theorem is its own). Registering the same rules again under
+  an included class then holds for this one (the language verdicts read it, and a class with
+  neither step nor predict is credited with what its included classes track: `expressible`,
+  `depth_bound`). Registering the same rules again under
   their name is a no-op (a plugin imported twice); other rules under a taken name are an error.
   """
   source = source or _caller_module()
