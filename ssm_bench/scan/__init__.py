@@ -112,6 +112,8 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   method = resolve(method, f.family)
   if method in FUSED and not f.kernel_layout:
     method = "chunked"  # the kernels read B and C as the built-in layers build them
+  elif method in FUSED and f.family not in FUSED_FAMILIES:
+    method = "pallas_chunked"  # the one kernel that reads the complex family
   method = _record(method)
   if f.channels_first and method not in READS_CHANNELS_FIRST:
     return jnp.moveaxis(_diagonal_scan(f.batch_major(), method), -1, 0)

@@ -42,7 +42,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-# the families the fused kernels read (the built-in layers'), and every family
+# the families every fused kernel reads (the built-in layers'), and every family: the complex
+# one only the chunked kernel reads (`pallas_chunked`)
 FUSED_FAMILIES = ("decay", "signed_decay", "constant", "rotation")
 FAMILIES = FUSED_FAMILIES + ("complex",)
 COMPLEX = ("constant", "rotation", "complex")
@@ -90,10 +91,9 @@ class Factors:
 
   @property
   def kernel_layout(self) -> bool:
-    """A family the fused kernels read, with B and C as they read them: per step for the real
-    families, constant for the complex ones (every built-in layer's)."""
-    return self.family in FUSED_FAMILIES and all(
-        (v.ndim == 3) != self.is_complex for v in (self.B, self.C))
+    """B and C as the fused kernels read them: per step for the real families, constant for the
+    complex ones (every built-in layer's)."""
+    return all((v.ndim == 3) != self.is_complex for v in (self.B, self.C))
 
   def check(self):
     """A one-line ValueError naming the expected shape for a factor that does not fit x and

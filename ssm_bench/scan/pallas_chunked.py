@@ -46,7 +46,8 @@ from ssm_bench.scan import pallas as sequential_kernel
 from ssm_bench.scan import pallas_chunked_kernels as kernels
 from ssm_bench.scan import pallas_parallel
 
-FAMILIES = ("decay", "signed_decay", "rotation")
+FAMILIES = ("decay", "signed_decay", "rotation", "complex")
+KIND = {**sequential_kernel.KINDS, "complex": "complex"}  # the complex family: this kernel's only
 # (channels per program, warps) per kernel kind: tiles with the fewest predicted
 # warp-instructions per run that ptxas compiles without spills at the paper cell
 # (`--sections=registers`; raw results/bench/registers/triton-3.9.0_paper_cell_chunked*.json):
@@ -108,11 +109,16 @@ PASS = {"real": ("one", "one"), "phase": ("one", "one")}
 # `chunked_tiles` times the best pair at 8 too, and where that wins, (8, 9) (pad to powers of
 # two, as before) is what `--apply_tiles` sets.
 STEPS = {"real": (8, 16), "phase": (8, 16)}
+# The complex kind (the `complex` family: a per (step, state), any modulus) takes the phase
+# kind's tunables: its loops and tiles are the phase kind's shape, never timed on a GPU.
+for _tunables in (FORWARD, BACKWARD, CHANNEL_BLOCKS, BACKWARD_LOOP, FORWARD_LOOP, PASS, STEPS):
+  _tunables["complex"] = _tunables["phase"]
 MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # The scan's inputs per kind (`pallas_parallel.NAMES`: the phase kind's theta, which the
 # kernels read as cos and sin)
-NAMES = {kind: pallas_parallel.NAMES[kind] for kind in kernels.KINDS}
-PER_STEP = ("x", "dt", "B", "C", "cos", "sin")  # the kernels' inputs with a time axis
+NAMES = {kind: pallas_parallel.NAMES[kind] for kind in kernels.KINDS[:2]}
+NAMES["complex"] = kernels.INPUTS["complex"]
+PER_STEP = ("x", "dt", "B", "C", "cos", "sin", "ar", "ai")  # the kernels' inputs with a time axis
 
 
 def _specs(kind, bd, N, G, L, shared_h0, cf):
@@ -246,7 +252,8 @@ def _fused_bwd(static, res, dy):
     x, dt = mamba_rule.discretize([ins[0]], [ins[1]], rule)  # once, for both sides
     ins = (x[0], dt[0]) + ins[2:]
   outs = ([per_td(by_channel)] * 2 + [per_nd] + [per_tn(not by_channel)] * 2 if kind == "real"
-          else [per_td(False), per_tn(True)] + [per_nd] * 4)
+          else [per_td(False)] + [per_tn(True)] * (2 if kind == "complex" else 1)
+          + [per_nd] * 4)
   n_h0 = len(_h0_positions(kind)) if h0_grad else 0
   outs += [per_nd] * n_h0
   kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N,
@@ -269,6 +276,10 @@ def _fused_bwd(static, res, dy):
     return (dx, ddt, dlam.sum(0),
             restore(dB.sum(partials), not by_channel),
             restore(dC.sum(partials), not by_channel)) + dh0
+  if kind == "complex":  # d ar, d ai summed over the programs' partials, then B's, C's
+    dx, dar, dai, *per_nd_grads = g
+    return (_unchunked(dx), restore(dar.sum(partials), True), restore(dai.sum(partials), True)
+            ) + tuple(v.sum(0) for v in per_nd_grads) + dh0
   dx, dphi, *per_nd_grads = g  # d phi, then d Br, d Bi, d Cr, d Ci
   # phi_t = theta_0 + ... + theta_t
   dtheta = jax.lax.cumsum(restore(dphi.sum(partials), True), axis=2, reverse=True)
@@ -394,11 +405,14 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   kernel's loop takes, (forward, backward) or one for both (default `PASS`; for a forward that
   loops over time, steps); `forward_loop`: what a forward program loops over (default
   `FORWARD_LOOP`)."""
+  if f.family == "complex" and f.length > MAX_LENGTH:  # no other kernel reads the family
+    from ssm_bench.scan import chunked
+    return chunked.scan(f)
   if f.family not in FAMILIES or f.length > MAX_LENGTH:
     return pallas_parallel.scan(f, interpret=interpret)
   if interpret is None:
     interpret = jax.default_backend() != "gpu"
-  kind, cf = sequential_kernel.KINDS[f.family], f.channels_first
+  kind, cf = KIND[f.family], f.channels_first
   D, b, T = f.x.shape if cf else (f.x.shape[2], f.x.shape[0], f.x.shape[1])
   N = f.h0.shape[-1]
   if not interpret and N & (N - 1) and (loop or BACKWARD_LOOP[kind]) == "channels":
@@ -420,8 +434,9 @@ def scan(f: F.Factors, forward: tuple[int, ...] | None = None,
   if kind == "real":
     ins = (per_t(f.x, Dp), per_t(f.dt, Dp), per_nd(f.lam), per_t(f.B, N), per_t(f.C, N),
            h0(f.h0))
-  else:  # padded steps have theta = 0: a = 1, and x = 0
-    ins = ((per_t(f.x, Dp), per_t(f.theta, N))
+  else:  # padded steps have theta = 0 (a = 1) or a = 0, and x = 0: after every real step
+    per_step = (f.theta,) if kind == "phase" else (f.a.real, f.a.imag)
+    ins = ((per_t(f.x, Dp),) + tuple(per_t(v, N) for v in per_step)
            + tuple(per_nd(v) for v in (f.B.real, f.B.imag, f.C.real, f.C.imag))
            + (h0(f.h0.real), h0(f.h0.imag)))
   static = (kind, f.family == "signed_decay", fwd, bwd, (fwd_steps, bwd_steps), interpret, cf,

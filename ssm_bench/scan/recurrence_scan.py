@@ -117,17 +117,26 @@ def _exclusive_segments(x, y, ar):
 
 
 exclusive_scan_p, _exclusive_combine = _scan_primitive(
-    "exclusive_recurrence_scan", _exclusive_segments, 4, (4,), "(A, H, Q, R)")
+    "exclusive_recurrence_scan", _exclusive_segments, 4, (4, 8),
+    "(A, H, Q, R) or their (re, im) pairs")
 
 
 def exclusive_recurrence_scan(a, b, axis: int, reverse: bool = False):
   """(Q, R) along `axis`: the state one step before each, h_{r-1} = Q_r h_init + R_r, of
   h_r = a_r h_{r-1} + b_r (reverse: h_{r+1} of g_r = a_r g_{r+1} + b_r). One hardware scan of
   four operands: what a kernel needs to hand each chunk the state its predecessors end in, with
-  no shift across lanes (Triton has none) and no division by a running product."""
-  _, _, q, r = exclusive_scan_p.bind(a, b, jnp.ones_like(a), jnp.zeros_like(b), axis=axis,
-                                     reverse=reverse)
-  return q, r
+  no shift across lanes (Triton has none) and no division by a running product. Complex: a and
+  b are (re, im) pairs (a broadcast to b's shape: one transition shared by a tile's rows), and
+  so are Q and R, eight operands."""
+  if not isinstance(a, tuple):
+    _, _, q, r = exclusive_scan_p.bind(a, b, jnp.ones_like(a), jnp.zeros_like(b), axis=axis,
+                                       reverse=reverse)
+    return q, r
+  a = tuple(jnp.broadcast_to(v, b[0].shape) for v in a)
+  zero = jnp.zeros_like(b[0])
+  *_, qr, qi, rr, ri = exclusive_scan_p.bind(*a, *b, jnp.ones_like(zero), zero, zero, zero,
+                                             axis=axis, reverse=reverse)
+  return (qr, qi), (rr, ri)
 
 
 def _register_triton_rules():
