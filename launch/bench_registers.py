@@ -44,6 +44,7 @@ import numpy as np
 from launch import common
 from launch.bench_tiles import GRID as TILE_GRID
 from launch.bench_tiles import families_of, random_factors
+from ssm_bench import scan
 
 GRID = TILE_GRID["forward"]  # every (channels, warps) either tile sweep can time
 # the chunked real kind's backward looping over channels (`pallas_chunked.BACKWARD_LOOP`):
@@ -260,7 +261,8 @@ def bench_registers(sizes: dict, kernels=KERNELS, kinds=("real", "phase", "const
   triton, _ = _triton()
   rows, layouts = [], tuple(pallas_parallel.LAYOUTS) if layouts is None else layouts
   for kernel, (kind, family) in itertools.product(kernels, families_of(kinds).items()):
-    if kernel == "pallas_chunked" and family not in pallas_chunked.FAMILIES:  # handed on
+    reads = pallas_chunked.FAMILIES if kernel == "pallas_chunked" else scan.FUSED_FAMILIES
+    if family not in reads:  # the kernel hands it on
       continue
     f = random_factors(family, 1, sizes["length"], sizes["d_model"], sizes["d_state"])
     runs = [(tile, tm, None) for tile, tm in itertools.product(

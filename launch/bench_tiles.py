@@ -64,11 +64,11 @@ def kinds_of(models) -> dict[str, str]:
   without a fused scan), each with the scan family of the first model that runs it: a tile
   sweep for `--models=mamba` times mamba's kernel, not negmamba's."""
   from ssm_bench import registry
-  from ssm_bench.scan import pallas
+  from ssm_bench.scan import pallas_chunked
   kinds = {}
   for family in (registry.get(m).scan_family for m in models):
-    if family:
-      kinds.setdefault(pallas.KINDS[family], family)
+    if family:  # pallas_chunked.KIND: the step-by-step kernel's kinds and the complex one
+      kinds.setdefault(pallas_chunked.KIND[family], family)
   return kinds
 
 
@@ -94,11 +94,12 @@ def random_factors(family: str, b: int, t: int, d: int, n: int, key: int = 0) ->
   if family == "rotation":
     return scan.Factors("rotation", theta=jax.random.uniform(k[4], (b, t, n), minval=-3.0,
                                                           maxval=3.0), **common_)
-  if family == "constant":
-    radius = jax.random.uniform(k[4], (d, n), minval=0.5, maxval=0.999)
-    angle = jax.random.uniform(k[5], (d, n), minval=-3.0, maxval=3.0)
-    return scan.Factors("constant", a=radius * jnp.exp(1j * angle), **common_)
-  raise ValueError(f"no factors for {family!r}; choose one of {', '.join(scan.FUSED_FAMILIES)}")
+  if family in ("constant", "complex"):  # a per (channel, state), or per (step, state)
+    shape = (d, n) if family == "constant" else (b, t, n)
+    radius = jax.random.uniform(k[4], shape, minval=0.5, maxval=0.999)
+    angle = jax.random.uniform(k[5], shape, minval=-3.0, maxval=3.0)
+    return scan.Factors(family, a=radius * jnp.exp(1j * angle), **common_)
+  raise ValueError(f"no factors for {family!r}; choose one of {', '.join(scan.FAMILIES)}")
 
 
 def _rel_err(got, want) -> float:

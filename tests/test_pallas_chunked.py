@@ -346,12 +346,14 @@ def test_the_constant_family_and_longer_sequences_go_to_pallas_parallel(family, 
 # chunks' summaries (the backward's second is the adjoint's), the rotating frame's cumsums
 # (re, im: the states' running sum, and the adjoint's)
 LANE_SCANS = {"decay": ("exclusive_recurrence_scan", [1, 2]),
-              "signed_decay": ("exclusive_recurrence_scan", [1, 2]), "rotation": ("cumsum", [2, 4])}
+              "signed_decay": ("exclusive_recurrence_scan", [1, 2]), "rotation": ("cumsum", [2, 4]),
+              "complex": ("exclusive_recurrence_scan", [1, 2])}
 
 
 @pytest.mark.parametrize("family,loop,per_pass", [
     ("decay", "states", "ahead"), ("decay", "states", "two"), ("decay", "channels", "ahead"),
-    ("rotation", "states", "ahead"), ("rotation", "states", "two")])
+    ("rotation", "states", "ahead"), ("rotation", "states", "two"), ("complex", "states", "one"),
+    ("complex", "states", "two")])
 def test_each_pass_of_the_loops_lowers_for_cuda(family, loop, per_pass):
   """The loops read ahead (an index clamped to the last state) or two states a pass lower to
   Triton as the plain loop does: a forward and a backward kernel."""

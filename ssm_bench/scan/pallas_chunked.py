@@ -1,5 +1,6 @@
 """The fused scan with time split into chunks walked in registers (the `pallas_chunked`
-method): decay, signed decay and rotation; the constant family goes to `pallas_parallel`.
+method): decay, signed decay, rotation and the complex family (a per step of any modulus: no
+other kernel reads it); the constant family goes to `pallas_parallel`.
 
 `pallas_parallel` scans each state's whole sequence with Triton's hardware scan, whose layout
 Triton picks (4 steps per thread, 16 lanes along time): every scan is shuffle rounds across

@@ -15,7 +15,9 @@ with the next one's inputs read ahead, or two. The phase kind (rotation: a_t = e
 theta_t[n]), shared over channels; B, C and h0 complex per (channel, state), as (re, im) pairs
 multiplied by `ARITH`) needs no product at all: in the frame that rotates with the running
 product of a, its recurrence is a running sum, scanned across chunks by a cumsum of two
-operands.
+operands. The complex kind (the `complex` family: a_t any complex value per (step, state)) has
+no such frame, as |a| need not be 1: it is the real kind's recurrence and exclusive scan in
+complex (re, im) arithmetic, with the phase kind's inputs.
 """
 from __future__ import annotations
 
