@@ -12,7 +12,7 @@ The transitions are any complex numbers inside the unit disc, so the layer decla
 `complex_diagonal`: paper 000's theorems hold at any modulus (the derived length, as for
 AUSSM's unit-modulus class, whose check would flag this layer). Its recurrence goes to
 `scan.diagonal_scan` as the `complex` factor family (a per step, shared over channels), which
-the reference scans and `chunked` run (the fused GPU kernels hand it to chunked).
+the reference scans, `chunked` (the CPU's `auto`) and the chunked GPU kernel run.
 """
 from __future__ import annotations
 
