@@ -99,7 +99,8 @@ def render(result: dict) -> str:
                      + (f"; per pass, forward {p['per_pass_fwd_ms_per_run']}, forward + "
                         f"backward {p['per_pass_fwd_bwd_ms_per_run']}: PASS "
                         f"{tuple(p['per_pass'])}" if "per_pass" in p else "")
-                     + f"; pallas_parallel {p['pallas_parallel_fwd_bwd_ms_per_run']}{_cf(p)})")
+                     + (f"; pallas_parallel {p['pallas_parallel_fwd_bwd_ms_per_run']}"
+                        if "pallas_parallel_fwd_bwd_ms_per_run" in p else "") + f"{_cf(p)})")
       continue
     if kind == "parallel":
       for k, p in b.items():

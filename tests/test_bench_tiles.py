@@ -165,6 +165,30 @@ def test_chunked_tiles_section_checks_each_tile_and_times_pallas_parallel_beside
                               rows=2, sizes=tiny, k=2, kinds=("real",), grid=ONE_TILE)
 
 
+def test_chunked_tiles_sweeps_the_complex_kind_of_a_plugins_layer_with_no_kernel_to_beat(
+    monkeypatch):
+  """examples/decaying_aussm runs the complex family, which only the chunked kernel reads: its
+  models' kind is `complex`, its tiles are checked against the reference and its best rendered,
+  with no time-parallel row (that kernel does not read the family)."""
+  from launch import bench_chunked_tiles
+  from launch import bench_tiles
+  from ssm_bench import plugins
+  from ssm_bench.scan import pallas_chunked
+  plugins.load("examples.decaying_aussm")
+  kinds = bench_tiles.kinds_of(["decaying_aussm", "aussm"])
+  assert kinds == {"complex": "complex", "phase": "rotation"}, kinds
+  keep_defaults(monkeypatch, pallas_chunked)
+  tiny = dict(batch=2, length=12, d_model=8, d_state=4)
+  out = bench_chunked_tiles.bench_chunked_tiles(reps=1, sizes=tiny, k=2, kinds={"complex":
+                                                "complex"}, grid=ONE_TILE, need_gpu=False)
+  assert out["rows"] and all(r["kind"] == "complex" and r["matches_reference"]
+                             for r in out["rows"]), out["rows"]
+  assert "pallas_parallel" not in {r["kernel"] for r in out["rows"]}, out["rows"]
+  text = bench_tiles_result.render(out)
+  assert "best chunked complex (complex): pallas_chunked.FORWARD" in text, text
+  assert "pallas_parallel" not in text.split("best chunked complex")[1], text
+
+
 def test_chunked_tiles_times_the_channel_loop_and_applies_it_where_it_is_fastest(monkeypatch):
   """The real kind's backward looping over channels (`BACKWARD_LOOP`), each tile checked: with
   the clock making it the fastest, it is best (its tile, 1 block, the channels-first check run
