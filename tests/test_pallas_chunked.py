@@ -297,7 +297,7 @@ def test_at_the_paper_length_nothing_is_padded_or_sliced_outside_the_kernels(fam
   assert not moved, f"{family}: sequences padded or sliced outside the kernels: {moved}"
 
 
-@pytest.mark.parametrize("family", ["signed_decay", "rotation"])
+@pytest.mark.parametrize("family", ["signed_decay", "rotation", "complex"])  # one per kind
 def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(family):
   """Two different runs vmapped through the kernels stay apart, and with `blocks` each backward
   program walks 2 blocks of 4 channels adding the shared gradients' sums (B, C; phi) in place:
@@ -312,7 +312,7 @@ def test_runs_under_vmap_with_several_channel_blocks_match_the_sequential_scan(f
   assert grids == [(2, 3), (2, 3)], f"{family}: grids (forward, backward) {grids}, not 3 programs"
 
 
-@pytest.mark.parametrize("family", ["signed_decay", "rotation"])  # one per kind
+@pytest.mark.parametrize("family", ["signed_decay", "rotation", "complex"])  # one per kind
 def test_channels_first_factors_compute_the_same_bits_and_transpose_no_sequence_outside(
     family, monkeypatch):
   """Factors a layer built channels first, (channels, batch, time), are read as they are (and
