@@ -383,12 +383,20 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
   program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
   sums over time."""
   del neg
-  refs = dict(zip(INPUTS["phase"][1:], (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
-                                        h0r_ref, h0i_ref)))
-  walk_blocks(lambda channels, adding: _phase_block(
-      refs, x_ref, dy_ref, dx_ref, dphi_ref, (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
-      channels, adding, n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks,
-      barrier)
+  _walk_complex_blocks("phase", _phase_block, (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
+                                               h0r_ref, h0i_ref), x_ref, dy_ref, dx_ref, dphi_ref,
+                       (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs, n_states, blocks, barrier,
+                       per_pass)
+
+
+def _walk_complex_blocks(kind, block, ins, x_ref, dy_ref, dx_ref, per_step_grads, dBC_refs,
+                         dh0_refs, n_states, blocks, barrier, per_pass):
+  """A complex kind's backward (phase, complex): `block` over the program's channels in
+  `blocks` blocks (`walk_blocks`), its inputs by name (`INPUTS[kind]`)."""
+  refs = dict(zip(INPUTS[kind][1:], ins))
+  walk_blocks(lambda channels, adding: block(
+      refs, x_ref, dy_ref, dx_ref, per_step_grads, dBC_refs, dh0_refs, channels, adding,
+      n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks, barrier)
 
 
 def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, channels, adding,
@@ -470,12 +478,10 @@ def complex_backward(x_ref, ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
   gradients; a's is one partial sum over the program's channels per (state, step), its
   channels walked in `blocks` blocks, B's and C's sums over time."""
   del neg
-  refs = dict(zip(INPUTS["complex"][1:], (ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
-                                          h0r_ref, h0i_ref)))
-  walk_blocks(lambda channels, adding: _complex_block(
-      refs, x_ref, dy_ref, dx_ref, (dar_ref, dai_ref), (dBr_ref, dBi_ref, dCr_ref, dCi_ref),
-      dh0_refs, channels, adding, n_states=n_states, per_pass=per_pass), x_ref.shape[0], blocks,
-      barrier)
+  _walk_complex_blocks("complex", _complex_block, (ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref,
+                                                   Ci_ref, h0r_ref, h0i_ref), x_ref, dy_ref,
+                       dx_ref, (dar_ref, dai_ref), (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
+                       n_states, blocks, barrier, per_pass)
 
 
 def _complex_block(refs, x_ref, dy_ref, dx_ref, da_refs, dBC_refs, dh0_refs, channels, adding,
