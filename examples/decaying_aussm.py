@@ -12,7 +12,8 @@ The transitions are any complex numbers inside the unit disc, so the layer decla
 `complex_diagonal`: paper 000's theorems hold at any modulus (the derived length, as for
 AUSSM's unit-modulus class, whose check would flag this layer). Its recurrence goes to
 `scan.diagonal_scan` as the `complex` factor family (a per step, shared over channels), which
-the reference scans, `chunked` (the CPU's `auto`) and the chunked GPU kernel run.
+the reference scans and `chunked` run (`auto`), and on a GPU the chunked kernel when asked for
+(`--config.scan_method=pallas_chunked`).
 """
 from __future__ import annotations
 

@@ -275,12 +275,13 @@ def test_a_discretize_rule_other_than_the_real_families_step_size_fails_in_one_l
 
 def test_auto_on_a_gpu_picks_each_familys_kernel(monkeypatch):
   """On a GPU `auto` is the chunked kernel for the families it has, and the step-by-step
-  kernel for s4d's constant family (`AUTO_BY_FAMILY`: 1.77x faster there than time-parallel)."""
+  kernel for s4d's constant family (`AUTO_BY_FAMILY`: 1.77x faster there than time-parallel);
+  the complex family's kernel is untimed there (and one XLA fails to compile around it on some
+  GPUs), so `auto` keeps the plain-JAX scan for it."""
   monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-  got = {family: scan.resolve("auto", family) for family in
-         ("decay", "signed_decay", "rotation", "constant")}
+  got = {family: scan.resolve("auto", family) for family in scan.FAMILIES}
   assert got == {"decay": "pallas_chunked", "signed_decay": "pallas_chunked",
-                 "rotation": "pallas_chunked", "constant": "pallas"}, got
+                 "rotation": "pallas_chunked", "constant": "pallas", "complex": "chunked"}, got
 
 
 def test_chunked_uses_the_cpu_chunks_only_on_cpu_and_keeps_its_memory_bound_elsewhere(monkeypatch):

@@ -40,7 +40,10 @@ AUTO = {"cpu": "chunked", "gpu": "pallas_chunked", "tpu": "associative"}
 # Families whose fastest method on a backend is not AUTO's. The constant family (s4d) has no
 # chunked kernel: `pallas_chunked` hands it to `pallas_parallel`, and on an H200 s4d's 27-run
 # step took 1.149 ms per run there against 0.650 with the step-by-step kernel.
-AUTO_BY_FAMILY = {"gpu": {"constant": "pallas"}}
+# The complex family's kernel (`pallas_chunked`'s complex kind) is untimed on a GPU, and jax
+# 0.10.2's XLA fails to compile a step around it for sm_80, sm_89 and sm_100 (0.11.2 compiles
+# all four targets): `auto` keeps the plain-JAX scan there until a GPU times the kernel.
+AUTO_BY_FAMILY = {"gpu": {"constant": "pallas", "complex": "chunked"}}
 # The delta rule's `auto` on every backend (TPU untimed): its rank-1 form beat the dense
 # associative scan on CPU and on an H100 (a deltanet step 7.30 vs 10.56 ms, deltaproduct 7.80 vs
 # 14.13, half the memory).
