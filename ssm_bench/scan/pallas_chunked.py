@@ -44,6 +44,7 @@ from jax.experimental import pallas as pl
 from ssm_bench.scan import factors as F
 from ssm_bench.scan import mamba_rule
 from ssm_bench.scan import pallas as sequential_kernel
+from ssm_bench.scan import pallas_chunked_complex
 from ssm_bench.scan import pallas_chunked_kernels as kernels
 from ssm_bench.scan import pallas_parallel
 
@@ -119,6 +120,9 @@ MAX_LENGTH = pallas_parallel.MAX_LENGTH  # the same registers per program
 # kernels read as cos and sin)
 NAMES = {kind: pallas_parallel.NAMES[kind] for kind in kernels.KINDS[:2]}
 NAMES["complex"] = kernels.INPUTS["complex"]
+# the kernels per kind: the complex kind's in their own module
+FORWARD_KERNELS = {**kernels.FORWARD, "complex": pallas_chunked_complex.complex_forward}
+BACKWARD_KERNELS = {**kernels.BACKWARD, "complex": pallas_chunked_complex.complex_backward}
 PER_STEP = ("x", "dt", "B", "C", "cos", "sin", "ar", "ai")  # the kernels' inputs with a time axis
 
 
@@ -191,7 +195,7 @@ def _fused(static, *ins):
   (b, D), S, N = _dims(ins, cf)
   per_td, in_specs = _specs(kind, bd, N, S // steps, steps, ins[-1].ndim == 2, cf)
   kernel = functools.partial(kernels.real_forward_by_time if fwd_loop == "time" else
-                             kernels.FORWARD[kind], neg=neg, n_states=N, per_pass=per_pass,
+                             FORWARD_KERNELS[kind], neg=neg, n_states=N, per_pass=per_pass,
                              **_rule(kind, rule))
   y = pl.pallas_call(
       kernel, out_shape=jax.ShapeDtypeStruct(_chunked(ins[0], steps).shape, jnp.float32),
@@ -260,7 +264,7 @@ def _fused_bwd(static, res, dy):
   kernel = (functools.partial(kernels.real_backward_by_channel, neg=neg, n_states=N,
                               per_pass=per_pass)
             if by_channel else
-            functools.partial(kernels.BACKWARD[kind], neg=neg, n_states=N, blocks=blocks,
+            functools.partial(BACKWARD_KERNELS[kind], neg=neg, n_states=N, blocks=blocks,
                               per_pass=per_pass, barrier=not interpret, **_rule(kind, rule)))
   g = pl.pallas_call(
       kernel, out_shape=[o[0] for o in outs], grid=(b, n_d), in_specs=in_specs + [chunked_td],

@@ -17,7 +17,7 @@ multiplied by `ARITH`) needs no product at all: in the frame that rotates with t
 product of a, its recurrence is a running sum, scanned across chunks by a cumsum of two
 operands. The complex kind (the `complex` family: a_t any complex value per (step, state)) has
 no such frame, as |a| need not be 1: it is the real kind's recurrence and exclusive scan in
-complex (re, im) arithmetic, with the phase kind's inputs.
+complex (re, im) arithmetic, with the phase kind's inputs (`pallas_chunked_complex`).
 """
 from __future__ import annotations
 
@@ -326,7 +326,7 @@ def _exclusive_sums(v):
   return tuple(jnp.cumsum(part, axis=1) - part for part in own), own
 
 
-def _phase_reads(refs, steps, channels=slice(None), per_step=("cos", "sin")):
+def phase_reads(refs, steps, channels=slice(None), per_step=("cos", "sin")):
   """read(n): state n's (cos rows, sin rows, B, C, h0 as (re, im) columns); the complex kind's
   a as (re, im) rows in place of cos and sin (`per_step`)."""
   def read(n):
@@ -371,7 +371,7 @@ def phase_forward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_r
       z = add(Ch0, mul(CB, U))
       out.append(y + p[0] * z[0] - p[1] * z[1])
     return tuple(out)
-  ys = loop_passes(n_states, _phase_reads(refs, steps), body,
+  ys = loop_passes(n_states, phase_reads(refs, steps), body,
                    (jnp.zeros(x[0].shape, jnp.float32),) * steps, per_pass)
   store(y_ref, ys)
 
@@ -383,13 +383,13 @@ def phase_backward(x_ref, cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_
   program's channels per (state, step), its channels walked in `blocks` blocks, B's and C's
   sums over time."""
   del neg
-  _walk_complex_blocks("phase", _phase_block, (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
+  walk_complex_blocks("phase", _phase_block, (cos_ref, sin_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
                                                h0r_ref, h0i_ref), x_ref, dy_ref, dx_ref, dphi_ref,
                        (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs, n_states, blocks, barrier,
                        per_pass)
 
 
-def _walk_complex_blocks(kind, block, ins, x_ref, dy_ref, dx_ref, per_step_grads, dBC_refs,
+def walk_complex_blocks(kind, block, ins, x_ref, dy_ref, dx_ref, per_step_grads, dBC_refs,
                          dh0_refs, n_states, blocks, barrier, per_pass):
   """A complex kind's backward (phase, complex): `block` over the program's channels in
   `blocks` blocks (`walk_blocks`), its inputs by name (`INPUTS[kind]`)."""
@@ -429,94 +429,12 @@ def _phase_block(refs, x_ref, dy_ref, dx_ref, dphi_ref, dBC_refs, dh0_refs, chan
     for ref, value in zip(dh0_refs, later):  # G~_0
       ref[n, channels] = first_chunk_sum(value)
     return tuple(dx)
-  out = loop_passes(n_states, _phase_reads(refs, steps, channels), body,
+  out = loop_passes(n_states, phase_reads(refs, steps, channels), body,
                     (jnp.zeros(x[0].shape, jnp.float32),) * steps, per_pass)
   store(dx_ref, out, channels)
 
 
-# ---- the complex kind: a_t any complex value per (step, state), shared over channels -------
-# The real kind's recurrence in complex arithmetic (re, im pairs), B, C and h0 as the phase
-# kind's: no rotating frame, which needs |a| = 1 to divide by the running product. Backward,
-# with g_t = dL/dRe h_t + i dL/dIm h_t: g_t = dy_t conj(C) + conj(a_{t+1}) g_{t+1}, dL/da_t =
-# g_t conj(h_{t-1}) (summed over channels: one partial sum per program, as phi's), dL/dB =
-# sum_t x_t g_t, dL/dC = sum_t dy_t conj(h_t), dL/dx_t = Re conj(B) g_t, dL/dh0 = conj(a_0) g_0.
-
-COMPLEX_STEP = ("ar", "ai")  # a_t's real and imaginary rows
-
-
-def _conj(v):
-  return v[0], -v[1]
-
-
-def _complex(inputs, x):
-  """(a, B, C, h0, b) of a state from its reads: a_t (re, im) rows (1, G), B, C, h0 complex
-  columns, b_t = B x_t per chunk step."""
-  ar, ai, B, C, h0 = inputs
-  return list(zip(ar, ai)), B, C, h0, [(B[0] * v, B[1] * v) for v in x]
-
-
-def complex_forward(x_ref, ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                    y_ref, *, neg, n_states, per_pass="one"):
-  del neg
-  refs = dict(zip(INPUTS["complex"][1:], (ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref,
-                                          h0r_ref, h0i_ref)))
-  x = load(x_ref)
-
-  def body(n, inputs, ys):
-    a, _, C, h0, b = _complex(inputs, x)
-    _, after, _ = states(a, b, h0, len(x))  # y_t = Re C h_t
-    return tuple(y + C[0] * h[0] - C[1] * h[1] for y, h in zip(ys, after))
-  ys = loop_passes(n_states, _phase_reads(refs, len(x), per_step=COMPLEX_STEP), body,
-                   (jnp.zeros(x[0].shape, jnp.float32),) * len(x), per_pass)
-  store(y_ref, ys)
-
-
-def complex_backward(x_ref, ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref, Ci_ref, h0r_ref, h0i_ref,
-                     dy_ref, dx_ref, dar_ref, dai_ref, dBr_ref, dBi_ref, dCr_ref, dCi_ref,
-                     *dh0_refs, neg, n_states, blocks, barrier, per_pass="one"):
-  """h_{t-1}, h_t (`states`) and g_t chunk by chunk (`incoming_adjoint` with conj a), then the
-  gradients; a's is one partial sum over the program's channels per (state, step), its
-  channels walked in `blocks` blocks, B's and C's sums over time."""
-  del neg
-  _walk_complex_blocks("complex", _complex_block, (ar_ref, ai_ref, Br_ref, Bi_ref, Cr_ref,
-                                                   Ci_ref, h0r_ref, h0i_ref), x_ref, dy_ref,
-                       dx_ref, (dar_ref, dai_ref), (dBr_ref, dBi_ref, dCr_ref, dCi_ref), dh0_refs,
-                       n_states, blocks, barrier, per_pass)
-
-
-def _complex_block(refs, x_ref, dy_ref, dx_ref, da_refs, dBC_refs, dh0_refs, channels, adding,
-                   n_states, per_pass):
-  steps = x_ref.shape[-1]
-  x, dy = load(x_ref, channels), load(dy_ref, channels)
-
-  def body(n, inputs, dx):
-    dx = list(dx)
-    a, B, C, h0, b = _complex(inputs, x)
-    before, after, product = states(a, b, h0, steps)
-    u = [(v * C[0], -v * C[1]) for v in dy]  # dy_t conj(C)
-    a_conj = [_conj(v) for v in a]
-    incoming = incoming_adjoint(a_conj, u, _conj(product), steps)
-    da, sums = [None] * steps, None  # x g and dy conj(h) summed over the chunk steps: dB, dC
-    for k in range(steps - 1, -1, -1):
-      g = add(u[k], incoming)
-      incoming = mul(a_conj[k], g)
-      da[k] = mul(g, _conj(before[k]))
-      h = after[k]
-      terms = (x[k] * g[0], x[k] * g[1], dy[k] * h[0], -dy[k] * h[1])
-      sums = terms if sums is None else tuple(s + t for s, t in zip(sums, terms))
-      dx[k] = dx[k] + g[0] * B[0] + g[1] * B[1]
-    for part, ref in enumerate(da_refs):
-      store_time_sums(ref, n, [v[part] for v in da], adding)
-    for ref, s in zip(dBC_refs, sums):
-      ref[n, channels] = jnp.sum(s, axis=1)
-    for ref, value in zip(dh0_refs, incoming):  # conj(a_0) g_0
-      ref[n, channels] = first_chunk_sum(value)
-    return tuple(dx)
-  out = loop_passes(n_states, _phase_reads(refs, steps, channels, COMPLEX_STEP), body,
-                    (jnp.zeros(x[0].shape, jnp.float32),) * steps, per_pass)
-  store(dx_ref, out, channels)
-
-
-FORWARD = {"real": real_forward, "phase": phase_forward, "complex": complex_forward}
-BACKWARD = {"real": real_backward, "phase": phase_backward, "complex": complex_backward}
+# the complex kind's are in `pallas_chunked_complex` (`pallas_chunked.FORWARD_KERNELS`)
+FORWARD = {"real": real_forward, "phase": phase_forward}
+BACKWARD = {"real": real_backward, "phase": phase_backward}
 
