@@ -218,8 +218,9 @@ def class_prediction(name: str, cls: str, width: int | None = None) -> dict | No
   subgroups = _regular(languages.base_name(name))[1]
   if d["group_language"]:
     return group_prediction(cls, subgroups[0], width)
-  if d["star_free"] and _by_inclusion(cls, STAR_FREE):
-    return _by_inclusion(cls, STAR_FREE)
+  by_inclusion = _by_inclusion(cls, STAR_FREE) if d["star_free"] else None
+  if by_inclusion:
+    return by_inclusion
   if theory.parse(cls)[0].step is None:
     return None
   return series_verdict(cls, d["star_free"], subgroups)
@@ -260,8 +261,9 @@ def describe_counter(lang) -> dict:
       "verdict": True, "source": "predictively modelled by an SSM with unbounded integer state "
       "values (a counter with a = 1; Sarrof et al. 2024, paper 003)"}}
   for cls in theory.CLASSES:  # a plugin's class too: this dict is built on every call
-    if _by_inclusion(cls, "the same counters"):
-      preds[cls] = _by_inclusion(cls, "the same counters")
+    by_inclusion = _by_inclusion(cls, "the same counters")
+    if by_inclusion:
+      preds[cls] = by_inclusion
   return {"name": lang.name, "description": lang.description, "alphabet": lang.alphabet,
           "regular": False, "minimal_states": None, "monoid_size": None, "star_free": None,
           "aperiodic": None, "maximal_subgroups": [], "predictions": preds}

@@ -253,10 +253,10 @@ def markdown(data: dict, compare: dict | None = None) -> str:
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]
     beats = [x for x in disagree if x[2] == "beats theory"]
-    if not theory.has_theorem(p["class"]) and theory.included(p["class"]):
+    included = theory.included(p["class"])
+    if not theory.has_theorem(p["class"]) and included:
       out.append("No theorem of its own for this class: its ✓ come from the classes it "
-                 f"includes ({', '.join(theory.included(p['class']))}), and nothing is ruled "
-                 "out.")
+                 f"includes ({', '.join(included)}), and nothing is ruled out.")
     elif not theory.has_theorem(p["class"]):
       out.append("No theorem for this class: the table is measurement only.")
     elif not beats:
