@@ -13,7 +13,9 @@ The transitions are any complex numbers inside the unit disc, so the layer decla
 AUSSM's unit-modulus class, whose check would flag this layer). Its recurrence goes to
 `scan.diagonal_scan` as the `complex` factor family (a per step, shared over channels), which
 the reference scans and `chunked` run (`auto`), and on a GPU the chunked kernel when asked for
-(`--config.scan_method=pallas_chunked`).
+(`--config.scan_method=pallas_chunked`). For that kernel it builds its factors channels first,
+as the built-in layers do (`scan.channels_first`; `common.dense` and `common.project` write
+that order): compiled for an H200, a 27-run step moves 35.2 GB instead of 45.7 batch major.
 """
 from __future__ import annotations
 
@@ -34,10 +36,14 @@ class DecayingAUSSM(nn.Module):
   @nn.compact
   def __call__(self, v):
     cfg, d, n = self.cfg, v.shape[-1], self.cfg.d_state
-    u, z = nn.Dense(d, name="in_u")(v), nn.Dense(d, name="in_z")(v)
-    per_step = lambda name, bias_init: (
-        u @ self.param(f"{name}_w", nn.initializers.normal(1.0), (d, n)) / math.sqrt(d)
-        + self.param(f"{name}_b", bias_init, (n,)))  # (b, t, n): shared over channels
+    # Where the method reads factors channels first (the GPU's chunked kernel), build them so,
+    # (d, batch, time): the matmuls write that order at no cost, where each array would
+    # otherwise be transposed for the kernel and back (elsewhere `cf` is False: batch major).
+    cf = scan.channels_first(cfg.scan_method, v.shape[1], "complex")
+    u, z = common.dense(v, d, "in_u", cf), common.dense(v, d, "in_z", cf)
+    per_step = lambda name, bias_init: (  # (b, t, n), or (n, b, t): shared over channels
+        common.project(u, self.param(f"{name}_w", nn.initializers.normal(1.0), (d, n)), cf, cf)
+        / math.sqrt(d) + common.per_channel(self.param(f"{name}_b", bias_init, (n,)), cf))
     theta = per_step("theta", common.uniform_init(-math.pi, math.pi))
     log_r = -jax.nn.softplus(per_step("decay", nn.initializers.constant(-4.0)))
     a = jnp.exp(jax.lax.complex(log_r, theta))
@@ -47,11 +53,11 @@ class DecayingAUSSM(nn.Module):
           for part in ("re", "im")))
     su = nn.silu(u)
     h0 = common.initial_state(self, cfg.initial_state, (d, n)).astype(jnp.complex64)
-    f = scan.Factors("complex", x=common.low_rank_dt(u, d, cfg) * su, B=const("B"),
-                     C=const("C"), h0=h0, a=a)
+    f = scan.Factors("complex", x=common.low_rank_dt(u, d, cfg, channels_first=cf) * su,
+                     B=const("B"), C=const("C"), h0=h0, a=a, channels_first=cf)
     D = self.param("D", nn.initializers.ones, (d,))
-    return (scan.diagonal_scan(f, cfg.scan_method) + D * su) * nn.silu(z)
-
+    y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su
+    return common.batch_major(y * nn.silu(z), cf)
 
 register_layer("decaying_aussm", DecayingAUSSM, theory_class="complex_diagonal",
                scan_family="complex",

@@ -207,13 +207,18 @@ def test_every_family_takes_b_and_c_per_step_or_constant(family, layouts):
 @pytest.mark.parametrize("family", scan.FAMILIES)
 def test_the_fused_methods_keep_the_built_in_layouts(family):
   """The hand-over to chunked is for other layouts only: the built-in pairing stays fused. The
-  complex family, which only the chunked kernel reads, runs there for every fused method."""
+  complex family, which only the chunked kernel reads, runs there for every fused method; and
+  a layer asking `scan.channels_first` is told the layout of the kernel that runs, not the one
+  asked for."""
   f = to_factors(family, factored_inputs(family, 7))
   for method in scan.FUSED:
     with scan.recording() as used:
       jax.eval_shape(lambda f: scan.diagonal_scan(f, method), f)
     want = method if family in scan.FUSED_FAMILIES else "pallas_chunked"
     assert used == [want], f"{family}: {method} ran {used}, not {want}"
+    assert scan.channels_first(method, 7, family) == (want in scan.READS_CHANNELS_FIRST), (
+        f"{family} under {method} (runs {want}): channels first "
+        f"{scan.channels_first(method, 7, family)}")
 
 
 @pytest.mark.parametrize("change,problem", [

@@ -89,15 +89,19 @@ def test_scan_methods_give_the_same_model_output(name, method):
                              err_msg=f"{name}: {method} differs from the sequential scan")
 
 
-@pytest.mark.parametrize("name", FUSED)
+@pytest.mark.parametrize("name", FUSED + ["decaying_aussm"])
 def test_channels_first_layers_train_the_same_parameters_and_transpose_only_their_output(
     name, monkeypatch):
   """With the time-parallel kernel and `CHANNELS_FIRST_LAYERS`, a diagonal layer builds its
   factors as (channels, batch, time) (`scan.channels_first`): the same parameters from the same
   key, the same loss and gradients to float32 rounding, and the training step transposes no
   sequence (an array with the 12-step time axis) but the layer's output and its gradient, where
-  the (batch, time, channels) layers transpose each factor in and each gradient out."""
+  the (batch, time, channels) layers transpose each factor in and each gradient out. So does
+  examples/decaying_aussm, the complex family's template, which the chunked kernel runs."""
+  from ssm_bench import plugins
   from ssm_bench.scan import pallas_parallel
+  if registry.find(name) is None:
+    plugins.load(f"examples.{name}")
 
   def step(cf):
     monkeypatch.setattr(pallas_parallel, "CHANNELS_FIRST_LAYERS", cf)

@@ -41,8 +41,9 @@ AUTO = {"cpu": "chunked", "gpu": "pallas_chunked", "tpu": "associative"}
 # chunked kernel: `pallas_chunked` hands it to `pallas_parallel`, and on an H200 s4d's 27-run
 # step took 1.149 ms per run there against 0.650 with the step-by-step kernel.
 # The complex family's kernel (`pallas_chunked`'s complex kind) is untimed on a GPU, and jax
-# 0.10.2's XLA fails to compile a step around it for sm_80, sm_89 and sm_100 (0.11.2 compiles
-# all four targets): `auto` keeps the plain-JAX scan there until a GPU times the kernel.
+# 0.10.2's XLA fails to compile a step around it for sm_80, sm_89 and sm_100 when the layer
+# hands its factors batch major (0.11.2 compiles all four; channels first compiles on both):
+# `auto` keeps the plain-JAX scan there until a GPU times the kernel.
 AUTO_BY_FAMILY = {"gpu": {"constant": "pallas", "complex": "chunked"}}
 # The delta rule's `auto` on every backend (TPU untimed): its rank-1 form beat the dense
 # associative scan on CPU and on an H100 (a deltanet step 7.30 vs 10.56 ms, deltaproduct 7.80 vs
@@ -96,12 +97,21 @@ FUSED = ("pallas", "pallas_parallel", "pallas_chunked")
 READS_CHANNELS_FIRST = ("pallas_parallel", "pallas_chunked")
 
 
+def runs(method: str, family: str | None = None) -> str:
+  """The method `diagonal_scan` runs for a family's factors in the kernels' layout: `method`
+  resolved, and a fused method asked for the complex family is the one kernel that reads it."""
+  method = resolve(method, family)
+  if method in FUSED and family is not None and family not in FUSED_FAMILIES:
+    return "pallas_chunked"
+  return method
+
+
 def channels_first(method: str, length: int, family: str | None = None) -> bool:
   """Whether a diagonal layer should build its factors channels first (`Factors`) for this
   method, length and factor family: where a kernel that reads that layout runs them
   (`READS_CHANNELS_FIRST`) and `pallas_parallel.CHANNELS_FIRST_LAYERS` says to. Elsewhere it
   would only cost transposes."""
-  if resolve(method, family) not in READS_CHANNELS_FIRST:
+  if runs(method, family) not in READS_CHANNELS_FIRST:
     return False
   from ssm_bench.scan import pallas_parallel
   return pallas_parallel.CHANNELS_FIRST_LAYERS and length <= pallas_parallel.MAX_LENGTH
@@ -112,11 +122,9 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   (d_model, batch, time) for channels-first factors. Factors whose B and C are not in the
   kernels' layout run chunked wherever a fused method was asked for (`recording` shows it)."""
   f.check()
-  method = resolve(method, f.family)
+  method = runs(method, f.family)
   if method in FUSED and not f.kernel_layout:
     method = "chunked"  # the kernels read B and C as the built-in layers build them
-  elif method in FUSED and f.family not in FUSED_FAMILIES:
-    method = "pallas_chunked"  # the one kernel that reads the complex family
   method = _record(method)
   if f.channels_first and method not in READS_CHANNELS_FIRST:
     return jnp.moveaxis(_diagonal_scan(f.batch_major(), method), -1, 0)
