@@ -3,6 +3,7 @@ times an input-dependent modulus below 1, as selective complex SSMs (Mamba-3-sty
 
     python -m launch.info --plugins=examples.decaying_aussm --model=decaying_aussm
     python -m launch.profile --plugins=examples.decaying_aussm --model=decaying_aussm
+    python -m launch.analytic --plugins=examples.decaying_aussm --model=decaying_aussm --task=S4
 
     h_t[d, n] = r_t[n] exp(i theta_t[n]) h_{t-1}[d, n] + Delta_t[d] silu(u_t[d]) B[d, n]
     y_t[d]    = Re sum_n C[d, n] h_t[d, n] + D[d] silu(u_t[d]),   gated by silu(z_t)
@@ -16,6 +17,8 @@ the reference scans and `chunked` run (`auto`), and on a GPU the chunked kernel 
 (`--config.scan_method=pallas_chunked`). For that kernel it builds its factors channels first,
 as the built-in layers do (`scan.channels_first`; `common.dense` and `common.project` write
 that order): compiled for an H200, a 27-run step moves 35.2 GB instead of 45.7 batch major.
+Its record carries AUSSM's hand-built cascade, written into its own parameters with the decay
+off (`_CascadeWeights`), so its profile tells a training failure from an inexpressible cell.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ssm_bench import analytic_cascade
 from ssm_bench import scan
 from ssm_bench.layers import common
 from ssm_bench.registry import register_layer
@@ -59,6 +63,28 @@ class DecayingAUSSM(nn.Module):
     y = scan.diagonal_scan(f, cfg.scan_method) + common.per_channel(D, cf) * su
     return common.batch_major(y * nn.silu(z), cf)
 
+
+class _CascadeWeights(analytic_cascade.AussmLayers):
+  """AUSSM's cascade written into this layer: the decay off (softplus(-30) = 9.4e-14, and
+  exp(-9.4e-14) is 1 in float32, so every transition is the cascade's rotation exactly), B = 0
+  and C in cartesian form, where AUSSM keeps it polar."""
+
+  def __init__(self, p, cfg):
+    super().__init__(p, cfg)
+    for i in range(len(cfg.layers)):
+      lay = p[f"layer{i}"]
+      lay["B_re"][:], lay["C_re"][:], lay["decay_b"][:] = 0.0, 0.0, -30.0
+
+  def read(self, i, c, coord, re, im):  # Re(C h) = Re C Re h - Im C Im h
+    lay = self.p[f"layer{i}"]
+    lay["C_re"][c, coord], lay["C_im"][c, coord] = re, -im
+
+
+CASCADE = analytic_cascade.cascade_construction(
+    "any solvable group in derived-length-many layers with the decay off: AUSSM's unit-modulus "
+    "cascade (paper 000, Theorem 4.2), which this class contains",
+    layer="decaying_aussm", writer=_CascadeWeights)
+
 register_layer("decaying_aussm", DecayingAUSSM, theory_class="complex_diagonal",
-               scan_family="complex",
+               scan_family="complex", constructions=(CASCADE,),
                description="AUSSM whose transitions also decay (examples/decaying_aussm.py)")

@@ -106,6 +106,10 @@ class SimpleLayers:
   """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v.
   A plugin layer of the same form but for its angles (`examples/clock.py`) overrides `rotate`:
   the channel that carries a one-hot input turns state coordinate `coord` by `angle`."""
+  # the layer's biases come from a state coordinate that never rotates, and its angles are
+  # W u / sqrt(d): the cascade then adds that coordinate and takes a width of a power of 4
+  CONSTANT_STATE = False
+
   def __init__(self, p, cfg: ModelConfig):
     self.p, self.n = p, cfg.d_state
 
@@ -134,12 +138,14 @@ class SimpleLayers:
 GATE_ON, GATE_OFF = 32.0, -200.0  # silu(32) = 32 and silu(-200) = 0 exactly in float32
 
 
-class _AussmLayers(SimpleLayers):
+class AussmLayers(SimpleLayers):
   """The same level in a full AUSSM layer: u = 32 v, theta = W u / sqrt(d) (sqrt(d) a power of
   2 when the cascade chooses d, so theta is the angle exactly), B = 0 (the input term off), C's
   entries written in polar form, a bias read from a state coordinate that never rotates (the
   last: h0 = 1 / sqrt(n) there), the pairs as `pair` says, and the output gate silu(32) = 32
-  undone in the output projection."""
+  undone in the output projection. A plugin layer of AUSSM's form with other parameters for B,
+  C or a decay overrides `__init__` and `read` (examples/decaying_aussm.py)."""
+  CONSTANT_STATE = True
 
   def __init__(self, p, cfg: ModelConfig):
     super().__init__(p, cfg)
@@ -199,14 +205,15 @@ def derived_exponents(task_name: str) -> list[int]:
   return [lv.e for lv in series_levels(task_name, "derived")[1]]
 
 
-def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer_kwargs: str = ""):
-  """(group, levels, pairs, channels, ModelConfig) of the solvable cascade; nothing built."""
+def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer_kwargs: str = "",
+                   full: bool = False):
+  """(group, levels, pairs, channels, ModelConfig) of the solvable cascade; nothing built.
+  `full`: the writer's `CONSTANT_STATE`."""
   g = registry.get_task(task_name).group
   if g is None or not g.is_solvable:
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
   g, levels = series_levels(task_name, "derived")
   depth = len(levels)
-  full = layer == "aussm"
   n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # aussm: + the constant
   pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
            else [] for i, lv in enumerate(levels)]
@@ -222,19 +229,21 @@ def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer
   return g, levels, pairs, ch, cfg
 
 
-_WRITERS = {"simple_aussm": SimpleLayers, "aussm": _AussmLayers}
+_WRITERS = {"simple_aussm": SimpleLayers, "aussm": AussmLayers}
 
 
 def solvable(task_name: str, d_model: int = 0, d_state: int = 0, layer: str = "simple_aussm",
              writer=None, layer_kwargs: str = ""):
   """(ModelConfig, params): derived-length-many unit-modulus layers tracking the group: the
   simple_aussm or full aussm, or a plugin's layer of simple_aussm's form with `writer(params,
-  cfg)`, a `SimpleLayers` that writes its angles (`layer_kwargs`: the layers' own)."""
+  cfg)`, a `SimpleLayers` that writes its angles, or an `AussmLayers` (`layer_kwargs`: the
+  layers' own)."""
   writer = writer or _WRITERS.get(layer)
   if writer is None:
     raise ValueError(f"the solvable cascade is built from {' or '.join(_WRITERS)}, or a layer "
                      f"with a writer of its own, not {layer!r}")
-  g, levels, pairs, ch, cfg = _solvable_plan(task_name, d_model, d_state, layer, layer_kwargs)
+  g, levels, pairs, ch, cfg = _solvable_plan(task_name, d_model, d_state, layer, layer_kwargs,
+                                             writer.CONSTANT_STATE)
   n = cfg.d_state
   root_n = math.sqrt(n)
   p = analytic.zeros_like_init(cfg)["params"]
@@ -309,8 +318,8 @@ def sized(applies, plan) -> dict:
           "limit": lambda task: limit(task) if applies(task) else ""}
 
 
-def _plan_of(layer: str, kwargs=lambda task: ""):
-  return lambda task: _solvable_plan(task, 0, 0, layer, kwargs(task))[-1]
+def _plan_of(layer: str, writer, kwargs=lambda task: ""):
+  return lambda task: _solvable_plan(task, 0, 0, layer, kwargs(task), writer.CONSTANT_STATE)[-1]
 
 
 def cascade_construction(description: str, layer: str, writer, kwargs=lambda task: "",
@@ -320,16 +329,16 @@ def cascade_construction(description: str, layer: str, writer, kwargs=lambda tas
   `writer(params, cfg)` at `kwargs(task)` (`solvable`), sized as the built-in cascades are."""
   return analytic.Construction(
       description, build=lambda task, dm, ds: solvable(task, dm, ds, layer, writer, kwargs(task)),
-      kwargs=kwargs, **sized(_solvable_group, _plan_of(layer, kwargs)), **fields)
+      kwargs=kwargs, **sized(_solvable_group, _plan_of(layer, writer, kwargs)), **fields)
 
 
 SOLVABLE = analytic.Construction(
     "any solvable group in derived-length-many layers: each level rotates by the characters of "
     "its Abelian quotient and passes the rest of the product down (paper 000, Theorem 4.2)",
-    build=solvable, **sized(_solvable_non_abelian, _plan_of("simple_aussm")))
+    build=solvable, **sized(_solvable_non_abelian, _plan_of("simple_aussm", SimpleLayers)))
 SOLVABLE_AUSSM = analytic.Construction(
     "any solvable group in derived-length-many full AUSSM layers, input term off: the same "
     "cascade, its biases read from a state coordinate that never rotates (paper 000, "
     "Theorem 4.2; an Abelian group in one layer)",
     build=lambda task, dm, ds: solvable(task, dm, ds, layer="aussm"),
-    **sized(_solvable_group, _plan_of("aussm")))
+    **sized(_solvable_group, _plan_of("aussm", AussmLayers)))

@@ -325,6 +325,27 @@ def test_a_plugins_clock_cascade_tracks_exactly_at_the_depth_its_class_claims(na
     assert dev <= 1e-5, f"{name}: layer {k}'s transitions are no {m}-th roots (off by {dev:.3g})"
 
 
+@pytest.mark.parametrize("name", ["C6", "S3", "S4"])
+def test_a_decaying_plugin_holds_aussms_cascade_with_its_decay_off(name):
+  """examples/decaying_aussm.py writes AUSSM's cascade into its own parameters through the public
+  writer (`analytic_cascade.AussmLayers`: C cartesian, the decay's bias at -30): exact at 2000
+  steps, at the derived length its class claims, every transition of modulus 1 (to cos and
+  sin's float32 rounding)."""
+  from ssm_bench import plugins, registry as layer_registry, theory
+  plugins.load("examples.decaying_aussm")
+  cfg, params = analytic.build(name, model="decaying_aussm")
+  cls = layer_registry.theory_class_of("decaying_aussm")
+  assert len(cfg.layers) == theory.min_depth(cls, name), (
+      f"{name}: {len(cfg.layers)} layers built, {cls} claims {theory.min_depth(cls, name)}")
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 2000)
+  logits, sown = declaration.forward(models.StateTracker(cfg), params, tokens)
+  errors = int((np.asarray(logits).argmax(-1) != labels).sum())
+  assert errors == 0, f"{name}: {errors} wrong predictions out of {labels.size}"
+  for k, a in enumerate(declaration._find(sown)):
+    dev = float(np.abs(np.abs(np.asarray(a, np.complex128)) - 1).max())
+    assert dev <= 1e-6, f"{name}: layer {k}'s transitions decay (|a| off 1 by {dev:.3g})"
+
+
 def test_a_plugins_cascade_is_sized_at_the_kwargs_it_is_built_at(monkeypatch):
   """The clock's D5 cascade takes m = 10 (C2 over C5): its size limit must be the config built
   at m = 10, not at the default m = 4 (a cascade over analytic.MAX_PARAMS at its own kwargs
