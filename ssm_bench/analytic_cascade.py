@@ -106,8 +106,8 @@ class SimpleLayers:
   """Writes a cascade level into simple_aussm: theta = Dense(v), y = Dense(Re h, Im h) + D v.
   A plugin layer of the same form but for its angles (`examples/clock.py`) overrides `rotate`:
   the channel that carries a one-hot input turns state coordinate `coord` by `angle`."""
-  # the layer's biases come from a state coordinate that never rotates, and its angles are
-  # W u / sqrt(d): the cascade then adds that coordinate and takes a width of a power of 4
+  # Whether the layer reads its biases from a state coordinate that never rotates and turns by
+  # W u / sqrt(d) (AussmLayers): the cascade then adds that coordinate and a power-of-4 width
   CONSTANT_STATE = False
 
   def __init__(self, p, cfg: ModelConfig):
@@ -214,7 +214,7 @@ def _solvable_plan(task_name: str, d_model: int, d_state: int, layer: str, layer
     raise analytic.NoConstruction(f"{task_name} is not a solvable group")
   g, levels = series_levels(task_name, "derived")
   depth = len(levels)
-  n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # aussm: + the constant
+  n = max([d_state, 1] + [lv.chars.shape[0] + full for lv in levels])  # + the constant
   pairs = [[(q, int(z)) for z in lv.elements for q in range(len(lv.rep))] if i < depth - 1
            else [] for i, lv in enumerate(levels)]
   ch = Channels()
