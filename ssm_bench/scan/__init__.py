@@ -97,7 +97,7 @@ FUSED = ("pallas", "pallas_parallel", "pallas_chunked")
 READS_CHANNELS_FIRST = ("pallas_parallel", "pallas_chunked")
 
 
-def runs(method: str, family: str | None = None) -> str:
+def routed(method: str, family: str | None = None) -> str:
   """The method `diagonal_scan` runs for a family's factors in the kernels' layout: `method`
   resolved, and a fused method asked for the complex family is the one kernel that reads it."""
   method = resolve(method, family)
@@ -111,7 +111,7 @@ def channels_first(method: str, length: int, family: str | None = None) -> bool:
   method, length and factor family: where a kernel that reads that layout runs them
   (`READS_CHANNELS_FIRST`) and `pallas_parallel.CHANNELS_FIRST_LAYERS` says to. Elsewhere it
   would only cost transposes."""
-  if runs(method, family) not in READS_CHANNELS_FIRST:
+  if routed(method, family) not in READS_CHANNELS_FIRST:
     return False
   from ssm_bench.scan import pallas_parallel
   return pallas_parallel.CHANNELS_FIRST_LAYERS and length <= pallas_parallel.MAX_LENGTH
@@ -122,7 +122,7 @@ def diagonal_scan(f: Factors, method: str = "auto"):
   (d_model, batch, time) for channels-first factors. Factors whose B and C are not in the
   kernels' layout run chunked wherever a fused method was asked for (`recording` shows it)."""
   f.check()
-  method = runs(method, f.family)
+  method = routed(method, f.family)
   if method in FUSED and not f.kernel_layout:
     method = "chunked"  # the kernels read B and C as the built-in layers build them
   method = _record(method)
