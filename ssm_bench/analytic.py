@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ssm_bench import failures
 from ssm_bench import models
 from ssm_bench.config import ModelConfig
 from tasks import groups
@@ -286,8 +287,7 @@ def _held_task(task_name: str) -> str:
 
 
 def _failure(what: str, task: str, e: Exception) -> str:
-  return (f"its construction's {what} failed on {task}: {type(e).__name__}: "
-          + " ".join(str(e).split())[:200])
+  return f"its construction's {what} failed on {task}: {failures.one_line(e, 200)}"
 
 
 def _ask(what: str, fn, task: str):

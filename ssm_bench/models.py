@@ -11,6 +11,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ssm_bench import failures
 from ssm_bench import registry
 from ssm_bench.config import MATMUL_ALGORITHMS, ModelConfig
 
@@ -41,9 +42,8 @@ def check(cfg: ModelConfig, length: int = 4):
   except registry.LayerError:
     raise
   except Exception as e:  # the layer's own code failed: say which layer, in one line
-    msg = " ".join(str(e).split())[:300]
     raise registry.LayerError(f"building {'/'.join(dict.fromkeys(cfg.layers))} failed: "
-                              f"{type(e).__name__}: {msg}") from None
+                              f"{failures.one_line(e)}") from None
 
 
 def scan_auto(cfg: ModelConfig) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 
+from ssm_bench import failures
 from ssm_bench import registry
 from ssm_bench import theory
 from ssm_bench.config import ConfigError, canonical_plugins
@@ -22,10 +23,6 @@ class PluginError(ValueError):
 
 
 _loaded: set[str] = set()
-
-
-def _one_line(e: BaseException) -> str:
-  return " ".join(f"{type(e).__name__}: {e}".split())[:300]
 
 
 def load(text: str) -> tuple[str, ...]:
@@ -44,11 +41,11 @@ def load(text: str) -> tuple[str, ...]:
       if e.name and module_name.startswith(e.name):  # the plugin itself, not one of its imports
         raise PluginError(f"cannot import plugin {module_name!r}: no such module on the path "
                           "(run from the directory that holds it, or install its package)") from None
-      raise PluginError(f"plugin {module_name!r} failed on import: {_one_line(e)}") from None
+      raise PluginError(f"plugin {module_name!r} failed on import: {failures.one_line(e)}") from None
     except (registry.LayerError, theory.TheoryError) as e:
       raise PluginError(f"plugin {module_name!r}: {e}") from None
     except Exception as e:  # the plugin's own code
-      raise PluginError(f"plugin {module_name!r} failed on import: {_one_line(e)}") from None
+      raise PluginError(f"plugin {module_name!r} failed on import: {failures.one_line(e)}") from None
     if attr:
       fn = getattr(module, attr, None)
       if not callable(fn):
@@ -59,7 +56,7 @@ def load(text: str) -> tuple[str, ...]:
       except (registry.LayerError, theory.TheoryError) as e:
         raise PluginError(f"plugin {entry!r}: {e}") from None
       except Exception as e:
-        raise PluginError(f"plugin {entry!r} failed: {_one_line(e)}") from None
+        raise PluginError(f"plugin {entry!r} failed: {failures.one_line(e)}") from None
     _loaded.add(entry)
   return entries
 

@@ -18,6 +18,8 @@ import threading
 import types
 from typing import Any, Callable
 
+from ssm_bench import failures
+
 NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 BUILTIN_SOURCE = "ssm_bench.layers.builtin"
 
@@ -222,9 +224,8 @@ def _width_for(name: str, state_width, config: dict, kwargs: dict, where: str = 
   try:
     width = state_width(_full_config(config), kwargs)
   except Exception as e:
-    msg = " ".join(str(e).split())[:300]
     raise LayerError(f"layer {name!r}: state_width(config, kwargs) failed {where}: "
-                     f"{type(e).__name__}: {msg}") from None
+                     f"{failures.one_line(e)}") from None
   if isinstance(width, bool) or not isinstance(width, int) or width < 1:
     raise LayerError(f"layer {name!r}: state_width must return a positive int, got {width!r} "
                      f"{where}")
@@ -359,9 +360,8 @@ def _class_for(spec: LayerSpec, kwargs: dict) -> str:
     cls = spec.theory_class(kwargs)
     theory.parse(cls)
   except Exception as e:
-    msg = " ".join(str(e).split())[:300]
     raise LayerError(f"layer {spec.name!r}: its theory_class for kwargs {kwargs} failed: "
-                     f"{type(e).__name__}: {msg}") from None
+                     f"{failures.one_line(e)}") from None
   return cls
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ssm_bench import declaration
+from ssm_bench import failures
 from ssm_bench import models
 from ssm_bench import plugins
 from ssm_bench import registry
@@ -177,6 +178,38 @@ def _register_isolated(monkeypatch, module: str):
   path = os.path.join(ROOT, "tests", "plugin_layers", f"{module}.py")
   spec = importlib.util.spec_from_file_location(f"_isolated_{module}", path)
   spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def _line_of(module: str, text: str) -> int:
+  path = os.path.join(ROOT, "tests", "plugin_layers", f"{module}.py")
+  return next(i for i, line in enumerate(open(path), 1) if text in line)
+
+
+def test_a_plugins_failure_names_the_line_of_its_own_code_that_raised(monkeypatch, capsys):
+  """The one-line error hid where the researcher's code failed. It names the innermost frame of
+  the plugin's own file: not jax's or flax's, and not the suite's, where a Factors check that
+  the layer's call failed is raised. SSM_BENCH_TRACEBACK=1 prints the whole traceback too."""
+  monkeypatch.delenv(failures.ENV, raising=False)
+  with pytest.raises(plugins.PluginError) as e:
+    plugins.load("plugin_layers.missing_dependency")
+  where = f"missing_dependency.py:{_line_of('missing_dependency', 'import_module(')} in <module>"
+  assert where in str(e.value) and "\n" not in str(e.value), str(e.value)
+  _register_isolated(monkeypatch, "classfn")
+  with pytest.raises(registry.LayerError) as e:
+    registry.check_classes(("classfn",), '{"mode": "boom"}')
+  assert f"classfn.py:{_line_of('classfn', 'no class for boom')} in _class" in str(e.value), (
+      str(e.value))
+  _register_isolated(monkeypatch, "badfactors")
+  cfg = ModelConfig(layers=("badfactors",), vocab_size=2, num_classes=2, d_model=4, d_state=2)
+  with pytest.raises(registry.LayerError) as e:
+    models.check(cfg)
+  where = f"badfactors.py:{_line_of('badfactors', 'diagonal_scan(')} in __call__"
+  assert where in str(e.value), f"not the layer's own line: {e.value}"
+  assert failures.ENV in str(e.value) and not capsys.readouterr().err
+  monkeypatch.setenv(failures.ENV, "1")
+  with pytest.raises(registry.LayerError):
+    models.check(cfg)
+  assert "Traceback" in capsys.readouterr().err, "SSM_BENCH_TRACEBACK=1 printed no traceback"
 
 
 def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables(monkeypatch):
