@@ -28,6 +28,7 @@ import math
 import numpy as np
 
 from ssm_bench import analytic
+from ssm_bench import analytic_one_layer
 from ssm_bench.config import ModelConfig
 from tasks import groups
 from tasks import registry
@@ -54,7 +55,7 @@ def levels_of(g: groups.Group, series) -> list[Level]:
         rep.append(int(x))
     rep = np.array(rep)
     quotient = coset[g.table[rep[:, None], rep[None, :]]]
-    chars, e = analytic.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
+    chars, e = analytic_one_layer.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
     chars = chars[chars.any(axis=1)]  # the trivial character carries nothing
     out.append(Level(np.asarray(big), coset, rep, chars, e))
   return out

@@ -7,6 +7,7 @@ import pytest
 
 from ssm_bench import analytic
 from ssm_bench import analytic_cascade
+from ssm_bench import analytic_one_layer
 from ssm_bench import analytic_signed
 from ssm_bench import declaration
 from ssm_bench import evaluation
@@ -114,7 +115,7 @@ def test_every_construction_pads_to_a_wider_model(name, model):
 
 @pytest.mark.parametrize("name", ["C60", "C2xC30", "C2xC2xC2", "C1", "C4xC6", "C6xC6"])
 def test_characters_separate_elements(name):
-  chars, e = analytic.characters(groups.get_group(name))
+  chars, e = analytic_one_layer.characters(groups.get_group(name))
   keys = {tuple(col) for col in chars.T} if chars.size else {()}
   assert len(keys) == groups.get_group(name).order
   t = groups.get_group(name).table

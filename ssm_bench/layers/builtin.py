@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 
-from ssm_bench import analytic
 from ssm_bench import analytic_cascade
 from ssm_bench import analytic_deltaproduct
 from ssm_bench import analytic_dihedral
+from ssm_bench import analytic_one_layer
 from ssm_bench import analytic_s3
 from ssm_bench import analytic_signed
 from ssm_bench.layers import aussm, deltanet, gated_rnn, mamba, rnn, s4d, transformer
@@ -41,11 +41,11 @@ register_layer("mamba", functools.partial(mamba.Mamba, negative=False),
                description="Mamba (S6): a_t = exp(Delta_t Lambda) in (0, 1)", source=BUILTIN_SOURCE)
 register_layer("negmamba", functools.partial(mamba.Mamba, negative=True),
                theory_class="signed_diagonal", scan_family="signed_decay",
-               constructions=(analytic.PARITY, analytic_signed.SIGNED),
+               constructions=(analytic_one_layer.PARITY, analytic_signed.SIGNED),
                description="Mamba with negative eigenvalues (Grazzi et al. 2025): "
                            "a_t = 2 exp(Delta_t Lambda) - 1 in (-1, 1)", source=BUILTIN_SOURCE)
 register_layer("simple_aussm", aussm.SimpleAUSSM, theory_class="unit_modulus_diagonal",
-               constructions=(analytic.ABELIAN, analytic_s3.S3_CASCADE,
+               constructions=(analytic_one_layer.ABELIAN, analytic_s3.S3_CASCADE,
                               analytic_cascade.SOLVABLE),
                presets={"table2_cpu": dict(d_model=64, d_state=32, steps=6000)},
                description="simplified AUSSM (paper 000, Sec. 6): h_t = exp(i theta(v_t)) h_{t-1}",
@@ -55,7 +55,7 @@ register_layer("aussm", aussm.AUSSM, theory_class="unit_modulus_diagonal", scan_
                description="adaptive unitary SSM (Karuvally et al. 2025): a_t = exp(i theta_t)",
                source=BUILTIN_SOURCE)
 register_layer("s4d", s4d.S4D, theory_class="time_invariant", scan_family=s4d.FAMILY,
-               constructions=(analytic.MODCOUNT,),
+               constructions=(analytic_one_layer.MODCOUNT,),
                description="S4D (Gu et al. 2022): a = exp(Delta Lambda), the same at every step",
                source=BUILTIN_SOURCE)
 register_layer("rnn", rnn.RNN, theory_class="nonlinear_or_dense", uses_scan_method=False,
@@ -74,7 +74,7 @@ register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_sca
                description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
 _DELTANET = functools.partial(deltanet.DeltaProduct, n_h=1)
 register_layer("deltanet", _DELTANET, theory_class=_householder, kwargs=module_kwargs(_DELTANET),
-               constructions=(analytic.PARITY_DELTANET, analytic_dihedral.PLANE_GROUPS),
+               constructions=(analytic_one_layer.PARITY_DELTANET, analytic_dihedral.PLANE_GROUPS),
                description="DeltaNet with negative eigenvalues (Grazzi et al. 2025): "
                            "S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, beta in "
                            "[0, beta_max]", source=BUILTIN_SOURCE)
