@@ -92,8 +92,8 @@ def test_threads_that_first_use_the_registry_at_once_all_see_every_builtin():
       f"layers seen per thread: {out.stdout.strip()}, want {len(BUILTIN_NAMES)} in each")
 
 
-@pytest.mark.parametrize("path", ["ssm_bench/theory.py", "ssm_bench/tables.py",
-                                  "ssm_bench/scan/__init__.py", "ssm_bench/scan/factors.py",
+@pytest.mark.parametrize("path", ["ssm_bench/theory.py", "ssm_bench/theory_builtin.py",
+                                  "ssm_bench/tables.py", "ssm_bench/scan/__init__.py", "ssm_bench/scan/factors.py",
                                   "ssm_bench/scan/chunked.py", "ssm_bench/scan/pallas.py",
                                   "ssm_bench/scan/reference.py"])
 def test_no_layer_names_outside_the_registry(path):

@@ -39,7 +39,7 @@ def test_min_depth(cls, index, group):
 
 def test_every_class_with_a_subgroup_series_is_tabled_here():
   assert set(EXPECTED) == {n for n, c in theory.CLASSES.items()
-                           if c.step and c.source == "ssm_bench.theory"}
+                           if c.step and c.source == "ssm_bench.theory_builtin"}
 
 
 def _exponent_step(g, h, m):
@@ -75,7 +75,7 @@ def test_a_registered_class_predicts_and_declares_like_a_built_in(monkeypatch):
 
 @pytest.mark.parametrize("name,rules,problem", [
     ("Bad-Name", {}, "must be lower-case letters"),
-    ("unit_modulus_diagonal", {}, "already registered by ssm_bench.theory with other rules"),
+    ("unit_modulus_diagonal", {}, "already registered by ssm_bench.theory_builtin with other rules"),
     ("fresh", {"step": 3}, "step must be callable"),
     ("fresh", {"step": _exponent_step, "predict": lambda g, d, p, w: None}, "not both"),
     ("fresh", {"theorem": ""}, "theorem must be a non-empty string"),
