@@ -69,7 +69,8 @@ def model_config(cfg: TrainConfig) -> ModelConfig:
   if cfg.pad_order:
     if task.group is None or task.main_stream != "uniform" or task.num_classes > cfg.pad_order:
       raise ConfigError(f"pad_order={cfg.pad_order} needs a group task (uniform stream) of order "
-                        f"<= {cfg.pad_order}; {cfg.task} is not one")
+                        f"<= {cfg.pad_order}; {cfg.task} is not one (--config.pad_order=0 "
+                        "trains it unpadded, in a protocol of its own)")
     size = {"vocab_size": cfg.pad_order, "num_classes": cfg.pad_order}
   else:
     size = {"vocab_size": task.vocab_size, "num_classes": task.num_classes}

@@ -189,6 +189,18 @@ def test_the_gpu_profile_trains_the_paper_protocol_without_the_conv():
   assert {(c.lr, c.seed) for c in cfgs} >= {(lr, s) for lr in (1e-3, 1e-2) for s in (0, 1)}
 
 
+@pytest.mark.parametrize("preset,programs", [("profile_tiny", 3), ("profile", 3),
+                                              ("profile_cpu", 30)])
+def test_the_tiny_and_gpu_profiles_train_every_group_of_a_depth_in_one_program(preset, programs):
+  """Padded to order 60 (A5's), the ten groups of a depth share one compiled program (tiny:
+  33 s instead of 156 s here); the CPU profile keeps one per group and depth, so a group's
+  short curriculum lengths stay short (`length_buckets`)."""
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("profile", PRESETS[preset], {"model": "negmamba"})
+  shapes = {c.shape_key() for c in cfgs}
+  assert len(shapes) == programs, f"{preset}: {len(cfgs)} runs in {len(shapes)} programs"
+
+
 def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
   """launch.profile --groups=D3 hands the sweep --config.task=D3: that group is the one trained,
   at the profile's depths, rates and seeds; without one the profile's ten train."""
