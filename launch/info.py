@@ -7,6 +7,8 @@
   python -m launch.info --model=negmamba,aussm            # a hybrid stack, bottom layer first
   python -m launch.info --model=negmamba --groups=D3,C2xC4,S5   # its predictions for any groups
   python -m launch.info --language=tomita3 --sample=2x12  # a language's theory and a batch
+  python -m launch.info --theory_class=complex_diagonal   # a class's predictions, no layer
+  python -m launch.info --theory_class=signed_diagonal,unit_modulus_diagonal  # a stack of classes
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import re
 from absl import flags
 
 from launch import common
+from launch import info_cards as cards
 from ssm_bench import reflections
 from tasks import groups
 from tasks import registry
@@ -25,17 +28,23 @@ _SAMPLE = flags.DEFINE_string("sample", None, "BxT: also draw B sequences of len
                               "group's or the language's training sampler.")
 _SEED = flags.DEFINE_integer("seed", 0, "Seed for --sample.", lower_bound=0)
 _MODEL = flags.DEFINE_string("model", None, "Show this layer's theory card instead of a group.")
-_D_STATE = flags.DEFINE_integer("d_state", None, "With --model: predictions for a run of this "
+_D_STATE = flags.DEFINE_integer("d_state", None, "With --model or --theory_class: predictions for "
+                                "a run of this "
                                 "d_state (a householder layer's key width: d_state, or what its "
                                 "record's state_width makes of it); default: wide enough.",
                                 lower_bound=1)
 _LAYER_KWARGS = flags.DEFINE_string(
     "layer_kwargs", "", "With --model: the layer's own kwargs as a JSON object (as a run's "
     "--config.layer_kwargs): its class, predictions and checks at init for them.")
-_GROUPS = flags.DEFINE_list("groups", None, "With --model: the groups its predictions cover, any "
+_GROUPS = flags.DEFINE_list("groups", None, "With --model or --theory_class: the groups its "
+                            "predictions cover, any "
                             "group names (default: the profile's ten).")
 _LANGUAGE = flags.DEFINE_string("language", None, "Show a regular language's syntactic monoid "
                                 "and predictions instead of a group (tasks/languages.py).")
+_CLASS = flags.DEFINE_string("theory_class", None, "Show what the theory predicts for a class of "
+                             "transitions, before any layer declares it: a class name (with its "
+                             "parameter, householder:2), or a comma list for a stack of classes, "
+                             "bottom first; a plugin's own class with --plugins.")
 MAX_SAMPLE = 1_000_000  # tokens printed as text: more is not a sample anyone reads
 
 
@@ -91,123 +100,6 @@ def draw(task_name: str, sample: str, seed: int = 0) -> dict:
   sample_fn = jax.jit(task.sample, static_argnums=(1, 2))
   tokens, labels = sample_fn(jax.random.PRNGKey(seed), int(m.group(1)), int(m.group(2)))
   return {"inputs": tokens.tolist(), "labels": labels.tolist()}
-
-
-def card(model: str, d_state: int | None = None, group_names=None, kwargs: str = "") -> dict:
-  """The layer's registry record, its class's predictions over the profile's groups (or
-  `group_names`) at depths 1-3 (at state width d_state; None: wide enough), and the declaration
-  and causality checks on random inputs at a random initialisation, all for the layer's kwargs
-  (its defaults, then the JSON object `kwargs`). A comma list of layers is a hybrid stack
-  (`stack_card`)."""
-  from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
-  predicted = (tracking_profile.GROUPS if group_names is None
-               else common.group_names("--groups", group_names))
-  try:
-    plugins.load(common.PLUGINS.value)
-    config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run
-    layers = registry.parse_layers(model)
-    kwargs = registry.canonical_kwargs(kwargs)
-    registry.check_classes(layers, kwargs)  # kwargs a layer does not take, a failing class
-    if len(set(layers)) > 1:
-      return stack_card(layers, d_state, predicted, kwargs)
-    model = layers[0]
-    out = registry.card(model, kwargs)
-  except ValueError as e:
-    raise common.UsageError(str(e)) from None
-  cls = out["theory_class"]
-  out["predictions_d_state"] = d_state
-  width = out["predictions_width"] = (None if d_state is None else registry.state_width(
-      model, {"d_state": d_state}, kwargs))
-  out["predictions"] = {
-      g: {"min_depth": theory.min_depth_text(cls, g, width),
-          # weights set by hand track it: null, or the kwargs they are built at
-          "by_hand": analytic.held_by_hand(g, model, kwargs),
-          **{f"depth {d}": theory.expressible([cls] * d, g, width)
-             for d in tracking_profile.DEPTHS}}
-      for g in predicted}
-  return {**out, **_checks_at_init((model,), kwargs)}
-
-
-def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
-               kwargs: str = "") -> dict:
-  """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
-  can track each of the profile's groups (or `predicted`; the classes' subgroup steps in order:
-  the order matters), and the checks at init of the whole network."""
-  from ssm_bench import registry, theory, tracking_profile
-  predicted = predicted or tracking_profile.GROUPS
-  name = ",".join(layers)
-  classes = registry.theory_classes(name, len(layers), kwargs)
-  width = None if d_state is None else registry.state_width(name, {"d_state": d_state}, kwargs)
-  return {"name": name,
-          "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
-                     for n, c in zip(layers, classes)],
-          "predictions_d_state": d_state, "predictions_width": width,
-          "predictions": {g: theory.expressible(classes, g, width) for g in predicted},
-          **_checks_at_init(layers, kwargs)}
-
-
-def _checks_at_init(layers: tuple, kwargs: str = "") -> dict:
-  """`causality.checks_at_init`; a layer that does not build is one UsageError."""
-  from ssm_bench import causality
-  try:
-    return causality.checks_at_init(layers, kwargs)
-  except ValueError as e:
-    raise common.UsageError(str(e)) from None
-
-
-def _print_card(c: dict):
-  about = f": {c['description']}" if c["description"] else ""
-  print(f"{c['name']} ({'built-in' if c['builtin'] else c['source']}){about}")
-  print(f"  class {c['theory_class']}: {c['class_description']}")
-  print(f"  theorem: {c['theorem']}")
-  if c["class_includes"]:
-    print("  includes: " + "; ".join(f"{k} ({why})" for k, why in c["class_includes"].items()))
-  print(f"  scan family: {c['scan_family']}; kwargs: {c['kwargs'] or 'none'}; constructions: "
-        + ("; ".join(c["constructions"]) or "none"))
-  mark = {True: "yes", False: "no", None: "?"}
-  if c["predictions_d_state"]:
-    width = c["predictions_width"]
-    print(f"  predictions at d_state {c['predictions_d_state']}"
-          + (f" (state width {width})" if width != c["predictions_d_state"] else "") + ":")
-  col = max(7, *(len(g) + 2 for g in c["predictions"]))
-  print("  " + "group".ljust(col) + "min depth".ljust(12)
-        + "  ".join(f"depth {d}" for d in (1, 2, 3)) + "  by hand")
-  for g, p in c["predictions"].items():
-    print("  " + g.ljust(col) + p["min_depth"].ljust(12) + "  ".join(mark[p[f"depth {d}"]].ljust(7)
-                                                   for d in (1, 2, 3))
-          + "  " + _by_hand(p["by_hand"]))
-  _print_checks(c)
-
-
-def _by_hand(held) -> str:
-  """The card's column: yes at the card's kwargs, else the kwargs the weights are built at."""
-  if not held:
-    return "-"
-  return "yes" if held["at_these_kwargs"] else f"at {held['layer_kwargs'] or 'the defaults'}"
-
-
-def _print_stack_card(c: dict):
-  print(f"{c['name']}: a hybrid stack of {len(c['layers'])} layers, bottom first")
-  for i, layer in enumerate(c["layers"]):
-    print(f"  layer {i}: {layer['name']}, class {layer['theory_class']} ({layer['theorem']})")
-  if c["predictions_d_state"]:
-    print(f"  predictions at d_state {c['predictions_d_state']}:")
-  mark = {True: "yes", False: "no", None: "? (no theorem for this stack)"}
-  col = max(7, *(len(g) + 2 for g in c["predictions"]))
-  print("  " + "group".ljust(col) + "the stack tracks it")
-  for g, p in c["predictions"].items():
-    print("  " + g.ljust(col) + mark[p])
-  _print_checks(c)
-
-
-def _print_checks(c: dict):
-  dec = c["declaration_at_init"]
-  rows = "; ".join(f"{r['layer']}: {r['detail']}" for r in dec["layers"])
-  verdict = {True: "within the class", False: "OUTSIDE the class", None: "not checked"}[dec["ok"]]
-  print(f"  declaration at init on random inputs: {verdict} ({rows})")
-  causal = c["causal_at_init"]
-  answer = {True: "yes", False: "NO", None: "not checked"}[causal["ok"]]
-  print(f"  causal at init on random inputs: {answer} ({causal['detail']})")
 
 
 def language(name: str) -> dict:
@@ -277,22 +169,24 @@ def check_flags():
   --model printed no sample and said nothing)."""
   given = [f"--{n}" for n, on in (("group", flags.FLAGS["group"].present),
                                    ("language", _LANGUAGE.value is not None),
-                                   ("model", _MODEL.value is not None)) if on]
+                                   ("model", _MODEL.value is not None),
+                                   ("theory_class", _CLASS.value is not None)) if on]
   if len(given) > 1:
-    raise common.UsageError(f"{' and '.join(given)}: describe one of a group, a language or a "
-                            "layer per call")
-  if _MODEL.value is not None and (_SAMPLE.value or flags.FLAGS["seed"].present):
+    raise common.UsageError(f"{' and '.join(given)}: describe one of a group, a language, a "
+                            "layer or a theory class per call")
+  predicting = _MODEL.value is not None or _CLASS.value is not None
+  if predicting and (_SAMPLE.value or flags.FLAGS["seed"].present):
     raise common.UsageError("--sample and --seed draw from a group's or a language's sampler; "
-                            "a layer's card (--model) has none")
-  if _GROUPS.value is not None and _MODEL.value is None:
-    raise common.UsageError("--groups lists the groups of a layer's predictions: it needs --model "
-                            "(--group describes one group)")
+                            "a layer's or a class's card (--model, --theory_class) has none")
+  if _GROUPS.value is not None and not predicting:
+    raise common.UsageError("--groups lists the groups of a layer's or a class's predictions: it "
+                            "needs --model or --theory_class (--group describes one group)")
   if _LAYER_KWARGS.value and _MODEL.value is None:
     raise common.UsageError("--layer_kwargs sets a layer's own kwargs for its card: it needs "
                             "--model")
-  if _D_STATE.value is not None and _MODEL.value is None:
-    raise common.UsageError("--d_state sets the state width of a layer's predictions: it needs "
-                            "--model")
+  if _D_STATE.value is not None and not predicting:
+    raise common.UsageError("--d_state sets the state width of a layer's or a class's "
+                            "predictions: it needs --model or --theory_class")
 
 
 def main(argv):
@@ -305,12 +199,16 @@ def main(argv):
       d.update(draw(f"lang-{_LANGUAGE.value}", _SAMPLE.value, _SEED.value))
     common.print_json(d) if _JSON.value else _print_language(d)
     return
+  if _CLASS.value:
+    c = cards.class_card(_CLASS.value, _D_STATE.value, _GROUPS.value)
+    common.print_json(c) if _JSON.value else cards.print_class_card(c)
+    return
   if _MODEL.value:
-    c = card(_MODEL.value, _D_STATE.value, _GROUPS.value, _LAYER_KWARGS.value)
+    c = cards.card(_MODEL.value, _D_STATE.value, _GROUPS.value, _LAYER_KWARGS.value)
     if _JSON.value:
       common.print_json(c)
     else:
-      _print_stack_card(c) if "layers" in c else _print_card(c)
+      cards.print_stack_card(c) if "layers" in c else cards.print_card(c)
     return
   info = describe(_GROUP.value, _SAMPLE.value, _SEED.value, cayley=_JSON.value)
   if _JSON.value:

@@ -51,7 +51,11 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("info", ["--group=C2", "--sample=3"], "BxT"),
     ("info", ["--model=negmamba,"], "empty name"),
     ("info", ["--model=mamba", "--sample=2x4"], "has none"),  # was: the sample ignored
-    ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language or a layer"),
+    ("info", ["--group=S3", "--language=tomita3"], "one of a group, a language, a layer or a"),
+    ("info", ["--theory_class=signed_diagonal", "--model=mamba"], "describe one of a group"),
+    ("info", ["--theory_class=signed"], "unknown theory class 'signed'; choose one of"),
+    ("info", ["--theory_class=signed_diagonal:2"], "signed_diagonal takes no parameter"),
+    ("info", ["--theory_class=signed_diagonal", "--layer_kwargs={}"], "it needs --model"),
     ("info", ["--group=S3", "--d_state=4"], "needs --model"),
     ("info", ["--model=mamba", "--groups=S3,S0"], "--groups: unknown group 'S0'"),
     ("info", ["--model=mamba", "--groups="], "--groups: no group given"),  # was: a card of none

@@ -133,6 +133,34 @@ def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
   assert sign_first["declaration_at_init"]["ok"] and sign_first["causal_at_init"]["ok"], sign_first
 
 
+def test_a_class_card_predicts_for_a_class_or_a_stack_of_classes_before_any_layer():
+  """`--theory_class` answers "what would a layer of this class track" with no layer written:
+  the class's depths per group, the layers that declare it, a stack of classes in its order,
+  and a plugin's own class."""
+  def card(*args):
+    out = run_info(*args, "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+  signed = card("--theory_class=signed_diagonal", "--groups=C2,D4,S3")
+  assert {g: p["min_depth"] for g, p in signed["predictions"].items()} == {
+      "C2": "1", "D4": "2", "S3": "never"}, signed["predictions"]
+  assert [p["depth 1"] for p in signed["predictions"].values()] == [True, False, False]
+  assert "negmamba" in signed["classes"][0]["layers"], signed["classes"]
+  assert "nonnegative_diagonal" in signed["classes"][0]["includes"], signed["classes"]
+  stacks = {order: card(f"--theory_class={order}", "--groups=S3,A4")["predictions"]
+            for order in ("signed_diagonal,unit_modulus_diagonal",
+                          "unit_modulus_diagonal,signed_diagonal")}
+  assert stacks == {"signed_diagonal,unit_modulus_diagonal": {"S3": True, "A4": False},
+                    "unit_modulus_diagonal,signed_diagonal": {"S3": False, "A4": True}}, stacks
+  clock = card("--plugins=examples.clock", "--theory_class=roots_of_unity:3", "--groups=C3,C4")
+  assert {g: p["min_depth"] for g, p in clock["predictions"].items()} == {
+      "C3": "1", "C4": "never"}, clock["predictions"]
+  text = run_info("--theory_class=householder:2", "--d_state=2", "--groups=S3")
+  assert text.returncode == 0 and "layers that declare it: deltaproduct" in text.stdout, (
+      text.stdout + text.stderr[-2000:])
+  assert "predictions at state width 2" in text.stdout, text.stdout
+
+
 def test_a_layer_card_predicts_for_any_groups_asked():
   """--groups: the card's predictions for groups outside the profile's ten, in the order given,
   for one layer and for a hybrid stack (the theory answers for any group, not a fixed list)."""
