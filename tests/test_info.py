@@ -144,7 +144,8 @@ def test_a_class_card_predicts_for_a_class_or_a_stack_of_classes_before_any_laye
   signed = card("--theory_class=signed_diagonal", "--groups=C2,D4,S3")
   assert {g: p["min_depth"] for g, p in signed["predictions"].items()} == {
       "C2": "1", "D4": "2", "S3": "never"}, signed["predictions"]
-  assert [p["depth 1"] for p in signed["predictions"].values()] == [True, False, False]
+  assert [(p["depth 1"], p["depth 2"]) for p in signed["predictions"].values()] == [
+      (True, True), (False, True), (False, False)], signed["predictions"]
   assert "negmamba" in signed["classes"][0]["layers"], signed["classes"]
   assert "nonnegative_diagonal" in signed["classes"][0]["includes"], signed["classes"]
   stacks = {order: card(f"--theory_class={order}", "--groups=S3,A4")["predictions"]
