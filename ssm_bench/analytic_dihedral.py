@@ -53,13 +53,14 @@ def _transitions(rho: np.ndarray):
   return F, counted, A
 
 
-def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
-  """(ModelConfig, params) of two DeltaNet layers tracking the group `task_name`."""
+def _plane_parts(task_name: str):
+  """(rho, u, F, counted, keys) of the group's plane construction: its representation, the
+  query that separates its points, the fixed reflection, which tokens flip c, and keys[x][c]
+  the one reflection (or none: the identity) of token x when c_t = c."""
   g = analytic.task_group(task_name)
   rho = None if g is None else plane_representation(g)
   if rho is None:
     raise analytic.NoConstruction(f"{task_name}: no faithful representation in the plane")
-  order, r = rho.shape[0], rho.shape[1]
   u, margin = analytic_deltaproduct.query(rho)
   if margin < 1e-3:
     raise analytic.NoConstruction(f"{task_name}: no query separates the group's points")
@@ -67,6 +68,38 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
   keys = [[reflections.reflection_keys(a) for a in pair] for pair in A]
   if max(len(k) for pair in keys for k in pair) > 1:  # a plane's orthogonal maps: never
     raise analytic.NoConstruction(f"{task_name}: a transition needs two reflections")
+  return rho, u, F, counted, keys
+
+
+def _reflecting_layer(p, name: str, parts, row, pairs: int):
+  """The second layer (DeltaNet, `name`) and the decoder: token x with c_t = c reads residual
+  channel row(x, c), exactly 1 there and 0 in every other such channel, and applies its one
+  reflection (key, beta = 2) or none (beta 0); the query F^c u reads rho(y_t) u from the state's
+  rows 0..r-1, written out as the pairs (w, -w) from residual channel `pairs` on."""
+  rho, u, F, _, keys = parts
+  layer, (order, r), d = p[name], rho.shape[:2], p["embed"]["embedding"].shape[1]
+  for x in range(order):
+    for c in (0, 1):
+      layer["k"]["kernel"][row(x, c), :r] = keys[x][c][0] if keys[x][c] else np.eye(r)[0]
+      layer["beta"]["kernel"][row(x, c), 0] = 0.0 if keys[x][c] else -200.0
+      if c:
+        layer["q"]["kernel"][row(x, c), :r] = F @ u - u
+  layer["beta"]["bias"][0] = 100.0
+  layer["q"]["bias"][:r] = u
+  layer["h0"][:, d - 1] = 1.0
+  layer["h0"][:r] = np.eye(d)[:r]
+  for i in range(r):  # w as the pair (w, -w), to cross the ReLUs
+    layer["o"]["kernel"][i, pairs + i] = 1.0
+    layer["o"]["kernel"][i, pairs + r + i] = -1.0
+  layer["D"][:] = 0.0
+  analytic_deltaproduct.decode(p, f"out{name[-1]}", rho, u, pairs)
+
+
+def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params) of two DeltaNet layers tracking the group `task_name`."""
+  parts = _plane_parts(task_name)
+  rho, _, _, counted, _ = parts
+  order, r = rho.shape[0], rho.shape[1]
   # residual channels: the counted flag, alpha, the one-hots of s = alpha sigma, the pairs
   FLAG, ALPHA, ONEHOT = 0, 1, 2
   values = [s for s in range(-order, order + 1) if s]  # alpha sigma, 2 |G| integers
@@ -77,7 +110,7 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
                     d_model=d, d_state=max(d_state, r), norm="none", activation="relu",
                     initial_state="learned", conv_kernel=0)
   p = analytic.zeros_like_init(cfg)["params"]
-  emb, first, second = p["embed"]["embedding"], p["layer0"], p["layer1"]
+  emb, first = p["embed"]["embedding"], p["layer0"]
   emb[:, FLAG] = counted
   emb[:, ALPHA] = np.arange(1, order + 1)
   # A token that applies the identity gets beta = 2 sigmoid(-100), which leaves every state
@@ -101,25 +134,63 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
   for i, s in enumerate(values):  # the hat at s: 1 there, 0 at every other integer
     for t, w in ((s - 1, 1.0), (s, -2.0), (s + 1, 1.0)):
       p["out0"]["kernel"][hinge[t], ONEHOT + i] = w
-  # second layer: the key of (x, c), the query F^c u, the state's rows 0..r-1 = values 0..r-1
+  first["D"][:] = 0.0
+  # second layer: the key and the query of (x, c), from the one-hot of s = (x + 1) (-1)^c
+  _reflecting_layer(p, "layer1", parts,
+                    lambda x, c: ONEHOT + values.index((x + 1) * (-1 if c else 1)), pairs)
+  return cfg, analytic.finish({"params": p})
+
+
+def signed_plane(task_name: str, d_model: int = 0, d_state: int = 0):
+  """(ModelConfig, params) of a negmamba layer under a DeltaNet layer tracking the group
+  `task_name`: the negmamba layer counts c_t in the first DeltaNet layer's place, so one
+  reflection per token above any stack that tracks C2 tracks the plane's groups (the
+  householder class's `above` rule).
+
+  Its state's coordinate 0 flips sign on the counted tokens, a = 2 exp(Delta lam) - 1 with
+  Delta = softplus(200) = 200 there (a = -1) and softplus(-100) elsewhere (a = 1), lam = -1,
+  B = 0, so h_t = (-1)^{c_t} h0. Channel (x, c) starts from h0 = (+-1, 0), + where c = 0, reads
+  C = (1/2, 0) and adds D u = [x_t = x] - 1/2: its output +-(-1)^{c_t} / 2 + [x_t = x] - 1/2 is
+  1 exactly where x_t = x and c_t = c, and 0 or -1 elsewhere, gated by silu(32) = 32. The
+  ReLU between the layers and out0's 1/32 leave the one-hot of (x_t, c_t) in the residual, from
+  which the DeltaNet layer reads its key and query as in `deltanet_plane`."""
+  parts = _plane_parts(task_name)
+  rho, _, _, counted, _ = parts
+  order, r = rho.shape[0], rho.shape[1]
+  CONST, FLAG, TOKEN = 0, 1, 2  # residual channels: 1, the counted flag, the token's one-hot
+  ONEHOT = TOKEN + order  # then the one-hots of (x, c), then the pairs
+  row = lambda x, c: ONEHOT + 2 * x + c
+  pairs = ONEHOT + 2 * order
+  d = max(d_model, pairs + 2 * r + 1)
+  cfg = ModelConfig(layers=("negmamba", "deltanet"), vocab_size=order, num_classes=order,
+                    d_model=d, d_state=max(d_state, r, 2), norm="none", activation="relu",
+                    initial_state="learned", conv_kernel=0)  # negmamba's 2 states: C reads 0
+  p = analytic.zeros_like_init(cfg)["params"]
+  emb, first = p["embed"]["embedding"], p["layer0"]
+  emb[:, CONST] = 1.0
+  emb[:, FLAG] = counted
+  emb[:, TOKEN:TOKEN + order] = np.eye(order)
+  first["in_u"]["kernel"][FLAG, FLAG] = 1.0  # u: the flag, for Delta
+  first["dt_down"]["kernel"][FLAG, 0] = 1.0
+  first["dt_up"]["kernel"][0, :] = 300.0
+  first["dt_up"]["bias"][:] = -100.0  # Delta = softplus(200) = 200 or softplus(-100) ~ 0
+  first["A_log"][:] = 0.0  # lam = -1: exp(-200) = 0 in float32, a = -1
+  first["in_u"]["bias"][CONST] = 1.0
+  first["C"]["kernel"][CONST, 0] = 0.5  # C = (1/2, 0) at every step
+  # states' rows that nothing reads hold a unit vector in a state C does not read (a zero row
+  # would be exact too, but the learned state's row normalization has no gradient there)
+  first["h0"][:, 1] = 1.0
+  first["D"][:] = 0.0
   for x in range(order):
     for c in (0, 1):
-      s = (x + 1) * (-1 if c else 1)
-      row = ONEHOT + values.index(s)
-      second["k"]["kernel"][row, :r] = keys[x][c][0] if keys[x][c] else np.eye(r)[0]
-      second["beta"]["kernel"][row, 0] = 0.0 if keys[x][c] else -200.0
-      if c:
-        second["q"]["kernel"][ONEHOT + values.index(s), :r] = F @ u - u
-  second["beta"]["bias"][0] = 100.0
-  second["q"]["bias"][:r] = u
-  second["h0"][:, d - 1] = 1.0
-  second["h0"][:r] = np.eye(d)[:r]
-  for i in range(r):  # w as the pair (w, -w), to cross the ReLUs
-    second["o"]["kernel"][i, pairs + i] = 1.0
-    second["o"]["kernel"][i, pairs + r + i] = -1.0
-  first["D"][:] = 0.0
-  second["D"][:] = 0.0
-  analytic_deltaproduct.decode(p, "out1", rho, u, pairs)
+      j = row(x, c)
+      first["in_u"]["kernel"][TOKEN + x, j] = 1.0
+      first["in_u"]["bias"][j] = -0.5
+      first["h0"][j] = (-1.0 if c else 1.0, 0.0)
+      first["D"][j] = 1.0
+      first["in_z"]["bias"][j] = 32.0  # silu(32) = 32 exactly in float32
+      p["out0"]["kernel"][j, j] = 1.0 / 32.0
+  _reflecting_layer(p, "layer1", parts, row, pairs)
   return cfg, analytic.finish({"params": p})
 
 

@@ -89,5 +89,15 @@ def householder_predict(g, depth, n_h, width=None):
   return True if depth >= 2 and reflections.reflection_length(g, plane) is not None else None
 
 
+def householder_above(g, below, n_h, width=None):
+  """One layer of at least one reflection per token above a stack that tracks C2 tracks the
+  groups faithful in the plane: of the two layers above, the first only counts the rotation
+  tokens mod 2, which the stack below does in its place (a parity of the tokens of one kind:
+  C2 with those tokens its generator; ssm_bench/analytic_dihedral.py builds it with negmamba)."""
+  plane = min(2, width or 2)
+  return True if (reflections.reflection_length(g, plane) is not None
+                  and below("C2") is True) else None
+
+
 def tc0_predict(g, depth, _, width=None):
   return None if g.is_solvable else False

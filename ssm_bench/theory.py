@@ -19,7 +19,9 @@ stack expresses G iff the series reaches the trivial group:
   representation whose every element is a product of at most n_h reflections and whose
   dimension fits the keys (their width: d_state, or the layer's `state_width`; reflections.py:
   the permutations of m points need m - 1, Grazzi et al. 2025; S4 and A5 as the rotations of
-  the cube and the icosahedron need 2, in 3 dimensions); otherwise no theorem;
+  the cube and the icosahedron need 2, in 3 dimensions); one reflection per token above a
+  stack that tracks C2 (another such layer, or a signed one) tracks the cyclic and dihedral
+  groups (its `above` rule); otherwise no theorem;
 - householder_nonnegative (beta in [0, 1]): no theorem claimed here;
 - tc0 (constant-depth transformers): no fixed depth tracks a non-solvable group at every length
   unless TC0 = NC1 (Merrill et al. 2024, paper 002); solvable groups: no theorem;
@@ -69,6 +71,10 @@ class TransitionClass:
   parameter: str | None = None
   # ((class name, why), ...): classes whose every transition is one of this class's
   includes: tuple = ()
+  # (group, below, parameter, width) -> True / None: whether one layer of the class tracks the
+  # group above other layers, given below(group name) -> the verdict for the stack under it
+  # (`expressible`); only ever adds a "yes" to a mixed stack
+  above: Callable | None = None
 
 
 # name -> TransitionClass; filled by register_class, the built-ins' and a plugin's alike
@@ -79,7 +85,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 def register_class(name: str, description: str, theorem: str, *, step: Callable | None = None,
                    contains: Callable | None = None, predict: Callable | None = None,
                    parameter: str | None = None, includes: dict | None = None,
-                   source: str | None = None) -> TransitionClass:
+                   above: Callable | None = None, source: str | None = None) -> TransitionClass:
   """Add a transition class, so layers can declare it (`register_layer(theory_class=name)`, or
   'name:<int>' for a class with a parameter) and every table, profile and card predicts from it.
 
@@ -96,14 +102,18 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
   every transition is one of this class's (`inclusion`): a result that holds for every layer of
   an included class then holds for this one (the language verdicts read it, and a class with
   neither step nor predict is credited with what its included classes track: `expressible`,
-  `depth_bound`). Registering the same rules again under
+  `depth_bound`). above(group, below, param, width) -> True / None: whether one layer of the
+  class tracks the group on top of a stack of layers, where below(group name) is that stack's
+  verdict (a layer that needs only a parity computed under it); a hybrid stack's card then says
+  yes. Registering the same rules again under
   their name is a no-op (a plugin imported twice); other rules under a taken name are an error.
   """
   source = source or _caller_module()
   if not isinstance(name, str) or not NAME.match(name):
     raise TheoryError(f"theory class name {name!r} must be lower-case letters, digits and '_', "
                       "starting with a letter (a parameter goes after a colon when declared)")
-  for what, fn in (("step", step), ("contains", contains), ("predict", predict)):
+  for what, fn in (("step", step), ("contains", contains), ("predict", predict),
+                   ("above", above)):
     if fn is not None and not callable(fn):
       raise TheoryError(f"theory class {name!r}: {what} must be callable, got {fn!r}")
   if step is not None and predict is not None:
@@ -115,7 +125,7 @@ def register_class(name: str, description: str, theorem: str, *, step: Callable 
     raise TheoryError(f"theory class {name!r}: parameter must name the integer after the "
                       f"colon (e.g. 'm'), got {parameter!r}")
   cls = TransitionClass(name, description, theorem, step, contains, predict, source, parameter,
-                        _checked_includes(name, includes))
+                        _checked_includes(name, includes), above)
   old = CLASSES.get(name)
   if old is not None:
     if _rules(old) == _rules(cls):
@@ -132,7 +142,7 @@ def _rules(c: TransitionClass) -> tuple:
       getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", repr(fn)),
       getattr(getattr(fn, "__code__", None), "co_firstlineno", None))  # two lambdas differ
   return (c.description, c.theorem, origin(c.step), origin(c.contains), origin(c.predict),
-          c.parameter, c.includes)
+          c.parameter, c.includes, origin(c.above))
 
 
 def _checked_includes(name: str, includes) -> tuple:
@@ -260,6 +270,9 @@ def _expressible(classes, group, width: int | None = None) -> bool | None:
     return True
   if any(c.predict(g, classes.count(name), param, width) is True
          for name, (c, param) in zip(classes, parsed) if c.predict):
+    return True
+  if any(c.above(g, lambda below, i=i: expressible(classes[:i], below, width), param,
+                 width) is True for i, (c, param) in enumerate(parsed) if i and c.above):
     return True
   return False if all(c.step is not None for c, _ in parsed) else None
 

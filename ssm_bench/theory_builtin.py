@@ -53,9 +53,12 @@ for _c in (
         "the group's real irreducibles of total dimension at most the keys' width: "
         "ssm_bench/reflections.py); a deeper stack can do what its first layer does; two layers "
         "of one reflection each track every cyclic and dihedral group (keys at least 2 wide; "
-        "Siems et al. 2025, Sec. 4, for the dihedral groups; ssm_bench/analytic_dihedral.py); "
-        "otherwise, for fewer reflections or narrower keys, no theorem", None,
-        rules.norm_at_most_one, rules.householder_predict, parameter="n_h"),
+        "Siems et al. 2025, Sec. 4, for the dihedral groups; ssm_bench/analytic_dihedral.py), "
+        "and so does one such layer above any stack that tracks C2, which counts the rotation "
+        "tokens mod 2 in the first layer's place (built with negmamba below it); otherwise, "
+        "for fewer reflections or narrower keys, no theorem", None,
+        rules.norm_at_most_one, rules.householder_predict, parameter="n_h",
+        above=rules.householder_above),
     TransitionClass(
         "householder_nonnegative", "products of generalized Householder matrices with beta in "
         "[0, 1] (eigenvalues in [0, 1])", "no theorem claimed here", None, rules.norm_at_most_one),
@@ -68,4 +71,4 @@ for _c in (
 ):
   register_class(_c.name, _c.description, _c.theorem, step=_c.step, contains=_c.contains,
                  predict=_c.predict, parameter=_c.parameter, includes=dict(_c.includes),
-                 source=__name__)
+                 above=_c.above, source=__name__)

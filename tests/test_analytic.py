@@ -411,6 +411,32 @@ def test_two_deltanet_layers_apply_one_reflection_per_token(name):
   assert analytic_dihedral.plane_representation(registry.get_task("Q8").group) is None
 
 
+@pytest.mark.parametrize("name", ["D4", "S3", "C6", "C2xC2"])
+def test_a_negmamba_layer_counts_the_rotations_for_a_deltanet_layer_above_it(name):
+  """The householder class's `above` rule, built (analytic_dihedral.signed_plane): negmamba's
+  transitions are the signs +-1 (its class), DeltaNet's the identity or one reflection, and
+  the residual between them holds the one-hot of (token, rotations mod 2), exactly 0 or 1;
+  exact at 2000 here (at 10^6 in BUILD_NOTES)."""
+  from ssm_bench import analytic_dihedral, declaration
+  cfg, params = analytic_dihedral.signed_plane(name)
+  assert cfg.layers == ("negmamba", "deltanet"), cfg.layers
+  tokens, labels = evaluation.eval_set(registry.get_task(name), 8, 2000)
+  logits, sown = declaration.forward(models.StateTracker(cfg), params, tokens)
+  wrong = int((np.asarray(logits).argmax(-1) != labels).sum())
+  assert wrong == 0, f"{name}: {wrong} wrong predictions out of {labels.size}"
+  signs, reflections = declaration._find(sown)
+  assert set(np.unique(np.asarray(signs))) <= {-1.0, 1.0}, np.unique(np.asarray(signs))[:8]
+  a = np.asarray(reflections, np.float64).reshape((-1,) + np.shape(reflections)[-2:])
+  eye = np.eye(a.shape[-1])
+  assert np.linalg.matrix_rank(eye - a, tol=1e-5).max() <= 1, f"{name}: two reflections a token"
+  x = models.StateTracker(cfg).apply(params, tokens[:, :200], capture_intermediates=True,
+                                     mutable=["intermediates"])[1]["intermediates"]
+  order = cfg.vocab_size
+  hot = np.asarray(x["out0"]["__call__"][0])[..., 2 + order:2 + 3 * order]
+  assert set(np.unique(hot)) <= {0.0, 1.0} and (hot.sum(-1) == 1).all(), (
+      f"{name}: the DeltaNet layer's inputs are not one-hot: {np.unique(hot)[:8]}")
+
+
 _GRADS = [(name, model) for name in ("C6", "S3", "D4", "Q8", "A5", "parity", "modcount5")
           for model in analytic.construction_models(name)]
 

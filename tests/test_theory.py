@@ -299,6 +299,31 @@ def test_delta_rule_class_refuses_fewer_than_one_factor():
     registry.check_classes(("deltaproduct",), '{"n_h": 0}')
 
 
+@pytest.mark.parametrize("below,group,want", [
+    (["signed_diagonal"], "D4", True),  # negmamba counts the rotation tokens mod 2
+    (["signed_diagonal"], "S3", True),
+    (["signed_diagonal"], "C3", True),
+    (["unit_modulus_diagonal"], "C6", True),  # a rotation by pi counts them too
+    (["nonnegative_diagonal", "signed_diagonal"], "S3", True),  # any stack below that does
+    (["nonnegative_diagonal"], "D4", None),  # Mamba cannot count mod 2
+    (["time_invariant"], "S3", None),
+    (["signed_diagonal"], "Q8", None),  # no faithful representation in the plane
+    (["signed_diagonal"], "A4", None),
+])
+def test_one_reflection_per_token_above_a_stack_that_tracks_c2_tracks_the_plane_groups(
+    below, group, want):
+  """The householder class's `above` rule (analytic_dihedral.signed_plane builds it with one
+  negmamba layer below, exact at 10^6): of DeltaNet's two layers on the plane's groups the first
+  only counts the rotation tokens mod 2, which any stack that tracks C2 does in its place.
+  Only on top: the same layers the other way round claim nothing, and keys one dimension wide
+  hold no plane."""
+  assert theory.expressible(below + ["householder:1"], group) is want, (below, group)
+  if want:  # upside down, the stack tracks what the layers below track alone
+    alone = True if theory.expressible(below, group) else None
+    assert theory.expressible(["householder:1"] + below, group) is alone, "read bottom up"
+    assert theory.expressible(below + ["householder:1"], group, 1) is alone, "keys too narrow"
+
+
 def test_hybrids_of_mamba_and_s4d_never_track():
   for group in ("C2", "S3"):
     assert not theory.expressible(registry.theory_classes("s4d,mamba", 2), group)
