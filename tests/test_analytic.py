@@ -437,6 +437,18 @@ def test_a_negmamba_layer_counts_the_rotations_for_a_deltanet_layer_above_it(nam
       f"{name}: the DeltaNet layer's inputs are not one-hot: {np.unique(hot)[:8]}")
 
 
+def test_a_negmamba_layer_under_a_deltanet_layer_tracks_d4_exactly_for_a_million_steps():
+  """What BUILD_NOTES claims of signed_plane at 10^6 (D4, S3, C6 on 16 sequences, C60 on 4),
+  checked here on 2 sequences of D4 as `launch.analytic` evaluates a construction."""
+  from ssm_bench import analytic_dihedral
+  cfg, params = analytic_dihedral.signed_plane("D4")
+  tokens, labels = evaluation.eval_set(registry.get_task("D4"), 2, 1_000_000)
+  correct = evaluation.make_correctness_fn(models.StateTracker(cfg).apply, 2)(
+      params, tokens, labels)
+  got = evaluation.at_length(correct)
+  assert got["accuracy"] == 1.0 and got["first_error"] is None, got
+
+
 _GRADS = [(name, model) for name in ("C6", "S3", "D4", "Q8", "A5", "parity", "modcount5")
           for model in analytic.construction_models(name)]
 
