@@ -36,7 +36,8 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
   tokens, labels = evaluation.eval_set(task, num_seqs, length)
   model = models.StateTracker(cfg)
   correct = evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels)
-  return {"task": task_name, "model": ",".join(sorted(set(cfg.layers))), "depth": cfg.depth,
+  stack = ",".join(dict.fromkeys(cfg.layers))  # a layer repeated, or a hybrid bottom first
+  return {"task": task_name, "model": stack if "," in stack else cfg.layers[0], "depth": cfg.depth,
           "layer_kwargs": cfg.layer_kwargs, "length": length, **evaluation.at_length(correct),
           "num_seqs": num_seqs, "backend": jax.default_backend()}
 
@@ -49,7 +50,8 @@ def main(argv):
     common.print_json(out)
   else:
     kwargs = f" {out['layer_kwargs']}" if out["layer_kwargs"] else ""
-    print(f"{out['task']}: {out['model']}{kwargs} x{out['depth']} at length {out['length']}: "
+    times = "" if "," in out["model"] else f" x{out['depth']}"
+    print(f"{out['task']}: {out['model']}{kwargs}{times} at length {out['length']}: "
           f"sequence accuracy {out['accuracy']:.4f}, accuracy at L {out['acc_at_length']:.4f}")
 
 

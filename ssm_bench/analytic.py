@@ -94,6 +94,13 @@ class Construction:
   # task name -> the layer kwargs the build writes into its config (config text; '' for the
   # layer's defaults): a card or profile at other kwargs does not count the task as held
   kwargs: Callable[[str], str] = lambda task: ""
+  # layer types the build puts under the record's own layer: the construction is then the
+  # hybrid stack's, named by it ('negmamba,deltanet'), not the layer's alone
+  below: tuple = ()
+
+  def stack(self, layer: str) -> str:
+    """The model name it is listed and built under: the layer, or the stack with `below`."""
+    return ",".join(self.below + (layer,))
 
 
 def task_group(task_name: str):
@@ -129,15 +136,15 @@ def _ask(what: str, fn, task: str):
 
 
 def _options(task_name: str) -> dict:
-  """layer name -> a Construction that applies to the task (the layer's first), in registration
-  order."""
+  """model name -> a Construction that applies to the task (each layer's first, and each hybrid
+  stack's: `Construction.below`), in registration order."""
   from ssm_bench import registry as layer_registry
   held = _held_task(task_name)
   options = {}
   for spec in layer_registry.specs():
     for c in spec.constructions:
-      if spec.name not in options and _ask("applies", c.applies, held)[0]:
-        options[spec.name] = c
+      if c.stack(spec.name) not in options and _ask("applies", c.applies, held)[0]:
+        options[c.stack(spec.name)] = c
   return options
 
 
@@ -174,8 +181,8 @@ def construction_limits(task_name: str) -> dict:
     for c in spec.constructions:
       why, failed = _ask("limit", c.limit, held)
       failed = failed or _ask("applies", c.applies, held)[1]
-      if (why or failed) and spec.name not in out:
-        out[spec.name] = why or failed
+      if (why or failed) and c.stack(spec.name) not in out:
+        out[c.stack(spec.name)] = why or failed
   return out
 
 
@@ -204,9 +211,10 @@ def constructions(task_name: str) -> dict:
 
 
 def held_by_hand(task_name: str, model: str, layer_kwargs: str = "") -> dict | None:
-  """None where no construction of `model` layers tracks the task; else the kwargs it is built at
-  and whether they are `layer_kwargs` (the layer's defaults filled in on both sides). A layer
-  at other kwargs may not hold the task at all (the clock's C3 takes m = 3, not 4)."""
+  """None where no construction of `model` layers (or of the hybrid stack `model`) tracks the
+  task; else the kwargs it is built at and whether they are `layer_kwargs` (the layer's defaults
+  filled in on both sides). A layer at other kwargs may not hold the task at all (the clock's
+  C3 takes m = 3, not 4)."""
   try:
     c = _constructions(task_name).get(model)
   except NoConstruction:
@@ -214,7 +222,7 @@ def held_by_hand(task_name: str, model: str, layer_kwargs: str = "") -> dict | N
   if c is None:
     return None
   from ssm_bench import registry as layer_registry
-  full = lambda text: layer_registry.layer_kwargs((model,), text)[0]
+  full = lambda text: layer_registry.layer_kwargs(tuple(model.split(",")), text)
   # a plugin's kwargs function that fails, or names kwargs its layer does not take, holds
   # nothing here, as a failing `applies` does
   def declared(task):

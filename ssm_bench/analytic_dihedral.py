@@ -186,7 +186,7 @@ def signed_plane(task_name: str, d_model: int = 0, d_state: int = 0):
       j = row(x, c)
       first["in_u"]["kernel"][TOKEN + x, j] = 1.0
       first["in_u"]["bias"][j] = -0.5
-      first["h0"][j] = (-1.0 if c else 1.0, 0.0)
+      first["h0"][j] = np.eye(cfg.d_state)[0] * (-1.0 if c else 1.0)
       first["D"][j] = 1.0
       first["in_z"]["bias"][j] = 32.0  # silu(32) = 32 exactly in float32
       p["out0"]["kernel"][j, j] = 1.0 / 32.0
@@ -203,3 +203,8 @@ PLANE_GROUPS = analytic.Construction(
     "a cyclic or dihedral group in two layers, one reflection per token: the first counts the "
     "rotations mod 2, the second reflects in the plane in a frame that flips with that count "
     "(Siems et al. 2025, Sec. 4)", _built, deltanet_plane)
+SIGNED_PLANE = analytic.Construction(
+    "a cyclic or dihedral group in a negmamba layer under one DeltaNet layer, one reflection "
+    "per token: the negmamba layer counts the rotations mod 2 in place of DeltaNet's first "
+    "layer (the householder class's above rule)",
+    _built, signed_plane, fallback=True, below=("negmamba",))

@@ -51,7 +51,9 @@ CASES = ([(n, "", "sequential") for n in TASKS] + [("S3", "aussm", "sequential")
          + [("S3-gen", "", "sequential"), ("A5-gen", "deltaproduct", "sequential")]
          # two DeltaNet layers, one reflection per token: dihedral, cyclic, the Klein group
          + [(n, "deltanet", "sequential") for n in ("D4", "C60", "C2xC2")]
-         + [("S3", "deltanet", "associative")])
+         + [("S3", "deltanet", "associative")]
+         # one DeltaNet layer above a negmamba layer that counts for it (a hybrid's own)
+         + [("C6", "negmamba,deltanet", "sequential")])
 
 
 @pytest.mark.parametrize("name,model,method", CASES)
@@ -59,7 +61,8 @@ def test_construction_tracks_exactly_at_length_2000(name, model, method):
   """Length 2000 through the sequential scan; 500 through the associative one, whose
   length-1000 accuracy the scan tests check."""
   cfg, params = analytic.build(name, model=model)
-  assert not model or set(cfg.layers) == {model}, f"asked for {model}, built {cfg.layers}"
+  assert not model or ",".join(dict.fromkeys(cfg.layers)) == model, (
+      f"asked for {model}, built {cfg.layers}")
   cfg = cfg.__class__(**{**cfg.__dict__, "scan_method": method})
   length = 2000 if method == "sequential" else 500
   task = registry.get_task(name)
@@ -374,8 +377,9 @@ def test_every_construction_declares_the_kwargs_it_builds_at():
       cfg, _ = analytic.build(name, model=model)
       held = analytic.held_by_hand(name, model, cfg.layer_kwargs)
       assert held["at_these_kwargs"], f"{name} {model}: declares {held}, builds at {cfg.layer_kwargs!r}"
-      full = layer_registry.layer_kwargs((model,), held["layer_kwargs"])[0]
-      assert full == layer_registry.layer_kwargs((model,), cfg.layer_kwargs)[0], (name, model)
+      layers = tuple(model.split(","))  # a layer, or a hybrid stack's own construction
+      full = layer_registry.layer_kwargs(layers, held["layer_kwargs"])
+      assert full == layer_registry.layer_kwargs(layers, cfg.layer_kwargs), (name, model)
       checked += 1
   assert checked > 30, f"only {checked} constructions checked"
   assert analytic.held_by_hand("Q8", "deltaproduct") == {"layer_kwargs": '{"n_h":4}',

@@ -55,8 +55,9 @@ def test_info_human_summary():
 def test_info_lists_the_layers_that_hold_a_group_by_hand():
   d4 = json.loads(run_info("--group=D4", "--json").stdout)
   assert list(d4["constructions"]) == ["simple_aussm", "aussm", "deltanet", "deltaproduct",
-                                       "negmamba"], (
-      "D4 is solvable, a 2-group, dihedral and has reflection length 2: "
+                                       "negmamba", "negmamba,deltanet"], (
+      "D4 is solvable, a 2-group, dihedral and has reflection length 2, and a hybrid of one "
+      "negmamba and one DeltaNet layer holds it too: "
       f"{list(d4['constructions'])}")
   assert d4["diagonal_limit"] == "", d4["diagonal_limit"]
   out = run_info("--group=A5")

@@ -495,10 +495,11 @@ def test_module_kwargs_reads_a_modules_field_defaults():
 def test_profile_passes_its_time_limit_to_the_sweep_and_reports_what_finished(tmp_path):
   """--time_limit_s with its end already past (as a restart inherits it): the first group (C2)
   trains, S3 does not start, nor does the sweep of D3 (a group outside the profile's, trained
-  after them), and the report covers C2."""
+  after them), and the report covers C2. Unpadded, so that C2 and S3 are two groups (the tiny
+  preset pads every group to order 60 and trains them in one)."""
   p = launcher.run(["launch.profile", "--model=mamba", "--preset=tiny",
                     "--groups=C2,S3,D3", "--depths=1", f"--workdir={tmp_path}", "--quiet",
-                    "--time_limit_s=600"], cwd=ROOT,
+                    "--time_limit_s=600", "--config.pad_order=0"], cwd=ROOT,
                     env={**ENV, "SSM_BENCH_SWEEP_DEADLINE": "0"}, timeout=600)
   assert p.returncode == 0, p.stderr[-2000:]
   assert "stopped at the time limit" in p.stdout, p.stdout[-1000:]

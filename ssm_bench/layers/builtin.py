@@ -74,7 +74,8 @@ register_layer("gru", gated_rnn.GRU, theory_class="nonlinear_or_dense", uses_sca
                description="GRU (hidden size d_state), the cuDNN form", source=BUILTIN_SOURCE)
 _DELTANET = functools.partial(deltanet.DeltaProduct, n_h=1)
 register_layer("deltanet", _DELTANET, theory_class=_householder, kwargs=module_kwargs(_DELTANET),
-               constructions=(analytic_one_layer.PARITY_DELTANET, analytic_dihedral.PLANE_GROUPS),
+               constructions=(analytic_one_layer.PARITY_DELTANET, analytic_dihedral.PLANE_GROUPS,
+                              analytic_dihedral.SIGNED_PLANE),
                description="DeltaNet with negative eigenvalues (Grazzi et al. 2025): "
                            "S_t = (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, beta in "
                            "[0, beta_max]", source=BUILTIN_SOURCE)
