@@ -47,7 +47,7 @@ def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
   """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
   can track each of the profile's groups (or `predicted`; the classes' subgroup steps in order:
   the order matters), and the checks at init of the whole network."""
-  from ssm_bench import registry, theory, tracking_profile
+  from ssm_bench import analytic, registry, theory, tracking_profile
   predicted = predicted or tracking_profile.GROUPS
   name = ",".join(layers)
   classes = registry.theory_classes(name, len(layers), kwargs)
@@ -57,6 +57,8 @@ def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
                      for n, c in zip(layers, classes)],
           "predictions_d_state": d_state, "predictions_width": width,
           "predictions": {g: theory.expressible(classes, g, width) for g in predicted},
+          # weights set by hand for this very stack (a hybrid's own construction), or null
+          "by_hand": {g: analytic.held_by_hand(g, name, kwargs) for g in predicted},
           **_checks_at_init(layers, kwargs)}
 
 
@@ -119,12 +121,17 @@ def _print_depths(predictions: dict, by_hand: bool):
            + ("  " + _by_hand(p["by_hand"]) if by_hand else "")).rstrip())
 
 
-def _print_stack(predictions: dict):
+def _print_stack(predictions: dict, by_hand: dict | None = None):
+  """A stack's table: per group whether it tracks it, and (a layers' stack) whether weights set
+  by hand for this stack hold it."""
   mark = {True: "yes", False: "no", None: "? (no theorem for this stack)"}
   col = max(7, *(len(g) + 2 for g in predictions))
-  print("  " + "group".ljust(col) + "the stack tracks it")
+  wide = max(len(m) for m in mark.values())
+  print(("  " + "group".ljust(col) + "the stack tracks it".ljust(wide)
+         + ("  by hand" if by_hand else "")).rstrip())
   for g, p in predictions.items():
-    print("  " + g.ljust(col) + mark[p])
+    print(("  " + g.ljust(col) + mark[p].ljust(wide)
+           + ("  " + _by_hand(by_hand[g]) if by_hand else "")).rstrip())
 
 
 def _checks_at_init(layers: tuple, kwargs: str = "") -> dict:
@@ -166,7 +173,7 @@ def print_stack_card(c: dict):
     print(f"  layer {i}: {layer['name']}, class {layer['theory_class']} ({layer['theorem']})")
   if c["predictions_d_state"]:
     print(f"  predictions at d_state {c['predictions_d_state']}:")
-  _print_stack(c["predictions"])
+  _print_stack(c["predictions"], c["by_hand"])
   _print_checks(c)
 
 

@@ -176,6 +176,16 @@ def test_deltanet_parity_construction_exact_at_10000():
   assert res["accuracy"] == 1.0 and res["model"] == "deltanet" and res["length"] == 10000, res
 
 
+def test_a_hybrids_own_construction_is_built_and_named_bottom_first():
+  """`--model=negmamba,deltanet` builds the hybrid stack's construction (`Construction.below`)
+  and names it as the stack reads, bottom first, not sorted."""
+  out = launcher.run(["launch.analytic", "--task=S3", "--model=negmamba,deltanet",
+                      "--length=2000", "--num_seqs=4", "--json"], timeout=300)
+  assert out.returncode == 0, out.stderr[-2000:]
+  res = json.loads(out.stdout)
+  assert res["accuracy"] == 1.0 and res["model"] == "negmamba,deltanet" and res["depth"] == 2, res
+
+
 def test_one_deltaproduct_layer_tracks_a5_exactly_at_10000():
   """The householder class's claim, built: two reflections per token (the icosahedron's
   rotations) track the non-solvable A5 in one layer, the default construction for A5."""

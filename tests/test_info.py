@@ -134,6 +134,19 @@ def test_a_hybrid_stacks_card_applies_its_layers_classes_bottom_first():
   assert sign_first["declaration_at_init"]["ok"] and sign_first["causal_at_init"]["ok"], sign_first
 
 
+def test_a_hybrids_card_says_which_groups_its_own_weights_by_hand_hold():
+  """negmamba,deltanet tracks S3 by the householder class's above rule, and weights set by hand
+  for that very stack hold it (analytic_dihedral.signed_plane); negmamba,aussm tracks S3 too,
+  but no construction is that stack's."""
+  out = run_info("--model=negmamba,deltanet", "--groups=S3,Q8", "--json")
+  assert out.returncode == 0, out.stderr[-2000:]
+  card = json.loads(out.stdout)
+  assert card["predictions"] == {"S3": True, "Q8": None}, card["predictions"]
+  assert card["by_hand"] == {"S3": {"layer_kwargs": "", "at_these_kwargs": True}, "Q8": None}
+  other = json.loads(run_info("--model=negmamba,aussm", "--groups=S3", "--json").stdout)
+  assert other["predictions"] == {"S3": True} and other["by_hand"] == {"S3": None}, other
+
+
 def test_a_class_card_predicts_for_a_class_or_a_stack_of_classes_before_any_layer():
   """`--theory_class` answers "what would a layer of this class track" with no layer written:
   the class's depths per group, the layers that declare it, a stack of classes in its order,
