@@ -20,6 +20,8 @@ a module of its own:
 - negmamba on parity (a(1) = -1, a(0) = 1) and s4d on modular counting (a = exp(2 pi i / m)).
 - Any finite group up to order 720 (`reflections.MAX_ORDER`), one DeltaProduct layer with n_h =
   its reflection length (analytic_deltaproduct.py): A5, S4 and A4 with two reflections per token.
+- Any cyclic or dihedral group, two DeltaNet layers of one reflection per token, or a negmamba
+  layer under one, the hybrid stack's own construction (analytic_dihedral.py; `Construction.below`).
 """
 from __future__ import annotations
 
