@@ -36,8 +36,8 @@ def evaluate(task_name: str, length: int, num_seqs: int = 64, chunk: int = 16,
   tokens, labels = evaluation.eval_set(task, num_seqs, length)
   model = models.StateTracker(cfg)
   correct = evaluation.make_correctness_fn(model.apply, chunk)(params, tokens, labels)
-  stack = ",".join(dict.fromkeys(cfg.layers))  # a layer repeated, or a hybrid bottom first
-  return {"task": task_name, "model": stack if "," in stack else cfg.layers[0], "depth": cfg.depth,
+  # a layer repeated is its name, a hybrid its layers bottom first
+  return {"task": task_name, "model": ",".join(dict.fromkeys(cfg.layers)), "depth": cfg.depth,
           "layer_kwargs": cfg.layer_kwargs, "length": length, **evaluation.at_length(correct),
           "num_seqs": num_seqs, "backend": jax.default_backend()}
 

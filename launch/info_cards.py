@@ -13,9 +13,8 @@ def card(model: str, d_state: int | None = None, group_names=None, kwargs: str =
   and causality checks on random inputs at a random initialisation, all for the layer's kwargs
   (its defaults, then the JSON object `kwargs`). A comma list of layers is a hybrid stack
   (`stack_card`)."""
-  from ssm_bench import analytic, config, plugins, registry, theory, tracking_profile
-  predicted = (tracking_profile.GROUPS if group_names is None
-               else common.group_names("--groups", group_names))
+  from ssm_bench import analytic, config, plugins, registry
+  predicted = _groups(group_names)
   try:
     plugins.load(common.PLUGINS.value)
     config.canonical_model(model, model.count(",") + 1)  # an empty name is an error, as in a run
@@ -32,14 +31,26 @@ def card(model: str, d_state: int | None = None, group_names=None, kwargs: str =
   out["predictions_d_state"] = d_state
   width = out["predictions_width"] = (None if d_state is None else registry.state_width(
       model, {"d_state": d_state}, kwargs))
-  out["predictions"] = {
-      g: {"min_depth": theory.min_depth_text(cls, g, width),
-          # weights set by hand track it: null, or the kwargs they are built at
-          "by_hand": analytic.held_by_hand(g, model, kwargs),
-          **{f"depth {d}": theory.expressible([cls] * d, g, width)
-             for d in tracking_profile.DEPTHS}}
-      for g in predicted}
+  # by hand: weights set by hand track it (null, or the kwargs they are built at)
+  out["predictions"] = {g: {**_depths(cls, g, width),
+                            "by_hand": analytic.held_by_hand(g, model, kwargs)}
+                        for g in predicted}
   return {**out, **_checks_at_init((model,), kwargs)}
+
+
+def _groups(group_names) -> tuple:
+  """The groups a card predicts for: the profile's ten, or --groups checked."""
+  from ssm_bench import tracking_profile
+  return (tracking_profile.GROUPS if group_names is None
+          else common.group_names("--groups", group_names))
+
+
+def _depths(cls: str, group: str, width) -> dict:
+  """One class's row of a card: its minimal depth for the group and whether 1-3 layers track it."""
+  from ssm_bench import theory, tracking_profile
+  return {"min_depth": theory.min_depth_text(cls, group, width),
+          **{f"depth {d}": theory.expressible([cls] * d, group, width)
+             for d in tracking_profile.DEPTHS}}
 
 
 def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
@@ -68,9 +79,8 @@ def class_card(classes: str, width: int | None = None, group_names=None) -> dict
   registered layers that declare it (at their default kwargs), and per group of the profile's
   (or `group_names`) the minimal depth and whether depths 1-3 track it (one class), or whether
   the stack does; `width`: the dimensions a householder class's keys live in (None: enough)."""
-  from ssm_bench import plugins, registry, theory, tracking_profile
-  predicted = (tracking_profile.GROUPS if group_names is None
-               else common.group_names("--groups", group_names))
+  from ssm_bench import plugins, registry, theory
+  predicted = _groups(group_names)
   try:
     plugins.load(common.PLUGINS.value)
     names = [c.strip() for c in classes.split(",")]
@@ -83,13 +93,8 @@ def class_card(classes: str, width: int | None = None, group_names=None) -> dict
                                  if registry.theory_class_of(s.name) == n]}
                      for n, c in zip(names, parsed)],
          "predictions_width": width}
-  if len(names) > 1:
-    out["predictions"] = {g: theory.expressible(names, g, width) for g in predicted}
-  else:
-    out["predictions"] = {
-        g: {"min_depth": theory.min_depth_text(names[0], g, width),
-            **{f"depth {d}": theory.expressible(names * d, g, width)
-               for d in tracking_profile.DEPTHS}} for g in predicted}
+  out["predictions"] = {g: theory.expressible(names, g, width) if len(names) > 1
+                        else _depths(names[0], g, width) for g in predicted}
   return out
 
 

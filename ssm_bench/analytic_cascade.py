@@ -55,7 +55,8 @@ def levels_of(g: groups.Group, series) -> list[Level]:
         rep.append(int(x))
     rep = np.array(rep)
     quotient = coset[g.table[rep[:, None], rep[None, :]]]
-    chars, e = analytic_one_layer.characters(groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
+    chars, e = analytic_one_layer.characters(
+        groups.Group(f"{g.name}/{len(out)}", quotient.astype(np.int32)))
     chars = chars[chars.any(axis=1)]  # the trivial character carries nothing
     out.append(Level(np.asarray(big), coset, rep, chars, e))
   return out

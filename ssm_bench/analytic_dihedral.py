@@ -71,13 +71,13 @@ def _plane_parts(task_name: str):
   return rho, u, F, counted, keys
 
 
-def _reflecting_layer(p, name: str, parts, row, pairs: int):
-  """The second layer (DeltaNet, `name`) and the decoder: token x with c_t = c reads residual
+def _reflecting_layer(p, top: int, parts, row, pairs: int):
+  """The second layer (DeltaNet, layer `top`) and the decoder: token x with c_t = c reads residual
   channel row(x, c), exactly 1 there and 0 in every other such channel, and applies its one
   reflection (key, beta = 2) or none (beta 0); the query F^c u reads rho(y_t) u from the state's
   rows 0..r-1, written out as the pairs (w, -w) from residual channel `pairs` on."""
   rho, u, F, _, keys = parts
-  layer, (order, r), d = p[name], rho.shape[:2], p["embed"]["embedding"].shape[1]
+  layer, (order, r), d = p[f"layer{top}"], rho.shape[:2], p["embed"]["embedding"].shape[1]
   for x in range(order):
     for c in (0, 1):
       layer["k"]["kernel"][row(x, c), :r] = keys[x][c][0] if keys[x][c] else np.eye(r)[0]
@@ -92,7 +92,7 @@ def _reflecting_layer(p, name: str, parts, row, pairs: int):
     layer["o"]["kernel"][i, pairs + i] = 1.0
     layer["o"]["kernel"][i, pairs + r + i] = -1.0
   layer["D"][:] = 0.0
-  analytic_deltaproduct.decode(p, f"out{name[-1]}", rho, u, pairs)
+  analytic_deltaproduct.decode(p, f"out{top}", rho, u, pairs)
 
 
 def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
@@ -136,7 +136,7 @@ def deltanet_plane(task_name: str, d_model: int = 0, d_state: int = 0):
       p["out0"]["kernel"][hinge[t], ONEHOT + i] = w
   first["D"][:] = 0.0
   # second layer: the key and the query of (x, c), from the one-hot of s = (x + 1) (-1)^c
-  _reflecting_layer(p, "layer1", parts,
+  _reflecting_layer(p, 1, parts,
                     lambda x, c: ONEHOT + values.index((x + 1) * (-1 if c else 1)), pairs)
   return cfg, analytic.finish({"params": p})
 
@@ -190,7 +190,7 @@ def signed_plane(task_name: str, d_model: int = 0, d_state: int = 0):
       first["D"][j] = 1.0
       first["in_z"]["bias"][j] = 32.0  # silu(32) = 32 exactly in float32
       p["out0"]["kernel"][j, j] = 1.0 / 32.0
-  _reflecting_layer(p, "layer1", parts, row, pairs)
+  _reflecting_layer(p, 1, parts, row, pairs)
   return cfg, analytic.finish({"params": p})
 
 
