@@ -414,5 +414,7 @@ def card(name: str, kwargs_text: str = "") -> dict[str, Any]:
           "theory_class": cls_name, "class_description": cls.description,
           "theorem": cls.theorem, "class_includes": theory.included(cls_name),
           "scan_family": s.scan_family,
-          "constructions": [c.description for c in s.constructions],
+          # a stack's own (`below`) says so: its weights are not this layer's alone
+          "constructions": [(f"as {c.stack(s.name)}: " if c.below else "") + c.description
+                            for c in s.constructions],
           "kwargs": kwargs, "presets": {p: dict(v) for p, v in s.presets.items()}}

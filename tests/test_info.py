@@ -84,6 +84,16 @@ def test_a_layer_card_gives_its_theory_and_what_it_holds_by_hand():
   assert card["declaration_at_init"]["ok"] is True, card["declaration_at_init"]
 
 
+def test_a_layer_card_names_the_stack_a_hybrids_construction_is_built_as():
+  """DeltaNet's record carries negmamba,deltanet's construction (`Construction.below`): its card
+  lists it as that stack's, and its own two-layer and parity weights without a stack."""
+  from ssm_bench import registry
+  listed = registry.card("deltanet")["constructions"]
+  stacks = [c for c in listed if c.startswith("as ")]
+  assert len(listed) == 3 and len(stacks) == 1 and stacks[0].startswith(
+      "as negmamba,deltanet: "), f"the hybrid's construction not named by its stack: {listed}"
+
+
 @pytest.mark.parametrize("kwargs,cls,c3,c4", [
     ("", "roots_of_unity:4", "never", "1"), ('{"m": 6}', "roots_of_unity:6", "1", "2")])
 def test_a_plugin_brings_its_own_theory_class_and_the_card_reads_its_kwargs(kwargs, cls, c3, c4):
