@@ -13,7 +13,7 @@ def card(model: str, d_state: int | None = None, group_names=None, kwargs: str =
   and causality checks on random inputs at a random initialisation, all for the layer's kwargs
   (its defaults, then the JSON object `kwargs`). A comma list of layers is a hybrid stack
   (`stack_card`)."""
-  from ssm_bench import analytic, config, plugins, registry
+  from ssm_bench import analytic, config, plugins, registry, state_widths
   predicted = _groups(group_names)
   try:
     plugins.load(common.PLUGINS.value)
@@ -29,7 +29,7 @@ def card(model: str, d_state: int | None = None, group_names=None, kwargs: str =
     raise common.UsageError(str(e)) from None
   cls = out["theory_class"]
   out["predictions_d_state"] = d_state
-  width = out["predictions_width"] = (None if d_state is None else registry.state_width(
+  width = out["predictions_width"] = (None if d_state is None else state_widths.state_width(
       model, {"d_state": d_state}, kwargs))
   # by hand: weights set by hand track it (null, or the kwargs they are built at)
   out["predictions"] = {g: {**_depths(cls, g, width),
@@ -58,11 +58,11 @@ def stack_card(layers: tuple, d_state: int | None = None, predicted=None,
   """A hybrid stack (bottom layer first): each layer's class, whether the stack of those classes
   can track each of the profile's groups (or `predicted`; the classes' subgroup steps in order:
   the order matters), and the checks at init of the whole network."""
-  from ssm_bench import analytic, registry, theory, tracking_profile
+  from ssm_bench import analytic, registry, state_widths, theory, tracking_profile
   predicted = predicted or tracking_profile.GROUPS
   name = ",".join(layers)
   classes = registry.theory_classes(name, len(layers), kwargs)
-  width = None if d_state is None else registry.state_width(name, {"d_state": d_state}, kwargs)
+  width = None if d_state is None else state_widths.state_width(name, {"d_state": d_state}, kwargs)
   return {"name": name,
           "layers": [{"name": n, "theory_class": c, "theorem": theory.parse(c)[0].theorem}
                      for n, c in zip(layers, classes)],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ssm_bench import language_table
-from ssm_bench import registry
+from ssm_bench import state_widths
 from ssm_bench.config import TrainConfig
 from ssm_bench.neighbours import illusion_solved
 from ssm_bench.tables import EXTRAPOLATES, MIN_RUNS_AGAINST_THEORY, stack_prediction
@@ -50,7 +50,7 @@ def _successes(cell) -> int:
 
 
 def _group_expressible(cfg: TrainConfig) -> bool | None:
-  width = registry.state_width(cfg.model, dataclasses.asdict(cfg), cfg.layer_kwargs)
+  width = state_widths.state_width(cfg.model, dataclasses.asdict(cfg), cfg.layer_kwargs)
   return stack_prediction(cfg.model, cfg.depth, cfg.task, cfg.layer_kwargs, width)["expressible"]
 
 
@@ -163,4 +163,4 @@ def language_settled(cfg: TrainConfig, finished) -> bool:
   return successes != 1 and _agrees_or_enough(
       cfg, cell, successes, lambda c: language_table.predicted(
           c.task, c.model, c.layer_kwargs, c.depth,
-          registry.state_width(c.model, dataclasses.asdict(c), c.layer_kwargs)))
+          state_widths.state_width(c.model, dataclasses.asdict(c), c.layer_kwargs)))

@@ -9,6 +9,7 @@ from ssm_bench import evaluation
 from ssm_bench import language_theory
 from ssm_bench import neighbours
 from ssm_bench import registry
+from ssm_bench import state_widths
 from ssm_bench.tables import CROSS, EXTRAPOLATES, THEORY_MARK as MARK, untrained_cell
 from tasks import languages
 
@@ -80,7 +81,7 @@ def language_data(summaries) -> dict:
                                         {"scores": [], "width": 0})
     cell["scores"].append(score(s))
     # the widest state of the cell's runs, as Table 2's cells (`tables.cell_width`)
-    cell["width"] = max(cell["width"], registry.state_width(c["model"], c,
+    cell["width"] = max(cell["width"], state_widths.state_width(c["model"], c,
                                                             c.get("layer_kwargs", "")))
     out[key]["reads"] = is_read_task(c["task"])
   for e in out.values():  # the theory's verdict for each cell's class, depth and width

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from ssm_bench import failures
 from ssm_bench import registry
+from ssm_bench import state_widths
 from ssm_bench.config import MATMUL_ALGORITHMS, ModelConfig
 
 ACTIVATIONS = {"gelu": nn.gelu, "relu": nn.relu, "silu": nn.silu, "tanh": jnp.tanh,
@@ -35,7 +36,7 @@ def check(cfg: ModelConfig, length: int = 4):
   sequence a run feeds it (its eval_length), so a layer bounded in length (a table of learned
   positions) refuses the run here, not after training."""
   registry.check_classes(cfg.layers, cfg.layer_kwargs)
-  registry.check_state_widths(cfg.layers, dataclasses.asdict(cfg), cfg.layer_kwargs)
+  state_widths.check(cfg.layers, dataclasses.asdict(cfg), cfg.layer_kwargs)
   try:
     jax.eval_shape(lambda: StateTracker(cfg).init(jax.random.PRNGKey(0),
                                                    jnp.zeros((1, length), jnp.int32)))

@@ -17,6 +17,7 @@ from ssm_bench import neighbours
 from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
+from ssm_bench import state_widths
 from ssm_bench import theory
 from ssm_bench.config import (EXECUTION_FIELDS, NUMERICS_FIELDS, PROFILE_LABELS, TrainConfig,
                               preset_values)
@@ -75,15 +76,15 @@ def stack_prediction(model: str, depth: int, group, layer_kwargs: str = "",
   """The theory's prediction from the stack's declared transition classes (registry records);
   a layer the registry does not know counts as class `unknown` (no theorem). width: the
   dimensions its state lives in as a width-conditioned class reads them (a householder layer's
-  keys: `registry.state_width`), None: assumed wide enough."""
+  keys: `state_widths.state_width`), None: assumed wide enough."""
   return theory.prediction(registry.theory_classes(model, depth, layer_kwargs), group, width)
 
 
 def cell_width(summaries) -> int | None:
-  """The widest state among a cell's runs (`registry.state_width` of each run's config): the
+  """The widest state among a cell's runs (`state_widths.state_width` of each run's config): the
   theory allows the cell if it allows one of them (a width only ever turns a claim into 'no
   theorem')."""
-  return max((registry.state_width(s["config"]["model"], s["config"],
+  return max((state_widths.state_width(s["config"]["model"], s["config"],
                                    s["config"].get("layer_kwargs", "")) for s in summaries),
              default=None)
 

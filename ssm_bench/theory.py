@@ -217,7 +217,7 @@ def expressible(classes, group, width: int | None = None) -> bool | None:
   """Can a stack with these transition classes (first = bottom) track the group at finite
   precision? None when no theorem decides it. width: the dimensions the stack's state lives in,
   which a class with a width condition reads (householder: the keys' width,
-  `registry.state_width`); None assumes wide enough.
+  `state_widths.state_width`); None assumes wide enough.
 
   A mixed stack can do what any of its sub-stacks can (the layers kept in their order): a layer
   whose output projection is zero leaves the residual stream as it was. So it tracks the group

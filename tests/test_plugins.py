@@ -17,6 +17,7 @@ from ssm_bench import models
 from ssm_bench import plugins
 from ssm_bench import registry
 from ssm_bench import runs
+from ssm_bench import state_widths
 from ssm_bench import tables
 from ssm_bench import theory
 from ssm_bench import tracking_profile
@@ -220,7 +221,7 @@ def test_a_class_function_that_fails_for_a_runs_kwargs_reads_unknown_in_tables(m
   assert registry.theory_classes("classfn", 2, '{"mode": "bad"}') == ["unknown"] * 2
   assert registry.theory_class_of("classfn", '{"mode": "boom"}') == "unknown"
   assert registry.theory_class_of("classfn") == "nonlinear_or_dense"
-  assert registry.state_width("classfn", {"d_state": 8}, '{"mode": "widthless"}') == 8, (
+  assert state_widths.state_width("classfn", {"d_state": 8}, '{"mode": "widthless"}') == 8, (
       "a state_width failing for a stored run's kwargs reads as d_state")
   assert registry.theory_classes("mamba,classfn", 2, '{"mode": "ok"}') == [
       "nonnegative_diagonal", "nonlinear_or_dense"], "kwargs of one layer of a hybrid"
