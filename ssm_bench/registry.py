@@ -264,6 +264,21 @@ def canonical_kwargs(text: str) -> str:
   return json.dumps(obj, sort_keys=True, separators=(",", ":")) if obj else ""
 
 
+def _undeclared_fields(specs_, keys) -> str:
+  """The hint where a key is a field of a plugin's module that its record does not declare (a
+  researcher's first try at setting one): how to declare it."""
+  for s in specs_:
+    if not dataclasses.is_dataclass(getattr(s.builder, "func", s.builder)):
+      continue
+    fields = [k for k in keys if k in module_kwargs(s.builder)]
+    if fields:
+      cls = getattr(s.builder, "func", s.builder).__name__
+      return (f"; {cls} has the field{'s' * (len(fields) > 1)} {', '.join(map(repr, fields))}: "
+              f"declare {'them' if len(fields) > 1 else 'it'} in {s.source} with "
+              f"register_layer({s.name!r}, ..., kwargs=module_kwargs({cls}))")
+  return ""
+
+
 def layer_kwargs(layers, text: str) -> list[dict]:
   """Each layer's kwargs: its defaults, with the keys of `text` it declares. A key that no layer
   of the stack declares is an error naming the keys they do take."""
@@ -274,7 +289,8 @@ def layer_kwargs(layers, text: str) -> list[dict]:
   if unknown:
     takes = ", ".join(sorted(known)) or "none"
     raise LayerError(f"layer_kwargs {', '.join(map(repr, unknown))} not taken by "
-                     f"{'/'.join(dict.fromkeys(layers))} (its kwargs: {takes})")
+                     f"{'/'.join(dict.fromkeys(layers))} (its kwargs: {takes})"
+                     + _undeclared_fields(specs_, unknown))
   out = []
   for s in specs_:
     kw = dict(s.kwargs)

@@ -466,6 +466,31 @@ def test_a_layers_description_defaults_to_its_own_docstrings_first_line(monkeypa
       "A documented layer.", "", "mine"), (doc.description, bare.description, given.description)
 
 
+def test_a_field_of_a_plugins_module_that_its_record_does_not_declare_is_named_with_the_fix(
+    monkeypatch):
+  """A plugin registered without `kwargs` takes none, even where its module has fields: setting
+  one is refused with the call that declares it; a key that is no field, or a field the
+  builder's partial fixes (negmamba's `negative`), is refused without."""
+  import flax.linen as nn
+
+  class Gated(nn.Module):
+    cfg: object
+    c: float = 8.0
+
+  monkeypatch.setattr(registry, "_LAYERS", dict(registry._LAYERS))
+  registry.register_layer("gated", Gated, theory_class="unknown")
+  with pytest.raises(registry.LayerError) as e:
+    registry.layer_kwargs(["gated"], '{"c": 4.0}')
+  assert str(e.value).endswith("Gated has the field 'c': declare it in " + Gated.__module__ +
+                               " with register_layer('gated', ..., kwargs=module_kwargs(Gated))"), e
+  with pytest.raises(registry.LayerError) as e:
+    registry.layer_kwargs(["gated"], '{"d": 4.0}')
+  assert "module_kwargs" not in str(e.value), f"a key that is no field got the hint: {e.value}"
+  with pytest.raises(registry.LayerError) as e:
+    registry.layer_kwargs(["negmamba"], '{"negative": false}')
+  assert "module_kwargs" not in str(e.value), f"a field a partial fixes got the hint: {e.value}"
+
+
 def test_module_kwargs_reads_a_modules_field_defaults():
   """The built-ins and the example take their kwargs from their modules' field defaults, so the
   two cannot drift apart; fields a partial fixes are not the user's to set."""
