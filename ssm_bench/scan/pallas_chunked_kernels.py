@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from ssm_bench.scan import pallas as sequential_kernel
+from ssm_bench.scan import pallas_kernels
 from ssm_bench.scan.mamba_rule import discretize, handed_grads
 from ssm_bench.scan.pallas_parallel_kernels import INPUTS as _PARALLEL_INPUTS
 from ssm_bench.scan.pallas_parallel_kernels import accumulate, walk_blocks
@@ -170,7 +171,7 @@ def _real(inputs, x, dt, neg):
   lam), a = e or 2 e - 1."""
   steps = len(x)
   lam, B, C, h0 = inputs
-  e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
+  e = [jnp.exp2(dt[k] * pallas_kernels.log2_scaled(lam)) for k in range(steps)]
   a = [2.0 * v - 1.0 for v in e] if neg else e
   b = [x[k] * B[k] for k in range(steps)]
   return lam, e, a, b, B, C, h0
@@ -200,7 +201,7 @@ def real_forward_by_time(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, y_ref, *,
   the next one's x and dt read ahead (a lane's strided loads: B and C ahead would hold 2 N more
   registers), or two steps."""
   G, L = x_ref.shape[1:]
-  lam = [sequential_kernel.log2_scaled(lam_ref[n, :]) for n in range(n_states)]
+  lam = [pallas_kernels.log2_scaled(lam_ref[n, :]) for n in range(n_states)]
   at = lambda t: (jax.lax.div(t, L), jax.lax.rem(t, L))  # (chunk, step in it); t >= 0
 
   def read(t):
@@ -287,7 +288,7 @@ def real_backward_by_channel(x_ref, dt_ref, lam_ref, B_ref, C_ref, h0_ref, dy_re
   def body(d, inputs, carry):
     dB, dC = list(carry[:steps]), list(carry[steps:])
     x, dt, dy, lam, h0 = inputs
-    e = [jnp.exp2(dt[k] * sequential_kernel.log2_scaled(lam)) for k in range(steps)]
+    e = [jnp.exp2(dt[k] * pallas_kernels.log2_scaled(lam)) for k in range(steps)]
     a = [2.0 * v - 1.0 for v in e] if neg else e
     dlam, dx, ddt = None, [None] * steps, [None] * steps  # summed over the states at once
     for k, g, de, h, incoming in adjoint_steps(a, e, [x[k] * B[k] for k in range(steps)],

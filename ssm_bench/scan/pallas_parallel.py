@@ -29,6 +29,7 @@ from jax.experimental import pallas as pl
 
 from ssm_bench.scan import factors as F
 from ssm_bench.scan import pallas as sequential_kernel
+from ssm_bench.scan import pallas_kernels
 from ssm_bench.scan import pallas_parallel_kernels as kernels
 
 # (channels per program, warps) of each kernel, per kernel kind (`pallas.KINDS`), for a time
@@ -151,7 +152,7 @@ def _fused(static, *ins):
       grid=(b, D // bd), in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)),
       out_specs=_per_td(bd, span, tm[0], cf), interpret=interpret,
       **sequential_kernel._compiler_params(interpret, warps))(
-          *sequential_kernel.cos_sin_inputs(kind, ins))
+          *pallas_kernels.cos_sin_inputs(kind, ins))
 
 
 def _fused_fwd(static, *primals):
@@ -193,7 +194,7 @@ def _fused_bwd(static, res, dy):
       in_specs=_in_specs(kind, bd, N, rows, tm, cf, _shared_h0(kind, ins)) + [per_td[1]],
       out_specs=[o[1] for o in outs],
       interpret=interpret, **sequential_kernel._compiler_params(interpret, warps))(
-          *sequential_kernel.cos_sin_inputs(kind, ins), dy)
+          *pallas_kernels.cos_sin_inputs(kind, ins), dy)
   # back onto the padded rows of the inputs: row 0 and the last row feed nothing
   td, tn = tm
   rows_of = lambda v, major: jnp.pad(v, [(1, 1) if i == (1 if major else v.ndim - 1) else (0, 0)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from ssm_bench.scan import pallas as sequential_kernel
+from ssm_bench.scan import pallas_kernels
 from ssm_bench.scan.recurrence_scan import recurrence_scan
 
 _COMPLEX = ("Br", "Bi", "Cr", "Ci", "h0r", "h0i")
@@ -95,7 +95,7 @@ class Rows:
     row = first + jax.lax.broadcasted_iota(jnp.int32, x.shape, 1)  # row of the padded axis
     start, empty = row == 1, row == 0
     if self.kind == "real":
-      e = jnp.exp2(tile["dt"] * sequential_kernel.log2_scaled(self.column("lam", n)))
+      e = jnp.exp2(tile["dt"] * pallas_kernels.log2_scaled(self.column("lam", n)))
       a = jnp.where(row <= 1, 0.0, 2.0 * e - 1.0 if self.neg else e)
       b = jnp.where(start, self.column("h0", n),
                     jnp.where(empty, 0.0, x * self.row("B", n, first)))
