@@ -52,7 +52,8 @@ PARALLEL_BLOCKS = (2, 4, 8, 16)
 # The scan family whose factors stand for each kernel kind where no model says which (the
 # registers section without --models; signed decay is the real kind's heavier backward in the
 # time-parallel kernel: three scans per state against decay's two).
-REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant"}
+REPRESENTATIVE = {"real": "signed_decay", "phase": "rotation", "const": "constant",
+                  "complex": "complex"}
 # The largest relative error against the reference a tile may have to be timed as a candidate:
 # every tile the H100 and H200 sweeps timed (256 rows in results/bench/h*/) read 2.3e-6 or less;
 # a wrong kernel reads 1e-2 or more (the tests' 1% error).
