@@ -69,8 +69,13 @@ def _ensure_builtins():
         _loading_builtins = False
 
 
+def _unwrapped(builder):
+  """The class or function a builder calls: a functools.partial's own, else the builder."""
+  return getattr(builder, "func", builder)
+
+
 def _origin(builder) -> str:
-  fn = getattr(builder, "func", builder)  # functools.partial
+  fn = _unwrapped(builder)
   return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
@@ -78,7 +83,7 @@ def module_kwargs(builder: Callable, **defaults) -> dict:
   """A Flax module's hyperparameters as `register_layer` kwargs: its dataclass fields that have a
   default (not `cfg`, `parent`, `name`), less those a functools.partial fixes, with `defaults`
   overriding some, so that the module's own field defaults are the one place they are written."""
-  cls = getattr(builder, "func", builder)
+  cls = _unwrapped(builder)
   fixed = getattr(builder, "keywords", {}) or {}
   if not dataclasses.is_dataclass(cls):
     raise LayerError(f"module_kwargs needs a Flax module (a dataclass), got {cls!r}")
@@ -95,7 +100,7 @@ def module_kwargs(builder: Callable, **defaults) -> dict:
 def _first_doc_line(builder) -> str:
   """The first line of the builder's own docstring (not one a dataclass, as a Flax module is,
   writes from its signature, nor an inherited one): a layer's description when none is given."""
-  target = getattr(builder, "func", builder)
+  target = _unwrapped(builder)
   doc = target.__dict__.get("__doc__") if hasattr(target, "__dict__") else None
   line = (doc or "").strip().split("\n")[0].strip()
   return "" if line.startswith(f"{getattr(target, '__name__', '')}(") else line
@@ -123,7 +128,7 @@ def register_layer(name: str, builder: Callable, *, theory_class: str,
   from ssm_bench import theory
   if not _loading_builtins:
     _ensure_builtins()
-  source = source or getattr(getattr(builder, "func", builder), "__module__", "?")
+  source = source or getattr(_unwrapped(builder), "__module__", "?")
   if not isinstance(name, str) or not NAME.match(name):
     raise LayerError(f"layer name {name!r} must be lower-case letters, digits and '_', "
                      "starting with a letter")
@@ -268,11 +273,11 @@ def _undeclared_fields(specs_, keys) -> str:
   """The hint where a key is a field of a plugin's module that its record does not declare (a
   researcher's first try at setting one): how to declare it."""
   for s in specs_:
-    if not dataclasses.is_dataclass(getattr(s.builder, "func", s.builder)):
+    if not dataclasses.is_dataclass(_unwrapped(s.builder)):
       continue
     fields = [k for k in keys if k in module_kwargs(s.builder)]
     if fields:
-      cls = getattr(s.builder, "func", s.builder).__name__
+      cls = _unwrapped(s.builder).__name__
       return (f"; {cls} has the field{'s' * (len(fields) > 1)} {', '.join(map(repr, fields))}: "
               f"declare {'them' if len(fields) > 1 else 'it'} in {s.source} with "
               f"register_layer({s.name!r}, ..., kwargs=module_kwargs({cls}))")
