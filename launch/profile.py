@@ -15,6 +15,7 @@ the watchdog or on Ray. The report is built from the run summaries only, like ev
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -28,7 +29,8 @@ from ssm_bench import config
 from ssm_bench import tracking_profile
 
 _MODEL = flags.DEFINE_string("model", None, "The layer to profile (a registered or plugged-in "
-                             "name; one layer, repeated at each depth).")
+                             "name; one layer, repeated at each depth), or a hybrid stack "
+                             "(a comma list, bottom first: trained at its own depth).")
 _PRESET = flags.DEFINE_enum("preset", "cpu", list(config.PROFILE_PRESETS),
                             "cpu: CPU sizes (depth 1 of a small layer: 4-65 min on 2 cores, "
                             "deeper stacks more); paper: for a GPU; "
@@ -64,23 +66,33 @@ _FIELDS = config_flags.define()
 def _check(model: str, group_names: list, depths: list) -> list[list[str]]:
   """The sweeps to run for these groups and depths, as their extra arguments: the profile's
   own groups in one sweep (--only), each other group in a sweep of its own (--config.task);
-  UsageError for a bad choice."""
+  UsageError for a bad choice. A hybrid stack trains at its own depth only."""
   from ssm_bench import plugins, registry
+  layers = [n.strip() for n in (model or "").split(",")]
   try:
     plugins.load(common.PLUGINS.value)
-    if not model or "," in model:
-      raise ValueError("--model must name one layer; choose from "
-                       + ", ".join(registry.names()))
-    registry.get(model)
+    if not all(layers):
+      raise ValueError("--model must name a layer or a comma list of them (a hybrid stack); "
+                       "choose from " + ", ".join(registry.names()))
+    for name in layers:
+      registry.get(name)
   except ValueError as e:
     raise common.UsageError(str(e)) from None
+  if len(layers) > 1 and len(set(layers)) == 1:  # one network, one identity: the layer's own
+    raise common.UsageError(f"--model={model} is {layers[0]} at depth {len(layers)}: "
+                            f"--model={layers[0]} --depths={len(layers)}")
   group_names = common.group_names(
       "--groups", group_names, "; the profile's are " + ", ".join(tracking_profile.GROUPS))
-  valid = [str(d) for d in tracking_profile.DEPTHS]
+  valid = [str(d) for d in tracking_profile.depths_of(model)]
+  if len(layers) > 1 and _DEPTHS.present and depths != valid:
+    raise common.UsageError(f"--depths: a hybrid stack's depth is the length of its list "
+                            f"({len(layers)}); leave --depths out")
+  depths = valid if len(layers) > 1 else depths
   if not depths or any(d not in valid for d in depths):
     raise common.UsageError(f"--depths must be among {', '.join(valid)}, got "
                             f"{','.join(depths) or 'none'}")
-  only = lambda gs: f"--only=^({'|'.join(gs)})-{model}-L({'|'.join(depths)})-"
+  name = re.escape(",".join(layers).replace(",", "+"))  # as run directories spell a stack
+  only = lambda gs: f"--only=^({'|'.join(gs)})-{name}-L({'|'.join(depths)})-"
   own = [g for g in group_names if g in tracking_profile.GROUPS]
   other = [g for g in group_names if g not in tracking_profile.GROUPS]
   return [[only(own)]] * bool(own) + [[only([g]), f"--config.task={g}"] for g in other]
@@ -114,18 +126,19 @@ def write_report(workdir: str, out: str, model: str, protocol: str,
       print(f"note: --compare_with: no other layer's {' or '.join(sorted(mine))} profile in "
             f"{compare_with}", file=sys.stderr)
   os.makedirs(out, exist_ok=True)
-  name = f"profile_{protocol}_{model}.md"
+  part = model.replace(",", "+")  # a stack as run directories spell it
+  name = f"profile_{protocol}_{part}.md"
   with open(os.path.join(out, name), "w") as f:
     f.write(f"# State-tracking profile of {model}\n\n{tracking_profile.INTRO}\n\n"
             + tracking_profile.markdown(data, compare))
   overview = figures.write_profile_overview(
-      {**data, **compare}, out, f"profile_{protocol}_{model}_overview.png") if compare else []
+      {**data, **compare}, out, f"profile_{protocol}_{part}_overview.png") if compare else []
   return [name] + figures.write_profiles(data, out) + overview
 
 
 def main(argv):
   del argv
-  model = _MODEL.value
+  model = ",".join(n.strip() for n in (_MODEL.value or "").split(","))  # as runs store it
   sweeps = _check(model, _GROUPS.value, _DEPTHS.value)
   protocol = config.PROFILE_PRESETS[_PRESET.value]
   workdir = _WORKDIR.value or os.path.join("runs", "profile")
@@ -140,6 +153,7 @@ def main(argv):
     args = ["--sweep=profile", f"--preset={protocol}", f"--config.model={model}",
             f"--workdir={workdir}", f"--executor={_EXECUTOR.value}",
             f"--workers={_WORKERS.value}"]
+    args += [f"--config.depth={model.count(',') + 1}"] * ("," in model)  # a hybrid's own
     args += [f"--config.plugins={common.PLUGINS.value}"] if common.PLUGINS.value else []
     args += [f"--config.{k}={v}" for k, v in given.items() if k != "model"]
     args += ["--dry_run"] * _DRY.value + ["--quiet"] * _QUIET.value

@@ -235,7 +235,8 @@ PROFILE_GRID = {"profile_cpu": dict(lr=(3e-3, 3e-2), seed=(0,)),
                 "profile": dict(lr=(1e-3, 1e-2), seed=(0, 1))}
 def profile(base: TrainConfig) -> list[TrainConfig]:
   """One model (base.model, e.g. --config.model=lru with --config.plugins=...) over the profile's
-  groups and depths, with the layer's own values for the protocol from its registry record.
+  groups and depths (a hybrid stack's: its own), with the layer's own values for the protocol
+  from its registry record (a hybrid's: the preset's).
   Staged by depth, each depth in two stages: a deeper stack is not trained once a shallower one
   of the same group extrapolated (shallower_extrapolated), and PROFILE_MORE_SEEDS train only
   where a cell's first runs go against the theory on too few runs, the first of them where the
@@ -247,7 +248,7 @@ def profile(base: TrainConfig) -> list[TrainConfig]:
   base = base.replace(preset=preset, **registry.preset_values(preset, base.model))
   grid = PROFILE_GRID[preset]
   groups = tracking_profile.GROUPS if base.task in tracking_profile.GROUPS else (base.task,)
-  return [c for g, depth in itertools.product(groups, tracking_profile.DEPTHS)
+  return [c for g, depth in itertools.product(groups, tracking_profile.depths_of(base.model))
           for seeds in (grid["seed"], stages.PROFILE_MORE_SEEDS.get(preset, ()))
           for c in _grid(base.replace(task=g, depth=depth), lr=grid["lr"], seed=seeds)]
 

@@ -106,8 +106,9 @@ def write_illusion(data: dict, out_dir: str, name: str = "illusion_depth.png",
 
 
 def _layer_part(model: str, kwargs: str) -> str:
-  """A layer at its kwargs as a file-name part: its name, then a short hash of any kwargs."""
-  return model + (f"_{hashlib.sha1(kwargs.encode()).hexdigest()[:8]}" if kwargs else "")
+  """A layer at its kwargs as a file-name part: its name (a stack's as run directories spell
+  it, `negmamba+deltanet`), then a short hash of any kwargs."""
+  return model.replace(",", "+") + (f"_{hashlib.sha1(kwargs.encode()).hexdigest()[:8]}" if kwargs else "")
 
 
 def write_examples(rs, out_dir: str) -> list[str]:
@@ -161,7 +162,10 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
   for p in data.values():
     gs, ds = p["groups"], p["depths"]
     values = np.full((len(gs), len(ds)), np.nan)
-    fig, ax = plt.subplots(figsize=(1.3 * len(ds) + 2.2, 0.42 * len(gs) + 1.4))
+    head = f"{neighbours.layer_label(p['model'], p['layer_kwargs'])} ({p['class']})"
+    # wide enough for the title (a hybrid's one depth under its classes' names)
+    fig, ax = plt.subplots(figsize=(max(1.3 * len(ds) + 2.2, 0.07 * len(head) + 0.6),
+                                    0.42 * len(gs) + 1.4))
     for i, g in enumerate(gs):
       for j, d in enumerate(ds):
         e = p["cells"][g][d]
@@ -180,7 +184,7 @@ def write_profiles(data: dict, out_dir: str) -> list[str]:
     ax.imshow(values, cmap="Greens", vmin=0, vmax=1000, aspect="auto")
     ax.set_xticks(range(len(ds)), [f"depth {d}" for d in ds])
     ax.set_yticks(range(len(gs)), gs)
-    ax.set_title(f"{neighbours.layer_label(p['model'], p['layer_kwargs'])} ({p['class']})\n"
+    ax.set_title(f"{head}\n"
                  "max_len, theory; "
                  "red: disagree (dashed: tentative)"
                  + ("; div.: runs that diverged" if tp.diverged_runs(p) else ""), fontsize=8)

@@ -7,6 +7,9 @@ class can express the group at that depth, but no run learned it). A depth is no
 shallower stack of the same group extrapolated (the profile sweep's stages); such a cell reads
 `= dK`, solved at depth K. The declaration check of every run (its summary's `declaration`) is
 reported too: a layer whose transitions leave its declared set is flagged.
+
+A hybrid stack (`negmamba,deltanet`) has a profile too, at its one depth (the length of its
+list): the groups it tracks beside what the theory says of that stack, as its card does.
 """
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ GROUPS = ("C2", "C3", "C2xC2", "C6", "D4", "Q8", "S3", "A4", "S4", "A5")
 DEPTHS = (1, 2, 3)
 
 
+def depths_of(model: str) -> tuple:
+  """The depths a profile of `model` trains: a layer's, DEPTHS; a hybrid stack's, its own."""
+  return (model.count(",") + 1,) if "," in model else DEPTHS
+
+
 def is_profile_run(config: dict) -> bool:
   return config.get("preset", "") in PROFILE_LABELS
 
@@ -42,8 +50,8 @@ def _key(c: dict) -> tuple:
 
 
 def takes(summary) -> bool:
-  """A profile run of one layer (a profile is per layer: no hybrid stacks)."""
-  return is_profile_run(summary["config"]) and "," not in summary["config"]["model"]
+  """A profile run (of a layer, or of a hybrid stack at its own depth)."""
+  return is_profile_run(summary["config"])
 
 
 def profile_data(summaries) -> dict:
@@ -58,8 +66,10 @@ def profile_data(summaries) -> dict:
 
 def _one(key, runs) -> dict:
   model = key[0]
-  spec = registry.find(model)
-  cls = registry.theory_class_of(model, key[1])
+  hybrid = "," in model
+  # a hybrid's classes bottom first, each with the kwargs of the stack's its layer takes
+  classes = registry.theory_classes(model, len(depths_of(model)), key[1]) if hybrid else None
+  cls = ", ".join(classes) if hybrid else registry.theory_class_of(model, key[1])
   present = {s["config"]["task"] for s in runs}
   names = [g for g in GROUPS if g in present] + sorted(present - set(GROUPS))
   depths = sorted({s["config"]["depth"] for s in runs})
@@ -71,7 +81,7 @@ def _one(key, runs) -> dict:
     for depth in depths:
       cell = [s for s in runs if s["config"]["task"] == g and s["config"]["depth"] == depth]
       lens = sorted((s["max_len"] for s in cell), reverse=True)
-      pred = theory.prediction([cls] * depth, g, cell_width(cell) or width)
+      pred = theory.prediction(classes or [cls] * depth, g, cell_width(cell) or width)
       entry = {"max_len": lens[0] if lens else None, "runs": len(lens),
                "successes": sum(v >= EXTRAPOLATES for v in lens), "max_lens": lens,
                "diverged": sum(s["status"] == "diverged" for s in cell),
@@ -84,7 +94,9 @@ def _one(key, runs) -> dict:
   checks = [(s["run"], s.get("declaration")) for s in runs]
   checked = [(r, d) for r, d in checks if isinstance(d, dict) and d.get("checked")]
   return {"model": model, "layer_kwargs": key[1], "protocol": key[2], "class": cls,
-          "registered": spec is not None, "theorem": theory.parse(cls)[0].theorem,
+          "classes": classes,  # a hybrid's, bottom first; None for a layer
+          "registered": all(registry.find(n) for n in model.split(",")),
+          "theorem": HYBRID_THEOREM if hybrid else theory.parse(cls)[0].theorem,
           "groups": names, "depths": depths, "cells": cells, "runs": len(runs),
           "state_width": width,
           # groups this layer type holds exactly with weights set by hand at the profile's kwargs
@@ -146,14 +158,15 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
   # a depth the layer reached once: its weights exist there, how often training finds them is
   # not yet known (on the CPU profile 11 of 33 such cells did not repeat with the next seed)
   once = solved is not None and cells[solved]["successes"] == 1
-  theory_depth = theory.min_depth_text(p["class"], g, p["state_width"])
+  theory_depth = theory_depth_text(p, g)
   known = theory_depth != "no theorem"
   # '≤ k': a class without a theorem tracks the group at depth k by a class it includes, and
   # no theorem says what it cannot do (never "beats")
   bound = theory_depth.startswith("≤")
   text = (f"{CROSS if solved is None else solved}{ONCE if once else ''} / "
           f"{theory_depth if known else '?'}")
-  allowed = int(theory_depth.removeprefix("≤ ")) if known and theory_depth != "never" else None
+  rules_out = theory_depth == "never" or theory_depth.startswith("not at")
+  allowed = int(theory_depth.removeprefix("≤ ")) if known and not rules_out else None
   evidence = []
   if solved is not None and known and not bound and (allowed is None or solved < allowed):
     kind, evidence = "beats", [cells[solved]]
@@ -168,6 +181,22 @@ def min_depth_entry(p: dict, g: str) -> dict | None:
             "too shallow" if allowed is not None else "untracked")
   return {"text": text, "kind": kind,
           "tentative": bool(evidence) and all(tentative(e) for e in evidence)}
+
+
+HYBRID_THEOREM = ("a stack tracks a group when its layers' classes, bottom first, take the "
+                  "group's subgroup series down to the identity, or when a layer's own rule says "
+                  "so (`launch.info --model=<the stack>`: each layer's theorem)")
+
+
+def theory_depth_text(p: dict, g: str) -> str:
+  """The theory's minimal depth as reports show it (`theory.min_depth_text` of the layer's
+  class); a hybrid stack's: its depth where the stack tracks the group, `not at n` where the
+  theory rules that out, `no theorem` where none decides it."""
+  if p["classes"] is None:
+    return theory.min_depth_text(p["class"], g, p["state_width"])
+  n = len(p["classes"])
+  verdict = theory.expressible(p["classes"], g, p["state_width"])
+  return "no theorem" if verdict is None else str(n) if verdict else f"not at {n}"
 
 
 def _min_depth_cell(p: dict, g: str) -> str:
@@ -191,10 +220,10 @@ def diverged_runs(p: dict) -> int:
 
 def overview_heading(p: dict, several_protocols: bool) -> str:
   """A profile's column: its model (and kwargs), its protocol where the overview has several,
-  its depths where they are not 1-3, and how many of its runs diverged, if any."""
+  its depths where they are not 1-3 (a hybrid's: its own), and how many of its runs diverged, if any."""
   diverged = diverged_runs(p)
   notes = ([p["protocol"]] if several_protocols else []) + (
-      [] if tuple(p["depths"]) == DEPTHS else
+      [] if tuple(p["depths"]) == depths_of(p["model"]) else
       ["depth" + ("s " if len(p["depths"]) > 1 else " ") + ", ".join(map(str, p["depths"]))]) + (
       [f"{diverged} of {p['runs']} runs diverged"] if diverged else [])
   return (neighbours.layer_label(p["model"], p["layer_kwargs"])
@@ -220,7 +249,9 @@ ONCE = "†"  # the overview's mark of a smallest depth that one run reached
 OVERVIEW_INTRO = (
     "A cell is the smallest depth at which a run reached 100 (`✘`: no trained depth did; `·`: "
     "not trained) / the smallest depth the theory allows for the layer's declared class "
-    "(`never`: none of the depths it decides; `?`: no theorem; `≤ k`: a class without a "
+    "(`never`: none of the depths it decides; for a hybrid stack, its own depth where the "
+    "stack tracks the group, `not at n` where the theory rules that out; `?`: no theorem; "
+    "`≤ k`: a class without a "
     "theorem of its own that includes one tracking the group at depth k, a bound that rules "
     "nothing out); a column trained at other "
     "depths than 1-3 names them. **below**: no run extrapolated at the theory's depth (nor at "
@@ -238,23 +269,32 @@ def markdown(data: dict, compare: dict | None = None) -> str:
   out = [overview(both)] if len(both) > 1 else []
   for p in data.values():
     kw = f", layer_kwargs {p['layer_kwargs']}" if p["layer_kwargs"] else ""
+    declared = (f"Declared classes, bottom first: `{'`, `'.join(p['classes'])}`"
+                if p["classes"] else f"Declared class: `{p['class']}`")
     out += [f"## {p['model']}{kw} (protocol {p['protocol']}, {p['runs']} runs)", "",
-            f"Declared class: `{p['class']}`"
+            declared
             + ("" if p["registered"] else " (the layer is not registered here: load its plugin)")
             + f". Theory: {p['theorem']}.", ""]
     out.append("| group | order | " + " | ".join(f"depth {d}" for d in p["depths"])
-               + " | theory: min depth |")
+               + (" | theory: the stack |" if p["classes"] else " | theory: min depth |"))
     out.append("|---|---|" + "---|" * len(p["depths"]) + "---|")
     for g in p["groups"]:
       order = groups_lib.get_group(g).order
       row = [_cell(p["cells"][g][d]) for d in p["depths"]]
-      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory.min_depth_text(p['class'], g, p['state_width'])} |")
+      out.append(f"| {g} | {order} | " + " | ".join(row) + f" | {theory_depth_text(p, g)} |")
     out.append("")
     disagree = [(g, d, verdict(e), e) for g in p["groups"] for d, e in p["cells"][g].items()
                 if verdict(e)]
     beats = [x for x in disagree if x[2] == "beats theory"]
-    included = theory.included(p["class"])
-    if not theory.has_theorem(p["class"]) and included:
+    included = {} if p["classes"] else theory.included(p["class"])
+    if p["classes"]:
+      undecided = [g for g in p["groups"] if theory_depth_text(p, g) == "no theorem"]
+      if undecided:
+        out.append(f"No theorem decides this stack for {', '.join(undecided)}: "
+                   "those rows are measurement only.")
+      if not beats:
+        out.append("No measurement beats the theory.")
+    elif not theory.has_theorem(p["class"]) and included:
       out.append("No theorem of its own for this class: its ✓ come from the classes it "
                  f"includes ({', '.join(included)}), and nothing is ruled out.")
     elif not theory.has_theorem(p["class"]):
@@ -273,11 +313,11 @@ def markdown(data: dict, compare: dict | None = None) -> str:
     dec = p["declaration"]
     if dec["violations"]:
       out.append(f"- **Declaration violated** in {len(dec['violations'])} of {dec['checked']} "
-                 f"checked runs: the transitions leave the `{p['class']}` set.")
+                 f"checked runs: the transitions leave the {_declared_set(p)}.")
       out += [f"  - `{r}`: {why}" for r, why in dec["violations"]]
     elif dec["checked"]:
       out.append(f"- Declaration check: the trained transitions of all {dec['checked']} checked "
-                 f"runs lie in the `{p['class']}` set.")
+                 f"runs lie in the {_declared_set(p)}.")
     else:
       out.append("- Declaration check: not checked (the layer sows no transitions, or its class "
                  "has no set to check).")
@@ -287,6 +327,11 @@ def markdown(data: dict, compare: dict | None = None) -> str:
                  f"{', '.join(p['by_hand'])}.")
     out.append("")
   return "\n".join(out)
+
+
+def _declared_set(p: dict) -> str:
+  return (f"sets of their layers' classes (`{'`, `'.join(p['classes'])}`)" if p["classes"]
+          else f"`{p['class']}` set")
 
 
 INTRO = ("Per group and depth: the best max_len over the runs (`✘` below 100), (runs that reach "

@@ -97,7 +97,8 @@ CASES = [  # (entry point, arguments, a word the message must contain)
     ("profile", ["--model=mamba", "--groups=C2,S0"], "--groups: unknown group 'S0'"),
     ("profile", ["--model=mamba", "--groups="], "--groups: no group given"),
     ("profile", ["--model=mamba", "--compare_with=/no/such/dir"], "--compare_with: no directory"),
-    ("profile", ["--model=mamba,negmamba"], "--model must name one layer"),  # no hybrids
+    ("profile", ["--model=mamba,mamba"], "is mamba at depth 2: --model=mamba --depths=2"),
+    ("profile", ["--model=negmamba,aussm", "--depths=1"], "a hybrid stack's depth is the length"),
     ("profile", ["--model=mamba", "--depths=1,4"], "--depths must be among 1, 2, 3, got 1,4"),
     ("tables", ["--runs=/nonexistent"], "not a directory"),
     ("tables", ["--out=/proc/x"], "cannot write"),

@@ -201,6 +201,18 @@ def test_the_tiny_and_gpu_profiles_train_every_group_of_a_depth_in_one_program(p
   assert len(shapes) == programs, f"{preset}: {len(cfgs)} runs in {len(shapes)} programs"
 
 
+def test_a_hybrid_stacks_profile_trains_every_group_at_its_own_depth_only():
+  """launch.profile --model=negmamba,deltanet: the stack is one network of depth 2, so its
+  profile is the ten groups at depth 2 (a layer's: depths 1-3)."""
+  from ssm_bench import tracking_profile
+  from ssm_bench.config import PRESETS
+  cfgs = sweeps.expand("profile", PRESETS["profile_cpu"],
+                       {"model": "negmamba,deltanet", "depth": 2})
+  assert {c.depth for c in cfgs} == {2}, sorted({c.depth for c in cfgs})
+  assert {c.model for c in cfgs} == {"negmamba,deltanet"}
+  assert {c.task for c in cfgs} == set(tracking_profile.GROUPS)
+
+
 def test_a_profile_of_a_group_outside_its_ten_trains_that_group_alone():
   """launch.profile --groups=D3 hands the sweep --config.task=D3: that group is the one trained,
   at the profile's depths, rates and seeds; without one the profile's ten train."""

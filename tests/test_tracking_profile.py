@@ -296,16 +296,44 @@ def test_a_section_says_beats_only_where_a_run_beats_and_never_checked_where_non
   assert "- Declaration check: not checked" in agreed and "of all 0" not in agreed, agreed
 
 
-def test_a_profile_is_one_layers_and_lists_every_group_it_trained():
-  """A hybrid stack (`negmamba,aussm`) has no layer profile of its own; a group beyond the ten
-  (`--groups=D3`) is a row after them; a layer not registered here says so."""
+def test_a_profile_is_one_networks_and_lists_every_group_it_trained():
+  """A hybrid stack's runs (`negmamba,aussm`) make a profile of their own, never rows of a
+  layer's; a group beyond the ten (`--groups=D3`) is a row after them; a layer not registered
+  here says so."""
   hybrid = _summary("S3", 2, 0, 1000, "negmamba,aussm")
-  assert tracking_profile.profile_data([hybrid]) == {}, "a hybrid stack read as a profile"
-  rows, _ = _rows([_summary("C2", 1, 0, 1000, "negmamba"),
-                   _summary("D3", 1, 0, 0, "negmamba"), hybrid])
-  assert list(rows) == ["C2", "D3"], rows
+  data = tracking_profile.profile_data([_summary("C2", 1, 0, 1000, "negmamba"),
+                                        _summary("D3", 1, 0, 0, "negmamba"), hybrid])
+  assert sorted(k[0] for k in data) == ["negmamba", "negmamba,aussm"], list(data)
+  assert data[("negmamba", "", "profile_cpu")]["groups"] == ["C2", "D3"], data
+  assert data[("negmamba,aussm", "", "profile_cpu")]["groups"] == ["S3"], data
   _, unknown = _rows([_summary("C2", 1, 0, 1000, "not_a_layer_here")])
   assert "(the layer is not registered here: load its plugin)" in unknown, unknown
+
+
+def test_a_hybrid_stacks_profile_is_judged_at_its_own_depth_by_the_stacks_theory():
+  """negmamba under aussm tracks S3 (its series: S3 -> A3 -> 1) but not A4 (A4 has no
+  quotient of order 2: the signed layer leaves it whole); negmamba under deltanet has no theorem
+  for A5. The overview reads `2 / 2`, `not at 2` with **beats** where a run tracked A4, `?`
+  where nothing decides; the stack's section names both classes and judges by the stack."""
+  runs = [_summary("S3", 2, s, 1000, "negmamba,aussm") for s in range(4)]
+  runs += [_summary("A4", 2, s, 1000 if s == 0 else 20, "negmamba,aussm") for s in range(4)]
+  runs += [_summary("A5", 2, 0, 0, "negmamba,deltanet")]
+  report = tracking_profile.markdown(tracking_profile.profile_data(runs))
+  overview = {g: [c.removesuffix(" |") for c in cells]
+              for g, cells in _overview_rows(report).items()}
+  assert overview["S3"] == ["2 / 2", "·"], overview
+  assert overview["A4"] == ["2† / not at 2 **beats**", "·"], overview
+  assert overview["A5"] == ["·", "✘ / ?"], overview
+  head = next(line for line in report.splitlines() if line.startswith("| group | order | neg"))
+  assert "(depth" not in head, f"a stack's own depth named as a restriction: {head}"
+  stack = report.split("## negmamba,aussm ")[1].split("\n## ")[0]
+  assert "Declared classes, bottom first: `signed_diagonal`, `unit_modulus_diagonal`" in stack
+  rows = {line.split(" | ")[0][2:]: line for line in stack.splitlines() if line.startswith("| ")}
+  assert rows["group"].endswith("| depth 2 | theory: the stack |"), rows["group"]
+  assert rows["S3"].endswith("1000 (4/4) ✓ | 2 |"), rows["S3"]
+  assert rows["A4"].endswith("1000 (1/4) ✗ **beats theory** | not at 2 |"), rows["A4"]
+  other = report.split("## negmamba,deltanet ")[1]
+  assert "No theorem decides this stack for A5" in other, other
 
 
 def test_the_overview_reads_the_theorys_depth_at_the_runs_key_width():
@@ -336,6 +364,17 @@ def test_a_profile_dry_run_lists_both_sweeps_hands_on_its_flags_and_writes_no_re
   assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
   assert p.stderr.strip() == "error: --workers is for the local executor (Ray runs a task per " \
                              "group)", p.stderr[-2000:]
+
+
+def test_a_hybrid_stacks_profile_dry_run_plans_the_ten_groups_at_its_own_depth(tmp_path):
+  """launch.profile --model='negmamba, deltanet' (spaces as a user types them): every group of
+  the profile at depth 2, run directories named as a stack's (`negmamba+deltanet`)."""
+  p = launcher.run(["launch.profile", "--model=negmamba, deltanet", "--preset=tiny",
+                    f"--workdir={tmp_path}", "--quiet", "--dry_run"], timeout=300)
+  assert p.returncode == 0, p.stderr[-2000:]
+  planned = [line.split()[0] for line in p.stdout.splitlines() if line.startswith("    ")]
+  assert sorted(n.split("-")[0] for n in planned) == sorted(tracking_profile.GROUPS), p.stdout
+  assert all("-negmamba+deltanet-L2-" in n for n in planned), planned
 
 
 def test_a_failed_sweep_stops_the_profile_with_its_status(tmp_path):
