@@ -108,7 +108,8 @@ def write_illusion(data: dict, out_dir: str, name: str = "illusion_depth.png",
 def _layer_part(model: str, kwargs: str) -> str:
   """A layer at its kwargs as a file-name part: its name (a stack's as run directories spell
   it, `negmamba+deltanet`), then a short hash of any kwargs."""
-  return model.replace(",", "+") + (f"_{hashlib.sha1(kwargs.encode()).hexdigest()[:8]}" if kwargs else "")
+  digest = f"_{hashlib.sha1(kwargs.encode()).hexdigest()[:8]}" if kwargs else ""
+  return model.replace(",", "+") + digest
 
 
 def write_examples(rs, out_dir: str) -> list[str]:
