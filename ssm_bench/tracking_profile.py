@@ -220,7 +220,8 @@ def diverged_runs(p: dict) -> int:
 
 def overview_heading(p: dict, several_protocols: bool) -> str:
   """A profile's column: its model (and kwargs), its protocol where the overview has several,
-  its depths where they are not 1-3 (a hybrid's: its own), and how many of its runs diverged, if any."""
+  its depths where they are not 1-3 (a hybrid's: its own), and how many of its runs diverged,
+  if any."""
   diverged = diverged_runs(p)
   notes = ([p["protocol"]] if several_protocols else []) + (
       [] if tuple(p["depths"]) == depths_of(p["model"]) else
