@@ -242,3 +242,20 @@ def test_a_done_summary_needs_both_curves_on_the_whole_grid():
   assert runs.validate_summary({**s, "max_len": "1000"}) == ["missing or mistyped 'max_len'"]
   assert runs.validate_summary({**s, "status": "diverged", "acc_curve": None,
                                 "seq_acc_curve": None}) == []
+
+
+def test_our_own_wait_for_each_checkpoint_is_not_reported_as_a_backlog(tmp_path, monkeypatch,
+                                                                       caplog):
+  """orbax warns "Waiting for previous save to complete took X seconds ... consider
+  checkpointing less frequently" when the waits it counted exceed a second; it counts the wait
+  runs.py makes after every save, so a user saw it at each checkpoint of a slow save. With
+  orbax's threshold at 0 every wait would warn: none reaches the log, and other warnings do."""
+  from absl import logging as absl_logging
+  from orbax.checkpoint import checkpoint_manager
+  monkeypatch.setattr(checkpoint_manager, "_WAIT_FOR_PREV_SAVE_WARNING_THRESHOLD_SECS", -1.0)
+  with caplog.at_level("WARNING"):
+    runs.train_group([TINY.replace(steps=60)], [str(tmp_path / "run")])  # saves at 20, 40, 60
+    absl_logging.warning("another warning through absl")
+  messages = [r.getMessage() for r in caplog.records]
+  assert not [m for m in messages if "Waiting for previous save" in m], messages
+  assert "another warning through absl" in messages, messages
