@@ -273,23 +273,18 @@ def append_metrics(run_dir: str, row: dict):
     f.write(json.dumps(row) + "\n")
 
 
-class _OwnWaitFilter(logging.Filter):
+def _not_our_own_wait(record: logging.LogRecord) -> bool:
   """Drops orbax's "Waiting for previous save to complete took X seconds ... consider
   checkpointing less frequently". runs.py waits for each checkpoint as soon as its saves are
   made (it is complete before training goes on), and orbax counts that wait, in its manager's
   `wait_until_finished`, as time the next save waited: the warning reported our own wait at
   every checkpoint that took a second, never a backlog of saves."""
-
-  def filter(self, record):
-    return not str(record.msg).startswith("Waiting for previous save to complete")
-
-
-_OWN_WAIT = _OwnWaitFilter()
+  return not str(record.msg).startswith("Waiting for previous save to complete")
 
 
 def checkpointer(run_dir: str):
   import orbax.checkpoint as ocp
-  logging.getLogger("absl").addFilter(_OWN_WAIT)  # orbax logs through absl's logger; once
+  logging.getLogger("absl").addFilter(_not_our_own_wait)  # orbax logs through absl; once
   return ocp.CheckpointManager(os.path.abspath(os.path.join(run_dir, "checkpoints")),
                                options=ocp.CheckpointManagerOptions(
                                    max_to_keep=2, create=True, cleanup_tmp_directories=True))
